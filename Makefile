@@ -1,0 +1,29 @@
+# The two commands of the README's Quickstart: `make demo` and `make test`.
+# Both create the virtual environment and install memstream into it when needed.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test lint bench
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q -U pip
+	$(BIN)/python -m pip install -q -e '.[dev,openai]'
+	touch $@
+
+# The scripted multi-agent session on the embedded default (no servers).
+demo: $(BIN)/.installed
+	$(BIN)/memstream demo
+
+# The whole suite, against the real Kafka broker and Redis that the stack command starts.
+test: $(BIN)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check .
+
+bench: $(BIN)/.installed
+	$(BIN)/python -m pip install -q -e '.[bench]'
+	$(BIN)/memstream bench all

@@ -1,0 +1,5 @@
+import sys
+
+from memstream.cli import main
+
+sys.exit(main())
