@@ -1,0 +1,271 @@
+"""Intent graph: state, factories and the pure reducer ``apply_intent_command``.
+
+State is built on persistent structures (pyrsistent), so a command costs O(log n) and the
+input state is never modified: the new state shares all untouched structure with the old.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, NamedTuple, TypeVar
+
+from pyrsistent import PMap, PSet, PVector, pmap, pset, pvector
+
+from schemas.graph.errors import (
+    DuplicateIntentError,
+    IntentNotFoundError,
+    InvalidIntentTransitionError,
+)
+from schemas.graph.ids import uuid7
+from schemas.graph.intents import (
+    Intent,
+    IntentCommand,
+    IntentCommandAdapter,
+    IntentCreate,
+    IntentLifecycleEvent,
+    IntentLifecycleEventType,
+    IntentStatus,
+    IntentUpdate,
+)
+
+__all__ = [
+    "OrderedPMap",
+    "IntentState",
+    "IntentResult",
+    "create_intent_state",
+    "create_intent",
+    "apply_intent_command",
+]
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class OrderedPMap(Mapping[K, V], Generic[K, V]):
+    """A persistent, insertion-ordered, read-only mapping.
+
+    ``set`` returns a new map in O(log n); replacing an existing key keeps its position,
+    as ``dict`` does. Keys are never removed (the intent and task graphs have no delete),
+    which keeps the order a plain persistent vector.
+    """
+
+    __slots__ = ("_values", "_order")
+
+    def __init__(self, pairs: Iterable[tuple[K, V]] | Mapping[K, V] = ()) -> None:
+        items = pairs.items() if isinstance(pairs, Mapping) else pairs
+        values = pmap().evolver()
+        order = pvector().evolver()
+        for key, value in items:
+            if key in values:
+                values[key] = (values[key][0], value)
+            else:
+                values[key] = (len(order), value)
+                order.append(key)
+        self._values: PMap[K, tuple[int, V]] = values.persistent()
+        self._order: PVector[K] = order.persistent()
+
+    @classmethod
+    def _of(cls, values: PMap[K, tuple[int, V]], order: PVector[K]) -> OrderedPMap[K, V]:
+        new = cls.__new__(cls)
+        new._values = values
+        new._order = order
+        return new
+
+    def set(self, key: K, value: V) -> OrderedPMap[K, V]:
+        """A new map with ``key`` bound to ``value`` (appended if the key is new)."""
+        slot = self._values.get(key)
+        if slot is not None:
+            return self._of(self._values.set(key, (slot[0], value)), self._order)
+        return self._of(
+            self._values.set(key, (len(self._order), value)), self._order.append(key)
+        )
+
+    def position(self, key: K) -> int:
+        """The insertion position of ``key`` (KeyError if absent)."""
+        return self._values[key][0]
+
+    def __getitem__(self, key: K) -> V:
+        return self._values[key][1]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._values
+
+    def __iter__(self) -> Iterator[K]:
+        return iter(self._order)
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def __repr__(self) -> str:
+        return f"OrderedPMap({dict(self.items())!r})"
+
+
+def _add_child(index: PMap[str, PSet[str]], parent: str | None, child: str) -> PMap[str, PSet[str]]:
+    if parent is None:
+        return index
+    return index.set(parent, index.get(parent, pset()).add(child))
+
+
+def _drop_child(
+    index: PMap[str, PSet[str]], parent: str | None, child: str
+) -> PMap[str, PSet[str]]:
+    if parent is None or parent not in index:
+        return index
+    rest = index[parent].discard(child)
+    return index.set(parent, rest) if rest else index.remove(parent)
+
+
+def _parent_index(intents: Mapping[str, Intent]) -> PMap[str, PSet[str]]:
+    index: PMap[str, PSet[str]] = pmap()
+    for intent in intents.values():
+        index = _add_child(index, intent.parent_id, intent.id)
+    return index
+
+
+@dataclass(frozen=True)
+class IntentState:
+    """The intent graph. ``intents``: read-only, insertion-ordered id -> Intent.
+
+    ``by_parent`` is a derived index (parent_id -> child ids) kept so child lookups do not
+    scan; it is rebuilt when omitted, so ``IntentState(intents={...})`` works.
+    """
+
+    intents: Mapping[str, Intent] = field(default_factory=OrderedPMap)
+    by_parent: PMap[str, PSet[str]] | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.intents, OrderedPMap):
+            object.__setattr__(self, "intents", OrderedPMap(self.intents))
+        if self.by_parent is None:
+            object.__setattr__(self, "by_parent", _parent_index(self.intents))
+
+
+class IntentResult(NamedTuple):
+    state: IntentState
+    events: list[IntentLifecycleEvent]
+
+
+def create_intent_state() -> IntentState:
+    """A new empty intent graph."""
+    return IntentState()
+
+
+def create_intent(
+    *,
+    label: str,
+    priority: float,
+    owner: str,
+    id: str | None = None,
+    parent_id: str | None = None,
+    description: str | None = None,
+    status: IntentStatus | None = None,
+    context: dict[str, Any] | None = None,
+    root_memory_ids: list[str] | None = None,
+    meta: dict[str, Any] | None = None,
+) -> Intent:
+    """A validated Intent; ``id`` defaults to a fresh UUIDv7, ``status`` to "active"."""
+    return Intent(
+        id=id if id is not None else uuid7(),
+        parent_id=parent_id,
+        label=label,
+        description=description,
+        priority=priority,
+        owner=owner,
+        status=status if status is not None else "active",
+        context=context,
+        root_memory_ids=root_memory_ids,
+        meta=meta,
+    )
+
+
+# command tag -> (statuses it may leave, status it enters, event it emits)
+_TRANSITIONS: dict[str, tuple[frozenset[str], IntentStatus, IntentLifecycleEventType]] = {
+    "intent.complete": (frozenset({"active", "paused"}), "completed", "intent.completed"),
+    "intent.cancel": (frozenset({"active", "paused"}), "cancelled", "intent.cancelled"),
+    "intent.pause": (frozenset({"active"}), "paused", "intent.paused"),
+    "intent.resume": (frozenset({"paused"}), "active", "intent.resumed"),
+}
+
+# Keys whose dict values are merged key by key on update, as the memory graph does for
+# content/meta; every other key is replaced.
+_MERGED_KEYS = frozenset({"context", "meta"})
+_IMMUTABLE_KEYS = frozenset({"id", "status"})
+
+
+def merge_partial(existing: Any, partial: Mapping[str, Any]) -> dict[str, Any]:
+    """The field updates ``partial`` makes to ``existing`` (a Pydantic model).
+
+    ``id``/``status`` and unknown keys are ignored; ``context``/``meta`` dicts merge keys.
+    Like the memory graph's updates, the values are not re-validated.
+    """
+    fields = type(existing).model_fields
+    update: dict[str, Any] = {}
+    for key, value in partial.items():
+        if key in _IMMUTABLE_KEYS or key not in fields:
+            continue
+        old = getattr(existing, key)
+        if key in _MERGED_KEYS and isinstance(old, dict) and isinstance(value, dict):
+            value = {**old, **value}
+        update[key] = value
+    return update
+
+
+def _event(type_: IntentLifecycleEventType, intent: Intent, cause: str) -> IntentLifecycleEvent:
+    # model_construct: the intent is already a validated (or deliberately merged) instance.
+    return IntentLifecycleEvent.model_construct(
+        namespace="intent", type=type_, intent=intent, cause_type=cause
+    )
+
+
+def _with(state: IntentState, old: Intent | None, new: Intent) -> IntentState:
+    assert state.by_parent is not None
+    index = state.by_parent
+    if old is None or old.parent_id != new.parent_id:
+        if old is not None:
+            index = _drop_child(index, old.parent_id, old.id)
+        index = _add_child(index, new.parent_id, new.id)
+    intents = state.intents
+    assert isinstance(intents, OrderedPMap)
+    return IntentState(intents=intents.set(new.id, new), by_parent=index)
+
+
+def put_intent(state: IntentState, intent: Intent) -> IntentState:
+    """Insert or wholly replace ``intent`` (no checks, no events): for import_slice."""
+    return _with(state, state.intents.get(intent.id), intent)
+
+
+def apply_intent_command(
+    state: IntentState, cmd: IntentCommand | Mapping[str, Any]
+) -> IntentResult:
+    """Apply one intent command; returns the new state and its lifecycle events.
+
+    Raises DuplicateIntentError, IntentNotFoundError or InvalidIntentTransitionError;
+    a malformed dict raises pydantic.ValidationError. ``state`` is never modified.
+    """
+    if isinstance(cmd, Mapping):
+        cmd = IntentCommandAdapter.validate_python(cmd)
+
+    if isinstance(cmd, IntentCreate):
+        intent = cmd.intent
+        if intent.id in state.intents:
+            raise DuplicateIntentError(intent.id)
+        return IntentResult(
+            _with(state, None, intent), [_event("intent.created", intent, cmd.type)]
+        )
+
+    existing = state.intents.get(cmd.intent_id)
+    if existing is None:
+        raise IntentNotFoundError(cmd.intent_id)
+
+    if isinstance(cmd, IntentUpdate):
+        updated = existing.model_copy(update=merge_partial(existing, cmd.partial))
+        return IntentResult(
+            _with(state, existing, updated), [_event("intent.updated", updated, cmd.type)]
+        )
+
+    allowed, to_status, event_type = _TRANSITIONS[cmd.type]
+    if existing.status not in allowed:
+        raise InvalidIntentTransitionError(cmd.intent_id, existing.status, to_status)
+    moved = existing.model_copy(update={"status": to_status})
+    return IntentResult(_with(state, existing, moved), [_event(event_type, moved, cmd.type)])
