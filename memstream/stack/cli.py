@@ -1,0 +1,222 @@
+"""`memstream stack up|down|status|env`: the command-line face of memstream.stack."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+from typing import Any
+
+from memstream.stack.config import StackConfig, render_env
+from memstream.stack.errors import StackError
+from memstream.stack.manager import down, read_env, status, up
+from memstream.stack.paths import StackPaths, default_stack_dir
+from memstream.stack.progress import Reporter
+
+# `status` exit code when a server is down, as LSB init scripts use for "not running".
+EXIT_NOT_RUNNING = 3
+
+
+class PlainReporter:
+    """Plain lines, for logs and CI."""
+
+    def step(self, description: str) -> AbstractContextManager[None]:
+        return self._step(description)
+
+    @contextmanager
+    def _step(self, description: str) -> Iterator[None]:
+        print(f"{description} ...", flush=True)
+        started = time.monotonic()
+        yield
+        print(f"{description}: done in {time.monotonic() - started:.1f}s", flush=True)
+
+    def note(self, message: str) -> None:
+        print(message, flush=True)
+
+
+class RichReporter:
+    """A spinner with elapsed time on a terminal."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+
+        self.console = Console()
+
+    def step(self, description: str) -> AbstractContextManager[None]:
+        return self._step(description)
+
+    @contextmanager
+    def _step(self, description: str) -> Iterator[None]:
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        started = time.monotonic()
+        with Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            TimeElapsedColumn(),
+            console=self.console,
+            transient=True,
+        ) as progress:
+            progress.add_task(description, total=None)
+            yield
+        self.console.print(f"[green]✓[/] {description} ({time.monotonic() - started:.1f}s)")
+
+    def note(self, message: str) -> None:
+        self.console.print(message)
+
+
+def make_reporter() -> Reporter:
+    return RichReporter() if sys.stdout.isatty() else PlainReporter()
+
+
+def _paths(args: argparse.Namespace) -> StackPaths:
+    root = Path(args.stack_dir).resolve() if args.stack_dir else default_stack_dir()
+    return StackPaths(root)
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    try:
+        cfg = StackConfig.from_env(
+            kafka_port=args.kafka_port,
+            controller_port=args.kafka_controller_port,
+            redis_port=args.redis_port,
+            kafka_version=args.kafka_version,
+            kafka_heap=args.kafka_heap,
+            start_timeout=args.timeout,
+        )
+        result = up(cfg, _paths(args), make_reporter())
+    except (StackError, ValueError) as exc:
+        print(f"memstream stack up: {exc}", file=sys.stderr)
+        return 1
+    state = "started " + ", ".join(result.started) if result.started else "already up"
+    print(f"stack {state}: Apache Kafka {result.kafka_version}")
+    print(f"KAFKA_BOOTSTRAP_SERVERS={result.bootstrap}")
+    print(f"REDIS_URL={result.redis_url}")
+    print(f'(written to {result.env_file}; `eval "$(memstream stack env)"` exports them)')
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    try:
+        stopped = down(_paths(args), timeout=args.timeout, reporter=make_reporter())
+    except StackError as exc:
+        print(f"memstream stack down: {exc}", file=sys.stderr)
+        return 1
+    print("stopped " + ", ".join(stopped) if stopped else "nothing to stop")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    st = status(_paths(args))
+    for server in st.servers:
+        state = "up" if server.up else "down"
+        pid = str(server.pid) if server.pid else "-"
+        address = server.address if server.up and server.address else "-"
+        version = server.version if server.version else "-"
+        print(f"{server.name:<6} {state:<5} pid={pid:<8} address={address:<26} version={version}")
+    return 0 if st.up else EXIT_NOT_RUNNING
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    env = read_env(_paths(args))
+    if env is None:
+        print(
+            "memstream stack env: the stack is not up (run `memstream stack up`)", file=sys.stderr
+        )
+        return 1
+    sys.stdout.write(render_env(env["KAFKA_BOOTSTRAP_SERVERS"], env["REDIS_URL"]))
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add the `stack` verb and its subverbs to the `memstream` parser."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--stack-dir",
+        metavar="DIR",
+        help="where the stack keeps jars, data, logs and pids "
+        "(env MEMSTREAM_STACK_DIR; default: .stack/ in the project root)",
+    )
+    stack = sub.add_parser(
+        "stack",
+        help="run Apache Kafka (KRaft) and Redis locally for memstream's distributed mode",
+        description="Run Apache Kafka (KRaft) and Redis locally for memstream's distributed mode.",
+    )
+    verbs = stack.add_subparsers(dest="stack_command", metavar="SUBCOMMAND")
+    stack.set_defaults(func=lambda args: (stack.print_help(), 2)[1])
+
+    p_up = verbs.add_parser(
+        "up",
+        parents=[common],
+        help="start Kafka and Redis (fetching Kafka once), health-check them, write .stack/env",
+    )
+    defaults = StackConfig()
+    p_up.add_argument(
+        "--kafka-port",
+        type=int,
+        metavar="PORT",
+        help=f"broker port (env MEMSTREAM_KAFKA_PORT; default {defaults.kafka_port})",
+    )
+    p_up.add_argument(
+        "--kafka-controller-port",
+        type=int,
+        metavar="PORT",
+        help="KRaft controller port (env MEMSTREAM_KAFKA_CONTROLLER_PORT; "
+        f"default {defaults.controller_port})",
+    )
+    p_up.add_argument(
+        "--redis-port",
+        type=int,
+        metavar="PORT",
+        help=f"Redis port (env MEMSTREAM_REDIS_PORT; default {defaults.redis_port})",
+    )
+    p_up.add_argument(
+        "--kafka-version",
+        metavar="VERSION",
+        help=f"Kafka 4.x release (env MEMSTREAM_KAFKA_VERSION; default {defaults.kafka_version})",
+    )
+    p_up.add_argument(
+        "--kafka-heap",
+        metavar="SIZE",
+        help=f"broker JVM -Xmx (env MEMSTREAM_KAFKA_HEAP; default {defaults.kafka_heap})",
+    )
+    p_up.add_argument(
+        "--timeout",
+        type=float,
+        default=defaults.start_timeout,
+        metavar="SECONDS",
+        help="how long each server may take to pass its health check",
+    )
+    p_up.set_defaults(func=cmd_up)
+
+    p_down = verbs.add_parser(
+        "down",
+        parents=[common],
+        help="stop the Kafka and Redis processes that `stack up` started (by recorded pid)",
+    )
+    p_down.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="wait this long after SIGTERM before SIGKILL (default 30)",
+    )
+    p_down.set_defaults(func=cmd_down)
+
+    p_status = verbs.add_parser(
+        "status",
+        parents=[common],
+        help="show whether Kafka and Redis are up, their pids, addresses and versions "
+        "(exit 3 if not all up)",
+    )
+    p_status.set_defaults(func=cmd_status)
+
+    p_env = verbs.add_parser(
+        "env",
+        parents=[common],
+        help="print `export KAFKA_BOOTSTRAP_SERVERS=... REDIS_URL=...` lines for eval",
+    )
+    p_env.set_defaults(func=cmd_env)

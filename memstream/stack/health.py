@@ -1,0 +1,104 @@
+"""Health checks: a real produce/consume round trip for Kafka, PING for Redis."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+
+import redis
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from memstream.stack.config import HEALTH_TOPIC
+
+log = logging.getLogger(__name__)
+# librdkafka's own chatter (connection refused while the broker starts) goes here, not stderr.
+_client_log = logging.getLogger("memstream.stack.kafka_client")
+
+
+def _client_conf(bootstrap: str) -> dict[str, object]:
+    # Errors only: while a broker starts, librdkafka warns of retries that are expected here.
+    return {"bootstrap.servers": bootstrap, "logger": _client_log, "log_level": 3}
+
+
+def ensure_topic(bootstrap: str, topic: str, timeout: float) -> None:
+    admin = AdminClient(_client_conf(bootstrap))
+    futures = admin.create_topics(
+        [NewTopic(topic, num_partitions=1, replication_factor=1)],
+        request_timeout=timeout,
+    )
+    try:
+        futures[topic].result(timeout=timeout)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
+
+
+def kafka_roundtrip(bootstrap: str, timeout: float = 15.0) -> int:
+    """Produce one record with acks=all and read it back by offset. Returns the offset.
+
+    Raises RuntimeError (or KafkaException) when the broker does not complete the trip.
+    """
+    ensure_topic(bootstrap, HEALTH_TOPIC, timeout)
+    token = uuid.uuid4().hex.encode()
+    producer = Producer({**_client_conf(bootstrap), "acks": "all", "enable.idempotence": True})
+    delivered: list[Message] = []
+    errors: list[KafkaError] = []
+
+    def on_delivery(err: KafkaError | None, msg: Message) -> None:
+        if err is not None:
+            errors.append(err)
+        else:
+            delivered.append(msg)
+
+    producer.produce(HEALTH_TOPIC, value=token, on_delivery=on_delivery)
+    remaining = producer.flush(timeout)
+    if errors:
+        raise RuntimeError(f"health produce to {HEALTH_TOPIC} failed: {errors[0]}")
+    if remaining or not delivered:
+        raise RuntimeError(f"health produce to {HEALTH_TOPIC} not acknowledged in {timeout}s")
+    offset = delivered[0].offset()
+    assert offset is not None
+    consumer = Consumer(
+        {
+            **_client_conf(bootstrap),
+            # assign() below reads by offset without joining the group; librdkafka still
+            # requires a group id.
+            "group.id": f"memstream-health-{token.decode()}",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(HEALTH_TOPIC, 0, offset)])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                raise RuntimeError(f"health consume from {HEALTH_TOPIC}: {msg.error()}")
+            if msg.value() == token:
+                return offset
+        raise RuntimeError(f"health record at offset {offset} not consumed within {timeout}s")
+    finally:
+        consumer.close()
+
+
+def redis_ping(url: str, timeout: float = 2.0) -> bool:
+    client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+    try:
+        return bool(client.ping())
+    finally:
+        client.close()
+
+
+def redis_version(url: str) -> str | None:
+    client = redis.Redis.from_url(url, socket_timeout=2.0, socket_connect_timeout=2.0)
+    try:
+        info = client.info("server")
+        return str(info.get("redis_version"))
+    except redis.RedisError:
+        return None
+    finally:
+        client.close()

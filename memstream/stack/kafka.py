@@ -1,0 +1,188 @@
+"""The Kafka broker: fetch its jars with Maven, format KRaft storage, run it with Java."""
+
+from __future__ import annotations
+
+import base64
+import logging
+import shutil
+import subprocess
+import time
+import uuid
+
+from memstream.stack.config import StackConfig, render_log4j2, render_pom, render_server_properties
+from memstream.stack.errors import StackError
+from memstream.stack.health import kafka_roundtrip
+from memstream.stack.paths import StackPaths
+from memstream.stack.procs import ProcessRecord, is_ours, port_open, spawn, tail, terminate
+from memstream.stack.progress import LogReporter, Reporter
+
+log = logging.getLogger(__name__)
+
+MAIN_CLASS = "kafka.Kafka"
+STORAGE_TOOL = "kafka.tools.StorageTool"
+_COMPLETE = ".complete"  # written last, so a half-finished fetch is never taken as a cache
+
+
+def _require(tool: str, hint: str) -> str:
+    found = shutil.which(tool)
+    if found is None:
+        raise StackError(f"`{tool}` not found on PATH: {hint}")
+    return found
+
+
+def ensure_dist(paths: StackPaths, version: str, reporter: Reporter | None = None) -> None:
+    """Fetch kafka_2.13:<version> and its runtime dependencies once; reuse them after."""
+    reporter = reporter or LogReporter()
+    lib = paths.kafka_lib(version)
+    if (lib / _COMPLETE).is_file():
+        return
+    mvn = _require("mvn", "install Maven 3 (apt-get install -y maven)")
+    dist = paths.kafka_dist(version)
+    dist.mkdir(parents=True, exist_ok=True)
+    (dist / "pom.xml").write_text(render_pom(version))
+    staging = dist / "lib.partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    argv = [
+        mvn,
+        "-q",
+        "-B",
+        "-f",
+        str(dist / "pom.xml"),
+        "dependency:copy-dependencies",
+        "-DincludeScope=runtime",
+        f"-DoutputDirectory={staging}",
+    ]
+    with reporter.step(f"fetching Apache Kafka {version} jars from Maven Central"):
+        started = time.monotonic()
+        result = subprocess.run(
+            argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False
+        )
+        log.info(
+            "mvn finished in %.1fs with exit code %d", time.monotonic() - started, result.returncode
+        )
+    if result.returncode != 0:
+        output = "\n".join((result.stdout + result.stderr).splitlines()[-40:])
+        raise StackError(
+            f"mvn could not fetch org.apache.kafka:kafka_2.13:{version} "
+            f"(exit code {result.returncode}):\n{output}"
+        )
+    if not any(staging.glob(f"kafka_2.13-{version}.jar")):
+        raise StackError(f"mvn finished but kafka_2.13-{version}.jar is not in {staging}")
+    shutil.rmtree(lib, ignore_errors=True)
+    staging.rename(lib)
+    (lib / _COMPLETE).write_text(version + "\n")
+
+
+def _java_argv(paths: StackPaths, cfg: StackConfig, main: str, *args: str) -> list[str]:
+    java = _require(
+        "java", "install a Java 17+ runtime (apt-get install -y openjdk-17-jre-headless)"
+    )
+    return [
+        java,
+        f"-Xmx{cfg.kafka_heap}",
+        "-XX:+UseG1GC",
+        "-XX:+ExitOnOutOfMemoryError",
+        "-Djava.awt.headless=true",
+        f"-Dlog4j2.configurationFile={paths.kafka_log4j}",
+        "-cp",
+        str(paths.kafka_lib(cfg.kafka_version) / "*"),
+        main,
+        *args,
+    ]
+
+
+def new_cluster_id() -> str:
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (as Kafka's Uuid)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def write_config(paths: StackPaths, cfg: StackConfig) -> None:
+    paths.kafka_home.mkdir(parents=True, exist_ok=True)
+    paths.kafka_config.write_text(render_server_properties(cfg, paths.kafka_data))
+    paths.kafka_log4j.write_text(render_log4j2())
+
+
+def format_storage(paths: StackPaths, cfg: StackConfig, reporter: Reporter | None = None) -> None:
+    """Format the data dir on first start, keeping the cluster id inside it."""
+    reporter = reporter or LogReporter()
+    if (paths.kafka_data / "meta.properties").is_file():
+        return
+    paths.kafka_data.mkdir(parents=True, exist_ok=True)
+    if paths.kafka_cluster_id.is_file():
+        cluster_id = paths.kafka_cluster_id.read_text().strip()
+    else:
+        cluster_id = new_cluster_id()
+        paths.kafka_cluster_id.write_text(cluster_id + "\n")
+    argv = _java_argv(
+        paths, cfg, STORAGE_TOOL, "format", "-t", cluster_id, "-c", str(paths.kafka_config)
+    )
+    with reporter.step(f"formatting KRaft storage (cluster id {cluster_id})"):
+        result = subprocess.run(
+            argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False
+        )
+    if result.returncode != 0:
+        output = "\n".join((result.stdout + result.stderr).splitlines()[-40:])
+        raise StackError(
+            f"Kafka storage format failed in {paths.kafka_data} "
+            f"(exit code {result.returncode}):\n{output}"
+        )
+
+
+def start(paths: StackPaths, cfg: StackConfig, reporter: Reporter | None = None) -> ProcessRecord:
+    """Start the broker and return once a produce/consume round trip succeeds."""
+    reporter = reporter or LogReporter()
+    for port in (cfg.kafka_port, cfg.controller_port):
+        if port_open(cfg.host, port):
+            raise StackError(
+                f"cannot start Kafka: {cfg.host}:{port} is already in use by a process this "
+                f"stack did not start; choose other ports (--kafka-port/--kafka-controller-port "
+                f"or MEMSTREAM_KAFKA_PORT/MEMSTREAM_KAFKA_CONTROLLER_PORT)"
+            )
+    ensure_dist(paths, cfg.kafka_version, reporter)
+    write_config(paths, cfg)
+    format_storage(paths, cfg, reporter)
+    _rotate(paths)
+    argv = _java_argv(paths, cfg, MAIN_CLASS, str(paths.kafka_config))
+    record = spawn(argv, paths.kafka_log, marker=str(paths.kafka_config), cwd=paths.kafka_home)
+    try:
+        with reporter.step(f"starting Kafka {cfg.kafka_version} on {cfg.bootstrap}"):
+            wait_ready(paths, cfg, record)
+    except BaseException:
+        terminate(record, timeout=10.0)
+        raise
+    return record
+
+
+def _rotate(paths: StackPaths) -> None:
+    # One log per start keeps errors easy to find; the previous run's stays as kafka.log.1.
+    if paths.kafka_log.exists():
+        paths.kafka_log.replace(paths.kafka_log.with_suffix(".log.1"))
+
+
+def wait_ready(paths: StackPaths, cfg: StackConfig, record: ProcessRecord) -> None:
+    deadline = time.monotonic() + cfg.start_timeout
+    last_error = "the broker port never opened"
+    while time.monotonic() < deadline:
+        if not is_ours(record):
+            raise StackError(
+                f"Kafka (pid {record.pid}) exited while starting; last lines of "
+                f"{paths.kafka_log}:\n{tail(paths.kafka_log)}"
+            )
+        if port_open(cfg.host, cfg.kafka_port):
+            try:
+                offset = kafka_roundtrip(cfg.bootstrap, timeout=10.0)
+            except Exception as exc:  # noqa: BLE001 - any failure means "not ready yet"
+                last_error = f"round trip failed: {exc}"
+                log.debug("kafka not ready: %s", last_error)
+            else:
+                log.info("kafka round trip ok at offset %d", offset)
+                return
+        time.sleep(0.5)
+    raise StackError(
+        f"Kafka did not pass its health check within {cfg.start_timeout:.0f}s ({last_error}); "
+        f"last lines of {paths.kafka_log}:\n{tail(paths.kafka_log)}"
+    )
+
+
+def installed_version(paths: StackPaths, version: str) -> bool:
+    return (paths.kafka_lib(version) / _COMPLETE).is_file()

@@ -1,0 +1,157 @@
+"""Processes the stack starts: spawn detached, recognise by pid, stop by pid.
+
+A recorded pid is trusted only while /proc says it is still the same process: its start time
+matches what we recorded and its command line contains our marker (a path under `.stack/`).
+So `down` never signals a process that merely reused the pid, and never acts by name.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+# Children started by this Python process, kept so they can be reaped (no zombies, no
+# "subprocess still running" warnings) when the same process stops them, as tests do.
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+
+@dataclass(frozen=True)
+class ProcessRecord:
+    pid: int
+    starttime: int  # /proc/PID/stat field 22, in clock ticks since boot
+    marker: str  # a string our process has in its command line
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> ProcessRecord:
+        return cls(
+            pid=int(str(data["pid"])),
+            starttime=int(str(data["starttime"])),
+            marker=str(data["marker"]),
+        )
+
+
+def read_cmdline(pid: int) -> list[str] | None:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
+def read_stat(pid: int) -> tuple[str, int] | None:
+    """(state letter, start time) of a live pid, or None."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after the last ')'.
+    rest = raw[raw.rindex(")") + 2 :].split()
+    return rest[0], int(rest[19])
+
+
+def is_ours(record: ProcessRecord) -> bool:
+    """True while `record.pid` is the very process we started and it has not exited."""
+    stat = read_stat(record.pid)
+    if stat is None:
+        return False
+    state, starttime = stat
+    if state in ("Z", "X") or starttime != record.starttime:
+        return False
+    cmdline = read_cmdline(record.pid)
+    if not cmdline:
+        return False
+    return record.marker in " ".join(cmdline)
+
+
+def spawn(
+    argv: Sequence[str], log_path: Path, marker: str, cwd: Path | None = None
+) -> ProcessRecord:
+    """Start `argv` in its own session (it outlives the CLI), output appended to `log_path`."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as out:
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            start_new_session=True,
+            close_fds=True,
+        )
+    _CHILDREN[proc.pid] = proc
+    stat = read_stat(proc.pid)
+    starttime = stat[1] if stat else 0
+    log.debug("started pid %d: %s", proc.pid, " ".join(argv))
+    return ProcessRecord(pid=proc.pid, starttime=starttime, marker=marker)
+
+
+def _reap(pid: int) -> None:
+    proc = _CHILDREN.get(pid)
+    if proc is not None and proc.poll() is not None:
+        _CHILDREN.pop(pid, None)
+
+
+def wait_exit(record: ProcessRecord, timeout: float) -> bool:
+    """Wait up to `timeout` seconds for the process to be gone; True if it is."""
+    deadline = time.monotonic() + timeout
+    while True:
+        _reap(record.pid)
+        if not is_ours(record):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+
+
+def terminate(record: ProcessRecord, timeout: float = 30.0) -> bool:
+    """SIGTERM, then SIGKILL after `timeout`. Returns True if a process of ours was stopped."""
+    if not is_ours(record):
+        _reap(record.pid)
+        return False
+    log.info("stopping pid %d with SIGTERM", record.pid)
+    _signal(record.pid, signal.SIGTERM)
+    if wait_exit(record, timeout):
+        return True
+    log.warning("pid %d still running %.0fs after SIGTERM: sending SIGKILL", record.pid, timeout)
+    if is_ours(record):  # checked again: never signal a pid that has been reused since
+        _signal(record.pid, signal.SIGKILL)
+    wait_exit(record, 10.0)
+    return True
+
+
+def _signal(pid: int, sig: signal.Signals) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    """True when something accepts TCP connections at host:port."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    """The last `lines` lines of a log file, or a note that there is none."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return f"(no log at {path})"
+    text = data[-64 * 1024 :].decode(errors="replace")
+    return "\n".join(text.splitlines()[-lines:])
