@@ -1,0 +1,27 @@
+"""memstream: audit-ready, event-sourced memory for AI agents.
+
+Both seeds' APIs in one namespace: the audit memory (seeds 000/001) and the epistemic
+graph (seed 003). Their names do not collide.
+"""
+
+from memstream.api_audit import *  # noqa: F403
+from memstream.api_audit import __all__ as _audit_all
+
+__all__ = list(_audit_all)
+
+try:  # the graph half lands in its own modules
+    from memstream.api_graph import *  # noqa: F403
+    from memstream.api_graph import __all__ as _graph_all
+
+    __all__ += list(_graph_all)
+except ModuleNotFoundError as exc:  # pragma: no cover - only while the graph is unbuilt
+    if exc.name != "memstream.api_graph":
+        raise
+try:
+    from memstream.api_graph_work import *  # noqa: F403
+    from memstream.api_graph_work import __all__ as _work_all
+
+    __all__ += list(_work_all)
+except ModuleNotFoundError as exc:  # pragma: no cover
+    if exc.name != "memstream.api_graph_work":
+        raise

@@ -1,0 +1,46 @@
+"""The keyword index folded beside the audit state: words to the content that holds them."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+_WORD = re.compile(r"\w+")
+
+
+def words(text: str) -> frozenset[str]:
+    """The lowercase words of a text, the unit of the seed's keyword overlap."""
+    return frozenset(_WORD.findall(text.lower()))
+
+
+class WordIndex:
+    """Posting lists in log order, and each content event's word set.
+
+    Append-only like the log it indexes: a state that reflects seq n reads only the
+    postings at or before n, so one index serves every state folded from one log.
+    """
+
+    __slots__ = ("postings", "words_of")
+
+    def __init__(self) -> None:
+        self.postings: dict[str, list[int]] = {}
+        self.words_of: dict[int, frozenset[str]] = {}
+
+    def add(self, seq: int, texts: Iterable[str]) -> None:
+        found = frozenset().union(*(words(text) for text in texts))
+        self.words_of[seq] = found
+        postings = self.postings
+        for word in found:
+            posting = postings.get(word)
+            if posting is None:
+                postings[word] = [seq]
+            else:
+                posting.append(seq)
+
+    def prefix(self, up_to_seq: int) -> WordIndex:
+        """A copy holding only what was indexed at or before `up_to_seq`."""
+        copy = WordIndex()
+        for seq, found in self.words_of.items():
+            if seq <= up_to_seq:
+                copy.add(seq, found)
+        return copy

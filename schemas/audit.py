@@ -1,0 +1,109 @@
+"""The audit-memory events of seeds 000/001: frozen models, the wire contract's first half.
+
+Every event carries id, timestamp (aware, normalized to UTC), seq (None until the store
+assigns it), session_id, source and actor. The four kinds are told apart by `kind`.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+from uuid import UUID, uuid4
+
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
+
+__all__ = [
+    "BaseEvent",
+    "Message",
+    "Document",
+    "Recall",
+    "Deletion",
+    "Event",
+    "ContentEvent",
+    "EventKind",
+    "EVENT_KINDS",
+    "event_to_dict",
+    "event_from_dict",
+    "utc_now",
+]
+
+EventKind = Literal["message", "document", "recall", "deletion"]
+EVENT_KINDS: tuple[str, ...] = ("message", "document", "recall", "deletion")
+
+NonEmpty = Annotated[str, Field(min_length=1)]
+# Naive datetimes are refused: a timestamp without a zone cannot be normalized honestly.
+UtcDatetime = Annotated[AwareDatetime, AfterValidator(lambda value: value.astimezone(UTC))]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class BaseEvent(BaseModel):
+    """Fields every event carries (seed 000)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: UUID = Field(default_factory=uuid4)
+    timestamp: UtcDatetime = Field(default_factory=utc_now)
+    seq: int | None = Field(default=None, ge=0)
+    session_id: str | None = None
+    source: str = "unknown"
+    actor: str | None = None
+
+    def with_seq(self, seq: int) -> BaseEvent:
+        """The stored copy: the same event with the position the store gave it."""
+        return self.model_copy(update={"seq": seq})
+
+
+class Message(BaseEvent):
+    """One conversational turn."""
+
+    kind: Literal["message"] = "message"
+    speaker: NonEmpty
+    content: NonEmpty
+    retain_until: UtcDatetime | None = None
+
+
+class Document(BaseEvent):
+    """Data someone brought: extracted plain text, with a digest linking to the bytes."""
+
+    kind: Literal["document"] = "document"
+    name: NonEmpty
+    text: NonEmpty
+    media_type: str = "text/plain"
+    sha256: str | None = None
+    retain_until: UtcDatetime | None = None
+
+
+class Recall(BaseEvent):
+    """A read: the ids that entered a model's context."""
+
+    kind: Literal["recall"] = "recall"
+    query: NonEmpty
+    recalled: tuple[UUID, ...] = ()
+
+
+class Deletion(BaseEvent):
+    """A tombstone. Targets stay in the log; reads stop returning them."""
+
+    kind: Literal["deletion"] = "deletion"
+    targets: tuple[UUID, ...] = Field(min_length=1)
+    reason: NonEmpty
+    requested_by: str | None = None
+
+
+ContentEvent = Message | Document
+Event = Annotated[Message | Document | Recall | Deletion, Field(discriminator="kind")]
+
+_EVENT_ADAPTER: TypeAdapter[Message | Document | Recall | Deletion] = TypeAdapter(Event)
+
+
+def event_to_dict(event: BaseEvent) -> dict[str, Any]:
+    """A JSON-compatible dict of the event, `kind` included."""
+    return event.model_dump(mode="json")
+
+
+def event_from_dict(data: dict[str, Any]) -> Message | Document | Recall | Deletion:
+    """The event a dict describes, dispatching on its `kind`."""
+    return _EVENT_ADAPTER.validate_python(data)
