@@ -77,9 +77,7 @@ class OrderedPMap(Mapping[K, V], Generic[K, V]):
         slot = self._values.get(key)
         if slot is not None:
             return self._of(self._values.set(key, (slot[0], value)), self._order)
-        return self._of(
-            self._values.set(key, (len(self._order), value)), self._order.append(key)
-        )
+        return self._of(self._values.set(key, (len(self._order), value)), self._order.append(key))
 
     def position(self, key: K) -> int:
         """The insertion position of ``key`` (KeyError if absent)."""
