@@ -1,1 +1,2 @@
 """schemas package."""
+from schemas.validation import *  # noqa: F401,F403
