@@ -1,0 +1,307 @@
+"""The memory-graph reducer: ``apply_command(state, cmd) -> (new_state, events)``.
+
+Every write goes through ``Tx``, a working copy holding references to the state's
+persistent maps. Each operation first checks everything that can fail, then rebinds the
+references to new maps; the input state is never touched, so a raised error leaves no trace.
+Bulk callers (replay, cascade, apply_many) run many commands in one Tx and freeze once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from projector.graph.pmap import OrderedPMap, SmallSet, sset_add, sset_iter, sset_remove
+from projector.graph.state import CommandResult, GraphIndex, GraphState, _make_state
+from schemas.graph._fast import construct, replace
+from schemas.graph.commands import (
+    MEMORY_COMMAND_TYPES,
+    EdgeCreate,
+    EdgeRetract,
+    EdgeUpdate,
+    MemoryCommand,
+    MemoryCommandAdapter,
+    MemoryCreate,
+    MemoryLifecycleEvent,
+    MemoryRetract,
+    MemoryUpdate,
+)
+from schemas.graph.errors import (
+    DuplicateEdgeError,
+    DuplicateMemoryError,
+    EdgeNotFoundError,
+    MemoryNotFoundError,
+)
+from schemas.graph.items import Edge, MemoryItem
+
+_ITEM_FIELDS = frozenset(MemoryItem.model_fields)
+_ITEM_IMMUTABLE = frozenset({"id", "created_at"})
+_EDGE_FIELDS = frozenset(Edge.model_fields)
+_EDGE_IMMUTABLE = frozenset({"edge_id", "from_", "from", "to"})
+_MERGED = frozenset({"content", "meta"})
+
+
+def _merge(existing: Any, partial: Mapping[str, Any], fields: frozenset[str],
+           immutable: frozenset[str]) -> Any:  # fmt: skip
+    update: dict[str, Any] = {}
+    for key, value in partial.items():
+        if key in immutable or key not in fields:
+            continue  # identity fields are immutable; unknown keys would corrupt the model
+        if key in _MERGED:
+            if value is None:
+                continue  # keys cannot be deleted through an update
+            if isinstance(value, Mapping):
+                base = getattr(existing, key) or {}
+                value = {**base, **value}
+        update[key] = value
+    return replace(existing, update) if update else existing
+
+
+def merge_item(existing: MemoryItem, partial: Mapping[str, Any]) -> MemoryItem:
+    """Shallow merge without validation; content/meta merge keys; id/created_at are kept."""
+    return _merge(existing, partial, _ITEM_FIELDS, _ITEM_IMMUTABLE)  # type: ignore[no-any-return]
+
+
+def merge_edge(existing: Edge, partial: Mapping[str, Any]) -> Edge:
+    """Shallow merge without validation; meta merges keys; edge_id/from/to are kept."""
+    return _merge(existing, partial, _EDGE_FIELDS, _EDGE_IMMUTABLE)  # type: ignore[no-any-return]
+
+
+def _event(type_: str, cause: str | None, item: MemoryItem | None = None,
+           edge: Edge | None = None) -> MemoryLifecycleEvent:  # fmt: skip
+    return construct(
+        MemoryLifecycleEvent,
+        {"namespace": "memory", "type": type_, "item": item, "edge": edge, "cause_type": cause},
+    )
+
+
+def coerce_command(cmd: MemoryCommand | Mapping[str, Any]) -> MemoryCommand:
+    """A command model as is; anything else validated (pydantic.ValidationError if bad)."""
+    if isinstance(cmd, MEMORY_COMMAND_TYPES):
+        return cmd  # type: ignore[return-value]
+    return MemoryCommandAdapter.validate_python(cmd)
+
+
+def _idx_add(m: OrderedPMap[str, SmallSet], key: str, member: str) -> OrderedPMap[str, SmallSet]:
+    return m.set(key, sset_add(m.get(key), member))
+
+
+def _idx_remove(m: OrderedPMap[str, SmallSet], key: str, member: str) -> OrderedPMap[str, SmallSet]:
+    s = m.get(key)
+    if s is None:
+        return m
+    rest = sset_remove(s, member)
+    if rest is None:
+        return m.remove(key)
+    return m if rest is s else m.set(key, rest)
+
+
+class Tx:
+    """A mutable working copy of a GraphState; ``freeze()`` yields the new state."""
+
+    __slots__ = ("items", "edges", "children", "outgoing", "incoming", "by_kind", "stale",
+                 "events")  # fmt: skip
+
+    def __init__(self, state: GraphState) -> None:
+        idx = state.index
+        self.items: OrderedPMap[str, MemoryItem] = state.items  # type: ignore[assignment]
+        self.edges: OrderedPMap[str, Edge] = state.edges  # type: ignore[assignment]
+        self.children = idx.children
+        self.outgoing = idx.outgoing
+        self.incoming = idx.incoming
+        self.by_kind = idx.active_by_kind
+        self.stale = idx.stale
+        self.events: list[MemoryLifecycleEvent] = []
+
+    def snapshot(self) -> tuple[Any, ...]:
+        return (self.items, self.edges, self.children, self.outgoing, self.incoming,
+                self.by_kind, self.stale, len(self.events))  # fmt: skip
+
+    def restore(self, snap: tuple[Any, ...]) -> None:
+        (self.items, self.edges, self.children, self.outgoing, self.incoming, self.by_kind,
+         self.stale, n) = snap  # fmt: skip
+        del self.events[n:]
+
+    def freeze(self) -> GraphState:
+        return _make_state(
+            self.items,
+            self.edges,
+            GraphIndex(self.children, self.outgoing, self.incoming, self.by_kind, self.stale),
+        )
+
+    def result(self) -> CommandResult:
+        return CommandResult(self.freeze(), self.events)
+
+    # -- dispatch --------------------------------------------------------------------------
+
+    def apply(self, cmd: MemoryCommand) -> None:
+        t = cmd.type
+        if t == "memory.create":
+            assert isinstance(cmd, MemoryCreate)
+            self.create_item(cmd.item, t)
+        elif t == "memory.update":
+            assert isinstance(cmd, MemoryUpdate)
+            self.update_item(cmd.item_id, cmd.partial, t)
+        elif t == "memory.retract":
+            assert isinstance(cmd, MemoryRetract)
+            self.retract_item(cmd.item_id, t)
+        elif t == "edge.create":
+            assert isinstance(cmd, EdgeCreate)
+            self.create_edge(cmd.edge, t)
+        elif t == "edge.update":
+            assert isinstance(cmd, EdgeUpdate)
+            self.update_edge(cmd.edge_id, cmd.partial, t)
+        elif t == "edge.retract":
+            assert isinstance(cmd, EdgeRetract)
+            self.retract_edge(cmd.edge_id, t)
+        else:  # pragma: no cover - the union is closed
+            raise ValueError(f"unknown memory command type: {t!r}")
+
+    # -- items -----------------------------------------------------------------------------
+
+    def create_item(self, item: MemoryItem, cause: str | None = "memory.create") -> None:
+        iid = item.id
+        if iid in self.items:
+            raise DuplicateMemoryError(iid)
+        self.items = self.items.set(iid, item)
+        if item.parents:
+            self._link(iid, item.parents)
+        kids = self.children.get(iid)
+        if kids is not None:  # items that named this id as a parent may no longer be stale
+            self._recheck(sset_iter(kids))
+        self.events.append(_event("memory.created", cause, item=item))
+
+    def update_item(self, iid: str, partial: Mapping[str, Any],
+                    cause: str | None = "memory.update") -> MemoryItem:  # fmt: skip
+        old = self.items.get(iid)
+        if old is None:
+            raise MemoryNotFoundError(iid)
+        new = merge_item(old, partial)
+        self.items = self.items.set(iid, new)
+        if new.parents != old.parents:
+            if old.parents:
+                self._unlink(iid, old.parents)
+            self.stale = self.stale.discard(iid)
+            if new.parents:
+                self._link(iid, new.parents)
+        self.events.append(_event("memory.updated", cause, item=new))
+        return new
+
+    def retract_item(self, iid: str, cause: str | None = "memory.retract") -> MemoryItem:
+        item = self.items.get(iid)
+        if item is None:
+            raise MemoryNotFoundError(iid)
+        edge_order = self.edges.position
+        incident = sorted(
+            set(sset_iter(self.outgoing.get(iid))) | set(sset_iter(self.incoming.get(iid))),
+            key=edge_order,
+        )
+        self.items = self.items.remove(iid)
+        if item.parents:
+            self._unlink(iid, item.parents)
+        self.stale = self.stale.discard(iid)
+        stale = self.stale
+        for kid in sset_iter(self.children.get(iid)):
+            stale = stale.set(kid, True)  # its parent is gone now
+        self.stale = stale
+        self.events.append(_event("memory.retracted", cause, item=item))
+        for eid in incident:
+            edge = self._drop_edge(eid)
+            if edge.active:
+                edge = replace(edge, {"active": False})
+            self.events.append(_event("edge.retracted", cause, edge=edge))
+        return item
+
+    def _link(self, iid: str, parents: Iterable[str]) -> None:
+        items = self.items
+        children = self.children
+        missing = False
+        for p in set(parents):
+            children = _idx_add(children, p, iid)
+            if p not in items:
+                missing = True
+        self.children = children
+        if missing:
+            self.stale = self.stale.set(iid, True)
+
+    def _unlink(self, iid: str, parents: Iterable[str]) -> None:
+        children = self.children
+        for p in set(parents):
+            children = _idx_remove(children, p, iid)
+        self.children = children
+
+    def _recheck(self, ids: Iterable[str]) -> None:
+        items = self.items
+        stale = self.stale
+        for c in ids:
+            if c in stale:
+                parents = items[c].parents or ()
+                if all(p in items for p in parents):
+                    stale = stale.remove(c)
+        self.stale = stale
+
+    # -- edges -----------------------------------------------------------------------------
+
+    def create_edge(self, edge: Edge, cause: str | None = "edge.create") -> None:
+        eid = edge.edge_id
+        if eid in self.edges:
+            raise DuplicateEdgeError(eid)
+        self.edges = self.edges.set(eid, edge)
+        self.outgoing = _idx_add(self.outgoing, edge.from_, eid)
+        self.incoming = _idx_add(self.incoming, edge.to, eid)
+        if edge.active:
+            self.by_kind = _idx_add(self.by_kind, edge.kind, eid)
+        self.events.append(_event("edge.created", cause, edge=edge))
+
+    def update_edge(self, eid: str, partial: Mapping[str, Any],
+                    cause: str | None = "edge.update") -> Edge:  # fmt: skip
+        old = self.edges.get(eid)
+        if old is None:
+            raise EdgeNotFoundError(eid)
+        new = merge_edge(old, partial)
+        self.edges = self.edges.set(eid, new)
+        self._reindex_kind(old, new)
+        self.events.append(_event("edge.updated", cause, edge=new))
+        return new
+
+    def retract_edge(self, eid: str, cause: str | None = "edge.retract") -> Edge:
+        old = self.edges.get(eid)
+        if old is None:
+            raise EdgeNotFoundError(eid)
+        new = replace(old, {"active": False}) if old.active else old
+        self.edges = self.edges.set(eid, new)
+        self._reindex_kind(old, new)
+        self.events.append(_event("edge.retracted", cause, edge=new))
+        return new
+
+    def _reindex_kind(self, old: Edge, new: Edge) -> None:
+        if old.active == bool(new.active) and old.kind == new.kind:
+            return
+        if old.active:
+            self.by_kind = _idx_remove(self.by_kind, old.kind, old.edge_id)
+        if new.active:
+            self.by_kind = _idx_add(self.by_kind, new.kind, new.edge_id)
+
+    def _drop_edge(self, eid: str) -> Edge:
+        edge = self.edges[eid]
+        self.edges = self.edges.remove(eid)
+        self.outgoing = _idx_remove(self.outgoing, edge.from_, eid)
+        self.incoming = _idx_remove(self.incoming, edge.to, eid)
+        if edge.active:
+            self.by_kind = _idx_remove(self.by_kind, edge.kind, eid)
+        return edge
+
+
+def apply_command(state: GraphState, cmd: MemoryCommand | Mapping[str, Any]) -> CommandResult:
+    """Apply one memory command; the input state is never modified.
+
+    Raises DuplicateMemoryError / DuplicateEdgeError on an id clash, MemoryNotFoundError /
+    EdgeNotFoundError for an absent target, pydantic.ValidationError for a malformed dict.
+    """
+    command = coerce_command(cmd)
+    tx = Tx(state)
+    tx.apply(command)
+    return tx.result()
+
+
+__all__ = ["Tx", "apply_command", "coerce_command", "merge_edge", "merge_item"]

@@ -1,0 +1,199 @@
+"""GraphState: the memory graph as persistent, insertion-ordered maps plus derived indexes.
+
+A state is immutable. Every command builds a new state that shares almost all of its
+structure with the old one (O(log n) per write), so old states stay valid and unchanged and
+a fold over n commands is linear. The indexes answer the reads that would otherwise scan
+everything: children by parent id, edges by endpoint, active edges by kind, stale items.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from projector.graph.pmap import EMPTY, OrderedPMap, SmallSet, sset_add, sset_iter, sset_remove
+from schemas.graph.commands import MemoryLifecycleEvent
+from schemas.graph.items import Edge, MemoryItem
+
+
+@dataclass(frozen=True, slots=True)
+class GraphIndex:
+    """Derived from items and edges; maintained by the reducer, never by callers."""
+
+    # parent id -> ids of existing items listing it in their parents (parent may be missing)
+    children: OrderedPMap[str, SmallSet]
+    # item id -> ids of edges whose from_ / to is that id (active or not)
+    outgoing: OrderedPMap[str, SmallSet]
+    incoming: OrderedPMap[str, SmallSet]
+    # edge kind -> ids of the active edges of that kind
+    active_by_kind: OrderedPMap[str, SmallSet]
+    # ids of items with at least one parent id that is not in the graph
+    stale: OrderedPMap[str, bool]
+
+
+EMPTY_INDEX = GraphIndex(EMPTY, EMPTY, EMPTY, EMPTY, EMPTY)
+
+
+@dataclass(frozen=True)
+class GraphState:
+    """The memory graph. ``items`` and ``edges`` are read-only, insertion-ordered mappings.
+
+    ``GraphState(items=..., edges=...)`` also accepts plain mappings; they are converted and
+    indexed once (O(n)). The reducer builds states directly, with the index already kept.
+    """
+
+    items: Mapping[str, MemoryItem] = field(default_factory=lambda: EMPTY)
+    edges: Mapping[str, Edge] = field(default_factory=lambda: EMPTY)
+    _index: GraphIndex | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        items, edges = self.items, self.edges
+        if not isinstance(items, OrderedPMap):
+            items = OrderedPMap(items.items() if isinstance(items, Mapping) else items)
+            object.__setattr__(self, "items", items)
+        if not isinstance(edges, OrderedPMap):
+            edges = OrderedPMap(edges.items() if isinstance(edges, Mapping) else edges)
+            object.__setattr__(self, "edges", edges)
+        if self._index is None:
+            object.__setattr__(self, "_index", build_index(items, edges))
+
+    @property
+    def index(self) -> GraphIndex:
+        idx = self._index
+        assert idx is not None  # set by __post_init__
+        return idx
+
+
+def _make_state(
+    items: OrderedPMap[str, MemoryItem], edges: OrderedPMap[str, Edge], index: GraphIndex
+) -> GraphState:
+    # Bypasses __post_init__ normalisation: the reducer's maps and index are already right.
+    st = object.__new__(GraphState)
+    object.__setattr__(st, "items", items)
+    object.__setattr__(st, "edges", edges)
+    object.__setattr__(st, "_index", index)
+    return st
+
+
+class CommandResult(NamedTuple):
+    """What a command returns; unpacks as ``state, events = apply_command(...)``."""
+
+    state: GraphState
+    events: list[MemoryLifecycleEvent]
+
+
+_EMPTY_STATE: GraphState | None = None
+
+
+def create_graph_state() -> GraphState:
+    """A new, empty memory graph."""
+    global _EMPTY_STATE
+    if _EMPTY_STATE is None:  # immutable, so one shared empty state is safe
+        _EMPTY_STATE = _make_state(EMPTY, EMPTY, EMPTY_INDEX)
+    return _EMPTY_STATE
+
+
+def clone_graph_state(state: GraphState) -> GraphState:
+    """A new state object sharing all (immutable) structure with ``state``: O(1)."""
+    return _make_state(state.items, state.edges, state.index)  # type: ignore[arg-type]
+
+
+def build_index(items: OrderedPMap[str, MemoryItem], edges: OrderedPMap[str, Edge]) -> GraphIndex:
+    """The index of a state built from plain maps (O(n))."""
+    children: dict[str, list[str]] = {}
+    stale: list[str] = []
+    for iid, item in items.items():
+        parents = item.parents
+        if parents:
+            missing = False
+            for p in dict.fromkeys(parents):
+                children.setdefault(p, []).append(iid)
+                if p not in items:
+                    missing = True
+            if missing:
+                stale.append(iid)
+    outgoing: dict[str, list[str]] = {}
+    incoming: dict[str, list[str]] = {}
+    by_kind: dict[str, list[str]] = {}
+    for eid, edge in edges.items():
+        outgoing.setdefault(edge.from_, []).append(eid)
+        incoming.setdefault(edge.to, []).append(eid)
+        if edge.active:
+            by_kind.setdefault(edge.kind, []).append(eid)
+    return GraphIndex(
+        children=_sets(children),
+        outgoing=_sets(outgoing),
+        incoming=_sets(incoming),
+        active_by_kind=_sets(by_kind),
+        stale=OrderedPMap((i, True) for i in stale),
+    )
+
+
+def _sets(groups: dict[str, list[str]]) -> OrderedPMap[str, SmallSet]:
+    out: list[tuple[str, SmallSet]] = []
+    for key, members in groups.items():
+        s: SmallSet | None = None
+        for m in members:
+            s = sset_add(s, m)
+        assert s is not None
+        out.append((key, s))
+    return OrderedPMap(out)
+
+
+# -- index reads (for queries and for the other graphs' code) ---------------------------------
+
+
+def in_item_order(state: GraphState, ids: Iterable[str]) -> list[str]:
+    """Existing ids among ``ids``, deduplicated, in the items' insertion order."""
+    items: Any = state.items
+    pos = items.position
+    present = {i for i in ids if i in items}
+    return sorted(present, key=pos)
+
+
+def in_edge_order(state: GraphState, ids: Iterable[str]) -> list[str]:
+    edges: Any = state.edges
+    present = {i for i in ids if i in edges}
+    return sorted(present, key=edges.position)
+
+
+def child_ids(state: GraphState, item_id: str) -> list[str]:
+    """Ids of items listing ``item_id`` among their parents, in insertion order."""
+    return in_item_order(state, sset_iter(state.index.children.get(item_id)))
+
+
+def outgoing_edge_ids(state: GraphState, item_id: str) -> list[str]:
+    return in_edge_order(state, sset_iter(state.index.outgoing.get(item_id)))
+
+
+def incoming_edge_ids(state: GraphState, item_id: str) -> list[str]:
+    return in_edge_order(state, sset_iter(state.index.incoming.get(item_id)))
+
+
+def active_edge_ids(state: GraphState, kind: str) -> list[str]:
+    """Ids of the active edges of ``kind``, in insertion order."""
+    return in_edge_order(state, sset_iter(state.index.active_by_kind.get(kind)))
+
+
+def stale_ids(state: GraphState) -> list[str]:
+    return in_item_order(state, state.index.stale)
+
+
+__all__ = [
+    "CommandResult",
+    "GraphIndex",
+    "GraphState",
+    "active_edge_ids",
+    "build_index",
+    "child_ids",
+    "clone_graph_state",
+    "create_graph_state",
+    "in_edge_order",
+    "in_item_order",
+    "incoming_edge_ids",
+    "outgoing_edge_ids",
+    "sset_add",
+    "sset_remove",
+    "stale_ids",
+]
