@@ -1,0 +1,115 @@
+"""The pure fold of seed 000: replay, MemoryState, recall stats, time travel."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from uuid import uuid4
+
+import pytest
+
+from projector.audit import MemoryState, RecallStats, fold, replay
+from schemas.audit import Deletion, Document, Message, Recall
+
+
+def _log() -> list:
+    m0 = Message(speaker="a", content="first", seq=0)
+    d1 = Document(name="doc", text="text", seq=1)
+    m2 = Message(speaker="b", content="second", seq=2)
+    r3 = Recall(query="q", recalled=(m0.id, d1.id), seq=3,
+                timestamp=datetime(2024, 1, 1, tzinfo=UTC))
+    x4 = Deletion(targets=(m0.id,), reason="r", seq=4)
+    r5 = Recall(query="q", recalled=(d1.id,), seq=5, timestamp=datetime(2024, 2, 1, tzinfo=UTC))
+    return [m0, d1, m2, r3, x4, r5]
+
+
+def test_replay_builds_every_attribute() -> None:
+    m0, d1, m2, r3, x4, r5 = _log()
+    state = replay([m0, d1, m2, r3, x4, r5])
+    assert state.messages == (m0, m2)
+    assert state.documents == (d1,)
+    assert state.visible_messages == (m2,)
+    assert state.visible_documents == (d1,)
+    assert dict(state.deleted) == {m0.id: x4}
+    assert state.is_deleted(m0.id) and not state.is_deleted(m2.id)
+    assert state.recall_stats[d1.id] == RecallStats(2, r5.timestamp)
+    assert state.recall_stats[m0.id] == RecallStats(1, r3.timestamp)
+    assert m2.id not in state.recall_stats  # never read, no entry
+    assert state.last_seq == 5
+
+
+def test_replay_of_nothing() -> None:
+    state = replay([])
+    assert state.messages == () and state.documents == ()
+    assert state.last_seq is None and dict(state.deleted) == {} and dict(state.recall_stats) == {}
+
+
+def test_replay_is_deterministic() -> None:
+    log = _log()
+    assert replay(log) == replay(list(log))
+
+
+def test_replay_refuses_unsequenced_events() -> None:
+    with pytest.raises(ValueError, match="no seq"):
+        replay([Message(speaker="a", content="b")])
+
+
+@pytest.mark.parametrize("seqs", [(0, 0), (3, 1)])
+def test_replay_refuses_seq_that_does_not_increase(seqs: tuple[int, int]) -> None:
+    events = [Message(speaker="a", content="b", seq=s) for s in seqs]
+    with pytest.raises(ValueError, match=f"seq {seqs[1]}"):
+        replay(events)
+
+
+def test_gaps_in_seq_are_allowed() -> None:
+    state = replay([Message(speaker="a", content="b", seq=s) for s in (0, 5, 9)])
+    assert state.last_seq == 9 and len(state.messages) == 3
+
+
+def test_state_at_a_past_seq_equals_the_fold_of_the_prefix() -> None:
+    log = _log()
+    head = replay(log)
+    for n in range(-1, len(log)):
+        assert head.at(n) == replay(log[: n + 1]), n
+
+
+def test_memory_state_is_frozen() -> None:
+    state = replay(_log())
+    with pytest.raises(AttributeError):
+        state.last_seq = 3  # type: ignore[misc]
+
+
+def test_fold_leaves_its_input_unchanged_even_when_branching() -> None:
+    m0, d1, m2, *_ = _log()
+    base = replay([m0, d1])
+    ahead = fold(base, m2)
+    other = Message(speaker="z", content="branch", seq=2)
+    branched = fold(base, other)  # base is no longer the ledger's head
+    assert base.messages == (m0,) and base.last_seq == 1
+    assert ahead.messages == (m0, m2)
+    assert branched.messages == (m0, other)
+    assert ahead.messages == (m0, m2)  # the branch did not disturb the other line
+
+
+def test_recall_of_the_same_id_twice_in_one_event_counts_once() -> None:
+    m0 = Message(speaker="a", content="b", seq=0)
+    state = replay([m0, Recall(query="q", recalled=(m0.id, m0.id), seq=1)])
+    assert state.recall_stats[m0.id].num_recalled == 1
+
+
+def test_first_deletion_is_the_one_that_did_it() -> None:
+    m0 = Message(speaker="a", content="b", seq=0)
+    first = Deletion(targets=(m0.id,), reason="one", seq=1)
+    second = Deletion(targets=(m0.id,), reason="two", seq=2)
+    assert replay([m0, first, second]).deleted[m0.id] == first
+
+
+def test_get_respects_the_horizon() -> None:
+    m0, d1, *_ = _log()
+    state = replay([m0, d1])
+    assert state.at(0).get(d1.id) is None
+    assert state.get(d1.id) == d1
+    assert state.get(uuid4()) is None
+
+
+def test_empty_state_constructor() -> None:
+    assert MemoryState().last_seq is None
