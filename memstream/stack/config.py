@@ -66,7 +66,7 @@ class StackConfig:
         if unknown:
             raise TypeError(f"unknown stack settings: {sorted(unknown)}")
         given = {k: v for k, v in overrides.items() if v is not None}
-        cfg = replace(cfg, **from_env, **given)  # type: ignore[arg-type]
+        cfg = replace(cfg, **{**from_env, **given})  # type: ignore[arg-type]
         ports = {cfg.kafka_port, cfg.controller_port, cfg.redis_port}
         if len(ports) != 3:
             raise ValueError(

@@ -93,22 +93,37 @@ def spawn(
     _CHILDREN[proc.pid] = proc
     stat = read_stat(proc.pid)
     starttime = stat[1] if stat else 0
+    # Right after exec the new command line can read as empty for a moment: wait until it
+    # shows, so is_ours() is reliable from the first check on.
+    deadline = time.monotonic() + 5.0
+    while proc.poll() is None and time.monotonic() < deadline:
+        if marker in " ".join(read_cmdline(proc.pid) or []):
+            break
+        time.sleep(0.005)
     log.debug("started pid %d: %s", proc.pid, " ".join(argv))
     return ProcessRecord(pid=proc.pid, starttime=starttime, marker=marker)
 
 
 def _reap(pid: int) -> None:
+    """Wait for a child of this process that is exiting (called once it is no longer ours:
+    its command line empties just before it becomes a zombie, so poll() may be early)."""
     proc = _CHILDREN.get(pid)
-    if proc is not None and proc.poll() is not None:
-        _CHILDREN.pop(pid, None)
+    if proc is None:
+        return
+    try:
+        proc.wait(timeout=5.0)
+    except subprocess.TimeoutExpired:
+        log.warning("pid %d did not finish exiting within 5s", pid)
+        return
+    _CHILDREN.pop(pid, None)
 
 
 def wait_exit(record: ProcessRecord, timeout: float) -> bool:
     """Wait up to `timeout` seconds for the process to be gone; True if it is."""
     deadline = time.monotonic() + timeout
     while True:
-        _reap(record.pid)
         if not is_ours(record):
+            _reap(record.pid)  # a child of ours is a zombie until waited for
             return True
         if time.monotonic() >= deadline:
             return False
@@ -118,7 +133,8 @@ def wait_exit(record: ProcessRecord, timeout: float) -> bool:
 def terminate(record: ProcessRecord, timeout: float = 30.0) -> bool:
     """SIGTERM, then SIGKILL after `timeout`. Returns True if a process of ours was stopped."""
     if not is_ours(record):
-        _reap(record.pid)
+        if record.pid in _CHILDREN and read_stat(record.pid) is None:
+            _CHILDREN.pop(record.pid, None)
         return False
     log.info("stopping pid %d with SIGTERM", record.pid)
     _signal(record.pid, signal.SIGTERM)

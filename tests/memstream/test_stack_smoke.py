@@ -1,0 +1,65 @@
+"""Smoke test of the real servers: a record through Kafka, a value through Redis."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+pytestmark = pytest.mark.kafka
+
+
+def test_kafka_produce_consume(kafka_bootstrap: str, unique_name: str) -> None:
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(unique_name, num_partitions=1, replication_factor=1)])[
+        unique_name
+    ].result(timeout=30)
+    producer = Producer(
+        {"bootstrap.servers": kafka_bootstrap, "acks": "all", "enable.idempotence": True}
+    )
+    for i in range(3):
+        producer.produce(unique_name, key=b"k", value=f"hello-{i}".encode())
+    assert producer.flush(30) == 0
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": kafka_bootstrap,
+            "group.id": unique_name,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([unique_name])
+    seen: list[tuple[int, bytes]] = []
+    deadline = time.monotonic() + 60
+    try:
+        while len(seen) < 3 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            assert msg.error() is None, msg.error()
+            seen.append((msg.offset(), msg.value()))
+    finally:
+        consumer.close()
+    # One partition: offsets are dense and in produce order (memstream's seq).
+    assert seen == [(0, b"hello-0"), (1, b"hello-1"), (2, b"hello-2")]
+    admin.delete_topics([unique_name])[unique_name].result(timeout=30)
+
+
+def test_redis_round_trip(redis_url: str, unique_name: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    try:
+        key = f"{unique_name}:value"
+        assert client.set(key, b"\x00memstream\xff", ex=60)
+        assert client.get(key) == b"\x00memstream\xff"
+        assert client.delete(key) == 1
+    finally:
+        client.close()
+
+
+def test_unique_names_differ(unique_name: str, request: pytest.FixtureRequest) -> None:
+    assert unique_name.startswith("t-test-unique-names-differ-")
+    assert len(unique_name) <= 249
