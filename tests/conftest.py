@@ -24,6 +24,9 @@ log = logging.getLogger("memstream.tests")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
+# pytester lets tests/memstream/test_stack_ci.py check the skip rule below on a tiny suite.
+pytest_plugins = ["pytester"]
+
 
 def _in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")

@@ -153,8 +153,12 @@ def render_server_properties(cfg: StackConfig, data_dir: Path) -> str:
 
 
 def render_log4j2() -> str:
-    """Everything to stdout, which `stack up` sends to one log file per start."""
+    """Everything to stdout, which `stack up` sends to one log file per start.
+
+    log4j's own shutdown hook is off so the broker's shutdown is logged to the end.
+    """
     return """status = warn
+shutdownHook = disable
 appender.out.type = Console
 appender.out.name = OUT
 appender.out.layout.type = PatternLayout
