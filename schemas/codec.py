@@ -1,21 +1,228 @@
-"""Turning an audit event into a log record's bytes and back."""
+"""The wire format: Avro single-object encoding, schemas resolved by fingerprint.
+
+A record is ``C3 01`` + the 8-byte little-endian CRC-64-AVRO fingerprint of the writer
+schema's parsing canonical form + the schemaless Avro body (the Avro specification's
+"single object encoding"). Schemas are the ``.avsc`` files in ``schemas/avro/``; every one
+is loaded at import and registered under its fingerprint, so several versions of a kind
+can coexist on one log: a record is read with the schema it was written with and
+resolved to the newest version of its kind.
+
+Bytes that start with ``{`` are read as a JSON memex envelope as the TypeScript library
+writes it, so a TypeScript service can share the log. Anything else raises `DecodeError`.
+
+The bytes of a record are kept as written by the logs (never re-encoded), so a hash chain
+over them stays verifiable.
+"""
 
 from __future__ import annotations
 
+import io
 import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-from schemas.audit import BaseEvent, Deletion, Document, Message, Recall, event_from_dict
+from fastavro import parse_schema, schemaless_reader, schemaless_writer
+from fastavro.schema import fingerprint, to_parsing_canonical_form
+from pydantic import ValidationError
 
-__all__ = ["encode_event", "decode_event"]
+from schemas.audit import BaseEvent, Deletion, Document, Message, Recall
+from schemas.errors import DecodeError
+from schemas.records import AuditEvent, GraphEnvelope, Record
+
+__all__ = [
+    "MAGIC",
+    "KIND_HEADER",
+    "SCHEMA_DIR",
+    "SchemaEntry",
+    "REGISTRY",
+    "LATEST",
+    "encode_record",
+    "decode_record",
+    "record_kind",
+    "record_id",
+    "encode_event",
+    "decode_event",
+    "encode_envelope_json",
+]
+
+MAGIC = b"\xc3\x01"
+HEADER_LEN = 10
+# The Kafka header that names a record's kind ("message", ..., "envelope").
+KIND_HEADER = "memstream.kind"
+SCHEMA_DIR = Path(__file__).with_name("avro")
+_FILE_NAME = re.compile(r"^(?P<kind>[a-z_]+)\.v(?P<version>\d+)\.avsc$")
+
+_AUDIT_MODELS: dict[str, type[BaseEvent]] = {
+    "message": Message,
+    "document": Document,
+    "recall": Recall,
+    "deletion": Deletion,
+}
+KINDS: tuple[str, ...] = (*_AUDIT_MODELS, "envelope")
+
+
+@dataclass(frozen=True)
+class SchemaEntry:
+    kind: str
+    version: int
+    schema: Any  # parsed (fastavro) schema
+    fingerprint: bytes  # 8 bytes, little-endian, as written after the marker
+
+
+def _load_registry() -> tuple[dict[bytes, SchemaEntry], dict[str, SchemaEntry]]:
+    registry: dict[bytes, SchemaEntry] = {}
+    latest: dict[str, SchemaEntry] = {}
+    for path in sorted(SCHEMA_DIR.glob("*.avsc")):
+        match = _FILE_NAME.match(path.name)
+        if match is None:
+            raise RuntimeError(f"{path}: expected a name like message.v1.avsc")
+        kind, version = match["kind"], int(match["version"])
+        parsed = parse_schema(json.loads(path.read_text()))
+        # fastavro gives CRC-64-AVRO as the hex of the little-endian bytes.
+        fp = bytes.fromhex(fingerprint(to_parsing_canonical_form(parsed), "CRC-64-AVRO"))
+        entry = SchemaEntry(kind, version, parsed, fp)
+        if fp in registry:
+            raise RuntimeError(f"{path}: same canonical form as {registry[fp].kind}")
+        registry[fp] = entry
+        if kind not in latest or latest[kind].version < version:
+            latest[kind] = entry
+    missing = set(KINDS) - latest.keys()
+    if missing:
+        raise RuntimeError(f"no Avro schema for {sorted(missing)} in {SCHEMA_DIR}")
+    return registry, latest
+
+
+REGISTRY, LATEST = _load_registry()
+
+
+def record_kind(record: Record) -> str:
+    """The kind a record is written as, also carried in the Kafka header `KIND_HEADER`."""
+    if isinstance(record, GraphEnvelope):
+        return "envelope"
+    return record.kind
+
+
+def record_id(record: Record) -> str:
+    return str(record.id)
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def encode_record(record: Record) -> bytes:
+    """The record bytes of an event or envelope. An event's `seq` is the log's to give."""
+    kind = record_kind(record)
+    entry = LATEST[kind]
+    if isinstance(record, GraphEnvelope):
+        body: dict[str, Any] = {
+            "id": record.id,
+            "namespace": record.namespace,
+            "type": record.type,
+            "ts": record.ts,
+            "trace_id": record.trace_id,
+            "payload": _json_text(record.payload),
+        }
+    else:
+        body = dict(record.__dict__)
+        body.pop("seq", None)
+        body.pop("kind", None)
+    out = io.BytesIO()
+    out.write(MAGIC)
+    out.write(entry.fingerprint)
+    schemaless_writer(out, entry.schema, body)
+    return out.getvalue()
 
 
 def encode_event(event: BaseEvent) -> bytes:
-    """The record bytes of an event. `seq` is the log's to give, so it is not stored."""
-    return event.model_dump_json(exclude={"seq"}).encode()
+    """`encode_record` for an audit event (the name the embedded log used first)."""
+    return encode_record(event)  # type: ignore[arg-type]
 
 
-def decode_event(data: bytes, seq: int) -> Message | Document | Recall | Deletion:
-    """The stored event a record holds, with the seq at which the log holds it."""
-    fields = json.loads(data)
-    fields["seq"] = seq
-    return event_from_dict(fields)
+def encode_envelope_json(envelope: GraphEnvelope) -> bytes:
+    """The envelope as JSON bytes, exactly the form the TypeScript library writes."""
+    return _json_text(envelope.to_json_dict()).encode()
+
+
+def _decode_envelope_json(data: bytes) -> GraphEnvelope:
+    try:
+        fields = json.loads(data)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise DecodeError(f"record starts with '{{' but is not JSON: {exc}") from None
+    if not isinstance(fields, dict):
+        raise DecodeError("JSON record: expected an envelope object")
+    for name in ("id", "namespace", "type", "ts"):
+        if not isinstance(fields.get(name), str):
+            raise DecodeError(f"JSON envelope: field {name!r} must be a string")
+    trace_id = fields.get("trace_id")
+    if trace_id is not None and not isinstance(trace_id, str):
+        raise DecodeError("JSON envelope: field 'trace_id' must be a string or absent")
+    unknown = fields.keys() - {"id", "namespace", "type", "ts", "trace_id", "payload"}
+    if unknown:
+        raise DecodeError(f"JSON envelope: unknown fields {sorted(unknown)}")
+    return GraphEnvelope.model_construct(
+        id=fields["id"],
+        namespace=fields["namespace"],
+        type=fields["type"],
+        ts=fields["ts"],
+        trace_id=trace_id,
+        payload=fields.get("payload"),
+    )
+
+
+def decode_record(data: bytes, seq: int | None = None) -> Record:
+    """The event or envelope a record holds; audit events get `seq` (the log's position).
+
+    Raises `DecodeError` naming why when the bytes are not a record this version reads.
+    """
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise DecodeError(f"expected record bytes, got {type(data).__name__}")
+    data = bytes(data)
+    if data[:1] == b"{":
+        return _decode_envelope_json(data)
+    if len(data) < HEADER_LEN or data[:2] != MAGIC:
+        raise DecodeError(
+            f"not an Avro single-object record (marker {data[:2].hex() or 'missing'}, "
+            "expected c301) nor a JSON envelope"
+        )
+    fp = data[2:HEADER_LEN]
+    entry = REGISTRY.get(fp)
+    if entry is None:
+        raise DecodeError(f"unknown schema fingerprint {fp.hex()}")
+    reader = LATEST[entry.kind].schema
+    try:
+        stream = io.BytesIO(data)
+        stream.seek(HEADER_LEN)
+        body = schemaless_reader(stream, entry.schema, reader)
+        rest = len(data) - stream.tell()
+    except Exception as exc:  # fastavro raises many types on truncated or bad bodies
+        raise DecodeError(
+            f"{entry.kind} v{entry.version}: Avro body unreadable: {type(exc).__name__}: {exc}"
+        ) from None
+    if rest:
+        raise DecodeError(f"{entry.kind} v{entry.version}: {rest} trailing bytes")
+    if entry.kind == "envelope":
+        try:
+            payload = json.loads(body["payload"])
+        except ValueError as exc:
+            raise DecodeError(f"envelope {body['id']}: payload is not JSON: {exc}") from None
+        body["payload"] = payload
+        return GraphEnvelope.model_construct(**body)
+    body["kind"] = entry.kind
+    body["seq"] = seq
+    try:
+        return _AUDIT_MODELS[entry.kind].model_validate(body)  # type: ignore[return-value]
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise DecodeError(f"{entry.kind} record: {where}: {first['msg']}") from None
+
+
+def decode_event(data: bytes, seq: int) -> AuditEvent:
+    """The audit event a record holds, at `seq`; DecodeError for any other record."""
+    record = decode_record(data, seq)
+    if isinstance(record, GraphEnvelope):
+        raise DecodeError(f"seq {seq}: expected an audit event, got an envelope")
+    return record

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["MemstreamError", "LocationError"]
+__all__ = ["MemstreamError", "LocationError", "DecodeError"]
 
 
 class MemstreamError(Exception):
@@ -11,3 +11,7 @@ class MemstreamError(Exception):
 
 class LocationError(MemstreamError, ValueError):
     """A location string that names no log memstream can open."""
+
+
+class DecodeError(MemstreamError, ValueError):
+    """Bytes that are not a record memstream can read; the message says why."""
