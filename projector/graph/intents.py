@@ -1,17 +1,19 @@
 """Intent graph: state, factories and the pure reducer ``apply_intent_command``.
 
-State is built on persistent structures (pyrsistent), so a command costs O(log n) and the
-input state is never modified: the new state shares all untouched structure with the old.
+State is built on persistent structures (the graph's OrderedPMap, pyrsistent sets), so a
+command costs O(log n) and the input state is never modified: the new state shares all
+untouched structure with the old.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
-from pyrsistent import PMap, PSet, PVector, pmap, pset, pvector
+from pyrsistent import PMap, PSet, pmap, pset
 
+from projector.graph.pmap import OrderedPMap
 from schemas.graph.errors import (
     DuplicateIntentError,
     IntentNotFoundError,
@@ -30,73 +32,12 @@ from schemas.graph.intents import (
 )
 
 __all__ = [
-    "OrderedPMap",
     "IntentState",
     "IntentResult",
     "create_intent_state",
     "create_intent",
     "apply_intent_command",
 ]
-
-K = TypeVar("K")
-V = TypeVar("V")
-
-
-class OrderedPMap(Mapping[K, V], Generic[K, V]):
-    """A persistent, insertion-ordered, read-only mapping.
-
-    ``set`` returns a new map in O(log n); replacing an existing key keeps its position,
-    as ``dict`` does. Keys are never removed (the intent and task graphs have no delete),
-    which keeps the order a plain persistent vector.
-    """
-
-    __slots__ = ("_values", "_order")
-
-    def __init__(self, pairs: Iterable[tuple[K, V]] | Mapping[K, V] = ()) -> None:
-        items = pairs.items() if isinstance(pairs, Mapping) else pairs
-        values = pmap().evolver()
-        order = pvector().evolver()
-        for key, value in items:
-            if key in values:
-                values[key] = (values[key][0], value)
-            else:
-                values[key] = (len(order), value)
-                order.append(key)
-        self._values: PMap[K, tuple[int, V]] = values.persistent()
-        self._order: PVector[K] = order.persistent()
-
-    @classmethod
-    def _of(cls, values: PMap[K, tuple[int, V]], order: PVector[K]) -> OrderedPMap[K, V]:
-        new = cls.__new__(cls)
-        new._values = values
-        new._order = order
-        return new
-
-    def set(self, key: K, value: V) -> OrderedPMap[K, V]:
-        """A new map with ``key`` bound to ``value`` (appended if the key is new)."""
-        slot = self._values.get(key)
-        if slot is not None:
-            return self._of(self._values.set(key, (slot[0], value)), self._order)
-        return self._of(self._values.set(key, (len(self._order), value)), self._order.append(key))
-
-    def position(self, key: K) -> int:
-        """The insertion position of ``key`` (KeyError if absent)."""
-        return self._values[key][0]
-
-    def __getitem__(self, key: K) -> V:
-        return self._values[key][1]
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._values
-
-    def __iter__(self) -> Iterator[K]:
-        return iter(self._order)
-
-    def __len__(self) -> int:
-        return len(self._order)
-
-    def __repr__(self) -> str:
-        return f"OrderedPMap({dict(self.items())!r})"
 
 
 def _add_child(index: PMap[str, PSet[str]], parent: str | None, child: str) -> PMap[str, PSet[str]]:

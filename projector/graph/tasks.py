@@ -13,7 +13,8 @@ from typing import Any, NamedTuple
 
 from pyrsistent import PMap, PSet, pmap, pset
 
-from projector.graph.intents import OrderedPMap, merge_partial
+from projector.graph.intents import merge_partial
+from projector.graph.pmap import OrderedPMap
 from schemas.graph.errors import DuplicateTaskError, InvalidTaskTransitionError, TaskNotFoundError
 from schemas.graph.ids import uuid7
 from schemas.graph.tasks import (

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
-from projector.graph.intents import IntentState, OrderedPMap
+from projector.graph.intents import IntentState
+from projector.graph.pmap import OrderedPMap
 from schemas.graph.intents import Intent, IntentFilter
 
 __all__ = ["get_intents", "get_intent_by_id", "get_child_intents", "matches_intent_filter"]

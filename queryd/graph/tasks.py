@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
-from projector.graph.intents import OrderedPMap
+from projector.graph.pmap import OrderedPMap
 from projector.graph.tasks import TaskState
 from schemas.graph.tasks import Task, TaskFilter
 

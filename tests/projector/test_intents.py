@@ -8,11 +8,11 @@ from pydantic import ValidationError
 from projector.graph.intents import (
     IntentResult,
     IntentState,
-    OrderedPMap,
     apply_intent_command,
     create_intent,
     create_intent_state,
 )
+from projector.graph.pmap import OrderedPMap
 from schemas.graph.errors import (
     DuplicateIntentError,
     IntentNotFoundError,
@@ -185,14 +185,3 @@ def test_pause_resume_round_trip_then_complete() -> None:
 def test_malformed_dict_raises_validation_error() -> None:
     with pytest.raises(ValidationError):
         apply_intent_command(create_intent_state(), {"type": "intent.pause"})
-
-
-def test_ordered_pmap_semantics() -> None:
-    empty: OrderedPMap[str, int] = OrderedPMap()
-    one = empty.set("a", 1)
-    two = one.set("b", 2).set("a", 3)
-    assert dict(empty) == {} and dict(one) == {"a": 1}
-    assert list(two.items()) == [("a", 3), ("b", 2)]
-    assert two.position("b") == 1 and "a" in two and "z" not in two
-    assert OrderedPMap([("x", 1), ("y", 2), ("x", 3)]) == {"x": 3, "y": 2}
-    assert list(OrderedPMap([("x", 1), ("y", 2), ("x", 3)])) == ["x", "y"]
