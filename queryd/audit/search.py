@@ -45,7 +45,7 @@ def search(state: MemoryState, query: str, *, limit: int = 5) -> list[Message | 
             if seq == previous:
                 continue
             previous = seq
-            if len(words_of[seq] & query_words) != rank:
+            if len(query_words.intersection(words_of[seq])) != rank:
                 continue
             item = state.content_at(seq)
             if state.is_deleted(item.id):

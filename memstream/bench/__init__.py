@@ -1,0 +1,1 @@
+"""`memstream bench SUITE`: figures side by side with the seed systems, from one run."""

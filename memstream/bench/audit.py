@@ -1,0 +1,167 @@
+"""`memstream bench audit`: the audit memory beside audit-ready-memory 0.0.2, one run."""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import random
+import shutil
+import tempfile
+import time
+import tracemalloc
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from memstream.bench.report import Row, best_of, ms, per_second, print_table
+from producers.memory import Memory
+from projector.audit import replay
+from queryd.audit import search
+from schemas.audit import Message
+
+__all__ = ["run", "add_arguments"]
+
+SEED = "audit-ready-memory 0.0.2"
+
+
+def _corpus(n: int, rng: random.Random) -> list[tuple[uuid.UUID, datetime, str, str]]:
+    """Chat-like messages over a Zipf-shaped vocabulary, so common words are common."""
+    vocab = [f"w{i}" for i in range(5000)]
+    weights = [1.0 / (rank + 1) for rank in range(len(vocab))]
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    rows = []
+    for i in range(n):
+        text = " ".join(rng.choices(vocab, weights, k=rng.randint(6, 18)))
+        rows.append((uuid.UUID(int=rng.getrandbits(128), version=4),
+                     start + timedelta(seconds=i), f"agent{i % 8}", text))
+    return rows
+
+
+def _queries(count: int, rng: random.Random) -> list[str]:
+    vocab = [f"w{i}" for i in range(5000)]
+    weights = [1.0 / (rank + 1) for rank in range(len(vocab))]
+    return [" ".join(rng.choices(vocab, weights, k=rng.randint(2, 5))) for _ in range(count)]
+
+
+def _events(cls: Any, rows: list) -> list:
+    return [cls(id=i, timestamp=t, speaker=s, content=c, seq=n)
+            for n, (i, t, s, c) in enumerate(rows)]
+
+
+def _retained_bytes(build: Callable[[], object]) -> tuple[float, object]:
+    gc.collect()
+    tracemalloc.start()
+    kept = build()
+    gc.collect()
+    size, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return float(size), kept
+
+
+def run(args: argparse.Namespace) -> int:
+    import audit_ready_memory as seed  # the benchmark extra: timed, never read
+
+    console = Console(width=160)
+    rng = random.Random(7)
+    n_search = args.messages
+    rows: list[Row] = []
+    work = Path(tempfile.mkdtemp(prefix="memstream-bench-"))
+    try:
+        # Appends one by one, each durable before it returns.
+        n_ours, n_seed = args.appends, max(args.appends // 4, 100)
+        with Memory(work / "ours") as memory:
+            msgs = [Message(speaker="a", content=f"append number {i}") for i in range(n_ours)]
+            start = time.perf_counter()
+            for m in msgs:
+                memory.add_message(m)
+            ours_rate = per_second(n_ours, time.perf_counter() - start)
+            batch = [Message(speaker="a", content=f"batch {i}") for i in range(n_ours * 4)]
+            start = time.perf_counter()
+            for k in range(0, len(batch), 100):
+                memory.transact(lambda s, part=batch[k:k + 100]: (part, None))
+            batch_rate = per_second(len(batch), time.perf_counter() - start)
+        seed_memory = seed.Memory(str(work / "seed"))
+        try:
+            seed_msgs = [seed.Message(speaker="a", content=f"append number {i}")
+                         for i in range(n_seed)]
+            start = time.perf_counter()
+            for m in seed_msgs:
+                seed_memory.add_message(m)
+            seed_rate = per_second(n_seed, time.perf_counter() - start)
+        finally:
+            seed_memory.close()
+        rows.append(Row("appends one by one, embedded (durable)", seed_rate, ours_rate,
+                        "/s", True, "> 5,000/s"))
+        rows.append(Row("appends in batches of 100, embedded", None, batch_rate, "/s", True,
+                        "more than one by one"))
+
+        # Search over the same visible messages, same ids: results must be identical.
+        corpus = _corpus(n_search, rng)
+        ours_state = replay(_events(Message, corpus))
+        seed_state = seed.replay(_events(seed.Message, corpus))
+        queries = _queries(args.queries, rng)
+        seed_queries = queries[: args.seed_queries]
+        mismatches = sum(
+            [m.id for m in search(ours_state, q)] != [m.id for m in seed.search(seed_state, q)]
+            for q in seed_queries
+        )
+        t_seed = best_of(lambda: [seed.search(seed_state, q) for q in seed_queries], 1)
+        t_ours = best_of(lambda: [search(ours_state, q) for q in queries], 3)
+        rows.append(Row(f"search per query, {n_search:,} visible messages",
+                        ms(t_seed / len(seed_queries)), ms(t_ours / len(queries)), "ms",
+                        goal="< 2 ms"))
+        console.print(f"search results compared on {len(seed_queries)} queries: "
+                      f"{len(seed_queries) - mismatches} identical, {mismatches} different")
+
+        # Memory held per event by the folded state (events included) and its index.
+        seed_bytes, _ = _retained_bytes(lambda: seed.replay(_events(seed.Message, corpus)))
+        ours_bytes, _ = _retained_bytes(lambda: replay(_events(Message, corpus)))
+        rows.append(Row("memory per event, folded state + index", seed_bytes / n_search,
+                        ours_bytes / n_search, "B"))
+
+        # recall and replay(up_to_seq) against log length: flat for memstream.
+        for size in (args.log_events // 10, args.log_events):
+            with Memory(work / f"log{size}") as memory:
+                events = _events(Message, _corpus(size, rng))
+                unsequenced = [e.model_copy(update={"seq": None}) for e in events]
+                for k in range(0, size, 2000):
+                    memory.transact(lambda s, part=unsequenced[k:k + 2000]: (part, None))
+                t_recall = best_of(lambda m=memory: m.recall("w1 w17 w300"), 20)
+                t_replay = best_of(lambda m=memory, n=size // 2: m.replay(up_to_seq=n), 20)
+            rows.append(Row(f"recall, {size:,}-event log", None, ms(t_recall), "ms",
+                            goal="independent of log length"))
+            rows.append(Row(f"replay(up_to_seq={size // 2:,}), {size:,}-event log", None,
+                            ms(t_replay), "ms", goal="independent of log length"))
+        seed_size = args.seed_log_events
+        seed_memory = seed.Memory(str(work / "seedlog"))
+        try:
+            for m in _events(seed.Message, _corpus(seed_size, rng)):
+                seed_memory.add_message(m.model_copy(update={"seq": None}))
+            t_recall = best_of(lambda: seed_memory.recall("w1 w17 w300"), 3)
+            t_replay = best_of(lambda: seed_memory.replay(up_to_seq=seed_size // 2), 3)
+        finally:
+            seed_memory.close()
+        rows.append(Row(f"recall, {seed_size:,}-event log", ms(t_recall), None, "ms"))
+        rows.append(Row(f"replay(up_to_seq={seed_size // 2:,}), {seed_size:,}-event log",
+                        ms(t_replay), None, "ms"))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print_table("memstream bench audit", SEED, rows, console)
+    return 1 if mismatches else 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--appends", type=int, default=2000, help="appends one by one")
+    parser.add_argument("--messages", type=int, default=100_000, help="messages searched")
+    parser.add_argument("--queries", type=int, default=1000, help="queries for memstream")
+    parser.add_argument("--seed-queries", type=int, default=10,
+                        help="queries for the seed system (about 0.7 s each at 100k)")
+    parser.add_argument("--log-events", type=int, default=100_000,
+                        help="log length for recall/replay (also a tenth of it)")
+    parser.add_argument("--seed-log-events", type=int, default=2000,
+                        help="log length for the seed system's recall/replay (it appends "
+                             "about 1,400 a second at best)")

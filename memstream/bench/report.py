@@ -1,0 +1,72 @@
+"""The one table every benchmark suite prints: measured, seed system, memstream, ratio."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rich.console import Console
+from rich.table import Table
+
+__all__ = ["Row", "print_table", "best_of", "per_second", "ms"]
+
+
+@dataclass(frozen=True)
+class Row:
+    what: str
+    seed: float | None  # the seed system's figure, None where it has none
+    ours: float | None  # None on a row that only shows the seed system at another size
+    unit: str
+    higher_is_better: bool = False
+    goal: str = ""
+
+    @property
+    def ratio(self) -> str:
+        if not self.seed or not self.ours:
+            return "-"
+        ratio = self.ours / self.seed if self.higher_is_better else self.seed / self.ours
+        return f"{ratio:,.1f}x"
+
+
+def _fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if value >= 100:
+        return f"{value:,.0f} {unit}"
+    if value >= 1:
+        return f"{value:,.2f} {unit}"
+    return f"{value:.4f} {unit}"
+
+
+def print_table(
+    title: str, seed_name: str, rows: list[Row], console: Console | None = None
+) -> None:
+    table = Table(title=title)
+    table.add_column("measured")
+    table.add_column(seed_name, justify="right")
+    table.add_column("memstream", justify="right")
+    table.add_column("memstream vs seed", justify="right")
+    table.add_column("goal")
+    for row in rows:
+        table.add_row(row.what, _fmt(row.seed, row.unit), _fmt(row.ours, row.unit), row.ratio,
+                      row.goal)
+    (console or Console(width=160)).print(table)
+
+
+def best_of(fn: Callable[[], object], repeat: int = 3) -> float:
+    """The fastest of `repeat` runs, in seconds (the least disturbed by the machine)."""
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def per_second(count: int, seconds: float) -> float:
+    return count / seconds if seconds > 0 else float("inf")
+
+
+def ms(seconds: float) -> float:
+    return seconds * 1000.0
