@@ -1,0 +1,173 @@
+"""Integrity mutations: contradictions, aliases and cascade retraction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from projector.graph.pmap import sset_iter
+from projector.graph.reducer import Tx
+from projector.graph.state import CommandResult, GraphState, child_ids, in_edge_order
+from schemas.graph.commands import MemoryLifecycleEvent
+from schemas.graph.errors import MemoryNotFoundError
+from schemas.graph.items import create_edge
+
+# The seed leaves the provenance of system-made edges open: they are deterministic
+# consequences of the caller's decision, fully trusted as records of that decision.
+_SYSTEM_SOURCE = "derived_deterministic"
+_SYSTEM_AUTHORITY = 1.0
+LOSER_AUTHORITY_FACTOR = 0.1
+
+
+@dataclass(frozen=True)
+class CascadeResult:
+    state: GraphState
+    events: list[MemoryLifecycleEvent]
+    retracted: list[str]  # ids in retraction order (leaves first)
+
+
+def _require(state: GraphState, *ids: str) -> None:
+    for i in ids:
+        if i not in state.items:
+            raise MemoryNotFoundError(i)
+
+
+def mark_contradiction(
+    state: GraphState,
+    item_id_a: str,
+    item_id_b: str,
+    author: str,
+    meta: dict[str, Any] | None = None,
+) -> CommandResult:
+    """Add a CONTRADICTS edge a -> b. MemoryNotFoundError if either item is absent."""
+    _require(state, item_id_a, item_id_b)
+    tx = Tx(state)
+    tx.create_edge(
+        create_edge(
+            from_=item_id_a,
+            to=item_id_b,
+            kind="CONTRADICTS",
+            author=author,
+            source_kind=_SYSTEM_SOURCE,
+            authority=_SYSTEM_AUTHORITY,
+            meta=meta,
+        )
+    )
+    return tx.result()
+
+
+def _pair_edge_ids(state: GraphState, a: str, b: str, kind: str) -> list[str]:
+    idx, edges = state.index, state.edges
+    found = []
+    for eid in sset_iter(idx.outgoing.get(a)):
+        e = edges[eid]
+        if e.to == b and e.kind == kind and e.active:
+            found.append(eid)
+    for eid in sset_iter(idx.incoming.get(a)):
+        e = edges[eid]
+        if e.from_ == b and e.kind == kind and e.active:
+            found.append(eid)
+    return in_edge_order(state, found)
+
+
+def resolve_contradiction(
+    state: GraphState,
+    winner_id: str,
+    loser_id: str,
+    author: str,
+    reason: str | None = None,
+) -> CommandResult:
+    """Retract the active CONTRADICTS edge(s) between the pair, add SUPERSEDES winner ->
+    loser and multiply the loser's authority by 0.1. No matching edge: a no-op."""
+    contradicts = _pair_edge_ids(state, winner_id, loser_id, "CONTRADICTS")
+    if not contradicts:
+        return CommandResult(state, [])
+    tx = Tx(state)
+    for eid in contradicts:
+        tx.retract_edge(eid)
+    tx.create_edge(
+        create_edge(
+            from_=winner_id,
+            to=loser_id,
+            kind="SUPERSEDES",
+            author=author,
+            source_kind=_SYSTEM_SOURCE,
+            authority=_SYSTEM_AUTHORITY,
+            meta=None if reason is None else {"reason": reason},
+        )
+    )
+    loser = tx.items.get(loser_id)
+    if loser is not None:
+        tx.update_item(loser_id, {"authority": loser.authority * LOSER_AUTHORITY_FACTOR})
+    return tx.result()
+
+
+def mark_alias(
+    state: GraphState,
+    item_id_a: str,
+    item_id_b: str,
+    author: str,
+    meta: dict[str, Any] | None = None,
+) -> CommandResult:
+    """Add ALIAS edges a -> b and b -> a. Self-alias is a no-op."""
+    if item_id_a == item_id_b:
+        return CommandResult(state, [])
+    _require(state, item_id_a, item_id_b)
+    tx = Tx(state)
+    for src, dst in ((item_id_a, item_id_b), (item_id_b, item_id_a)):
+        tx.create_edge(
+            create_edge(
+                from_=src,
+                to=dst,
+                kind="ALIAS",
+                author=author,
+                source_kind=_SYSTEM_SOURCE,
+                authority=_SYSTEM_AUTHORITY,
+                meta=meta,
+            )
+        )
+    return tx.result()
+
+
+def cascade_order(state: GraphState, item_id: str) -> list[str]:
+    """The item and its transitive dependents in post-order (leaves first). Iterative and
+    cycle-safe: each item appears once."""
+    seen = {item_id}
+    order: list[str] = []
+    stack = [(item_id, iter(child_ids(state, item_id)))]
+    while stack:
+        node, kids = stack[-1]
+        for c in kids:
+            if c not in seen:
+                seen.add(c)
+                stack.append((c, iter(child_ids(state, c))))
+                break
+        else:
+            stack.pop()
+            order.append(node)
+    return order
+
+
+def cascade_retract(
+    state: GraphState, item_id: str, author: str, reason: str | None = None
+) -> CascadeResult:
+    """Retract an item and all its transitive dependents, leaves first, with their edges.
+
+    MemoryNotFoundError if the item is absent.
+    """
+    _require(state, item_id)
+    order = cascade_order(state, item_id)
+    tx = Tx(state)
+    for iid in order:
+        tx.retract_item(iid)
+    return CascadeResult(tx.freeze(), tx.events, order)
+
+
+__all__ = [
+    "CascadeResult",
+    "cascade_order",
+    "cascade_retract",
+    "mark_alias",
+    "mark_contradiction",
+    "resolve_contradiction",
+]

@@ -1,0 +1,97 @@
+"""Replay: rebuild a GraphState from a command log, integrity-tolerant."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from projector.graph.reducer import Tx, coerce_command
+from projector.graph.state import GraphState, create_graph_state
+from schemas.graph.commands import MemoryLifecycleEvent
+from schemas.graph.envelopes import EventEnvelope, parse_iso_ms
+
+
+@dataclass
+class ReplayFailure:
+    index: int  # position in the input list
+    error: Exception
+    command: Any = None
+    envelope: Any = None
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    state: GraphState
+    events: list[MemoryLifecycleEvent] = field(default_factory=list)
+    skipped: list[ReplayFailure] = field(default_factory=list)
+
+
+@contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    # A fold allocates millions of acyclic objects (models, pvector nodes); the cyclic
+    # collector's repeated full passes over them cost more than the fold itself (5x at 100k
+    # commands). Reference counting still frees everything; the prior setting is restored.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _fold(
+    entries: Iterable[tuple[int, Any, Any]], state: GraphState | None
+) -> ReplayResult:
+    tx = Tx(state if state is not None else create_graph_state())
+    skipped: list[ReplayFailure] = []
+    with _no_cyclic_gc():
+        for index, cmd, envelope in entries:
+            snap = tx.snapshot()
+            try:
+                tx.apply(coerce_command(cmd))
+            except Exception as exc:  # the fold is total: a bad command is recorded, skipped
+                tx.restore(snap)  # O(1): the persistent maps before the command
+                skipped.append(ReplayFailure(index, exc, command=cmd, envelope=envelope))
+    return ReplayResult(tx.freeze(), tx.events, skipped)
+
+
+def replay_commands(
+    commands: Iterable[Any], *, state: GraphState | None = None
+) -> ReplayResult:
+    """Fold commands (models or dicts) in order onto ``state`` (default: empty).
+
+    A command that fails validation or application changes nothing and is reported in
+    ``skipped``; the rest of the log is still folded.
+    """
+    return _fold(((i, c, None) for i, c in enumerate(commands)), state)
+
+
+def replay_from_envelopes(
+    envelopes: Iterable[EventEnvelope[Any] | Mapping[str, Any]],
+    *,
+    state: GraphState | None = None,
+) -> ReplayResult:
+    """Sort envelopes by ``ts`` (strict ISO-8601, stable on ties) and fold their payloads.
+
+    An envelope that is malformed or has a bad ``ts`` is skipped (InvalidTimestampError /
+    ValidationError in ``skipped``); failures are listed by input index.
+    """
+    ordered: list[tuple[int, int, Any, Any]] = []
+    bad: list[ReplayFailure] = []
+    for i, env in enumerate(envelopes):
+        try:
+            e = env if isinstance(env, EventEnvelope) else EventEnvelope[Any].model_validate(env)
+            ordered.append((parse_iso_ms(e.ts), i, e.payload, env))
+        except Exception as exc:
+            bad.append(ReplayFailure(i, exc, envelope=env))
+    ordered.sort(key=lambda t: (t[0], t[1]))
+    result = _fold(((i, payload, env) for _, i, payload, env in ordered), state)
+    skipped = sorted(bad + result.skipped, key=lambda f: f.index)
+    return ReplayResult(result.state, result.events, skipped)
+
+
+__all__ = ["ReplayFailure", "ReplayResult", "replay_commands", "replay_from_envelopes"]
