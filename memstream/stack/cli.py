@@ -43,7 +43,7 @@ class RichReporter:
     def __init__(self) -> None:
         from rich.console import Console
 
-        self.console = Console()
+        self.console = Console(highlight=False)
 
     def step(self, description: str) -> AbstractContextManager[None]:
         return self._step(description)
