@@ -92,8 +92,15 @@ def _java_argv(paths: StackPaths, cfg: StackConfig, main: str, *args: str) -> li
 
 
 def new_cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (as Kafka's Uuid)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (as Kafka's Uuid).
+
+    Like Kafka's Uuid.randomUuid, never one starting with '-': the storage tool would read
+    it as an option.
+    """
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
 
 
 def write_config(paths: StackPaths, cfg: StackConfig) -> None:
