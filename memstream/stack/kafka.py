@@ -115,8 +115,9 @@ def format_storage(paths: StackPaths, cfg: StackConfig, reporter: Reporter | Non
     if (paths.kafka_data / "meta.properties").is_file():
         return
     paths.kafka_data.mkdir(parents=True, exist_ok=True)
-    if paths.kafka_cluster_id.is_file():
-        cluster_id = paths.kafka_cluster_id.read_text().strip()
+    kept = paths.kafka_cluster_id.read_text().strip() if paths.kafka_cluster_id.is_file() else ""
+    if len(kept) == 22 and not kept.startswith("-"):
+        cluster_id = kept
     else:
         cluster_id = new_cluster_id()
         paths.kafka_cluster_id.write_text(cluster_id + "\n")
