@@ -5,6 +5,12 @@ Re-exported from ``memstream``; the memory graph itself is in ``memstream.api_gr
 
 from __future__ import annotations
 
+from producers.memex_store import (
+    GraphOperation,
+    MemexStore,
+    MutationOutcome,
+    apply_mutation,
+)
 from projector.graph.intents import (
     IntentResult,
     IntentState,
@@ -150,4 +156,9 @@ __all__ = [
     "EdgeSchema",
     "IntentSchema",
     "TaskSchema",
+    # facade
+    "MemexStore",
+    "GraphOperation",
+    "MutationOutcome",
+    "apply_mutation",
 ]

@@ -1,0 +1,399 @@
+"""MemexStore: a mutable facade over the three pure graphs (memory, intent, task).
+
+Every mutation is a ``Mutation`` value (a command of one of the graphs, or a
+``GraphOperation`` naming an integrity, bulk or import operation with its arguments) and
+goes through ONE private method, ``MemexStore._mutate``, which folds it with the pure
+``apply_mutation`` and rebinds the states. Every read uses the current states. A log-backed
+subclass overrides ``_mutate`` to publish the mutation and wait for its projection; nothing
+else in the facade needs to change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple
+
+from projector.graph.bulk import apply_many, bulk_adjust_scores, decay_importance
+from projector.graph.integrity import (
+    cascade_retract,
+    mark_alias,
+    mark_contradiction,
+    resolve_contradiction,
+)
+from projector.graph.intents import (
+    IntentState,
+    apply_intent_command,
+    create_intent,
+    create_intent_state,
+)
+from projector.graph.reducer import apply_command
+from projector.graph.state import GraphState, create_graph_state
+from projector.graph.tasks import TaskState, apply_task_command, create_task, create_task_state
+from projector.graph.transplant import import_slice
+from queryd.graph.edges import get_edges
+from queryd.graph.integrity import get_alias_group, get_aliases, get_contradictions, get_stale_items
+from queryd.graph.intents import get_intents
+from queryd.graph.items import get_item_by_id, get_items
+from queryd.graph.navigation import get_children, get_parents, get_related_items
+from queryd.graph.retrieval import get_support_set, get_support_tree, smart_retrieve
+from queryd.graph.scoring import get_scored_items
+from queryd.graph.stats import get_stats
+from queryd.graph.tasks import get_tasks
+from queryd.graph.transplant import export_slice
+from schemas.graph.commands import (
+    MEMORY_COMMAND_TYPES,
+    EdgeCreate,
+    MemoryCommand,
+    MemoryCommandAdapter,
+    MemoryCreate,
+    MemoryLifecycleEvent,
+    MemoryRetract,
+    MemoryUpdate,
+)
+from schemas.graph.intents import (
+    Intent,
+    IntentCommand,
+    IntentCommandAdapter,
+    IntentCreate,
+    IntentLifecycleEvent,
+)
+from schemas.graph.items import Edge, MemoryItem, create_edge, create_memory_item
+from schemas.graph.results import Contradiction, GraphStats, ScoredItem, StaleItem
+from schemas.graph.serialization import SerializedGraphState, parse, stringify, to_json
+from schemas.graph.tasks import (
+    Task,
+    TaskCommand,
+    TaskCommandAdapter,
+    TaskCreate,
+    TaskLifecycleEvent,
+)
+from schemas.graph.transplant import ImportReport, MemexExport
+
+__all__ = [
+    "GraphOperation",
+    "Mutation",
+    "MutationOutcome",
+    "MutationResult",
+    "apply_mutation",
+    "coerce_mutation",
+    "MemexStore",
+]
+
+OperationName = Literal[
+    "mark_contradiction",
+    "resolve_contradiction",
+    "mark_alias",
+    "cascade_retract",
+    "apply_many",
+    "bulk_adjust_scores",
+    "decay_importance",
+    "import_slice",
+]
+
+
+@dataclass(frozen=True)
+class GraphOperation:
+    """A mutation that is not one command: its outcome depends on the state it meets.
+
+    ``args`` are the keyword arguments of the pure function of the same name, minus the
+    states. All are plain data except ``apply_many``'s ``transform`` (a callable): a log
+    must resolve that one into commands before publishing.
+    """
+
+    name: OperationName
+    args: Mapping[str, Any] = field(default_factory=dict)
+
+
+Mutation = MemoryCommand | IntentCommand | TaskCommand | GraphOperation
+Event = MemoryLifecycleEvent | IntentLifecycleEvent | TaskLifecycleEvent
+
+
+@dataclass(frozen=True)
+class MutationOutcome:
+    """What a mutation emitted, and its value when it has one (retracted ids, a report)."""
+
+    events: list[Any]
+    value: Any = None
+
+
+class MutationResult(NamedTuple):
+    mem: GraphState
+    intents: IntentState
+    tasks: TaskState
+    outcome: MutationOutcome
+
+
+_MEMORY_OPS: dict[str, Callable[..., Any]] = {
+    "mark_contradiction": mark_contradiction,
+    "resolve_contradiction": resolve_contradiction,
+    "mark_alias": mark_alias,
+    "apply_many": apply_many,
+    "bulk_adjust_scores": bulk_adjust_scores,
+    "decay_importance": decay_importance,
+}
+
+
+def coerce_mutation(mutation: Mutation | Mapping[str, Any]) -> Mutation:
+    """A typed mutation; a dict is a command of the graph its ``type`` prefix names."""
+    if not isinstance(mutation, Mapping):
+        return mutation
+    tag = str(mutation.get("type", ""))
+    if tag.startswith("intent."):
+        return IntentCommandAdapter.validate_python(mutation)
+    if tag.startswith("task."):
+        return TaskCommandAdapter.validate_python(mutation)
+    return MemoryCommandAdapter.validate_python(mutation)
+
+
+def apply_mutation(
+    mem: GraphState,
+    intents: IntentState,
+    tasks: TaskState,
+    mutation: Mutation | Mapping[str, Any],
+) -> MutationResult:
+    """Fold one mutation into the three states (pure: the inputs are never modified).
+
+    A dict is validated as a command of the graph its ``type`` prefix names.
+    """
+    mutation = coerce_mutation(mutation)
+    if isinstance(mutation, MEMORY_COMMAND_TYPES):
+        mem, events = apply_command(mem, mutation)  # type: ignore[arg-type]
+        return MutationResult(mem, intents, tasks, MutationOutcome(list(events)))
+    if isinstance(mutation, GraphOperation):
+        args = dict(mutation.args)
+        if mutation.name == "cascade_retract":
+            cascade = cascade_retract(mem, **args)
+            outcome = MutationOutcome(list(cascade.events), list(cascade.retracted))
+            return MutationResult(cascade.state, intents, tasks, outcome)
+        if mutation.name == "import_slice":
+            result = import_slice(mem, intents, tasks, **args)
+            return MutationResult(
+                result.mem_state, result.intent_state, result.task_state,
+                MutationOutcome([], result.report),
+            )  # fmt: skip
+        mem, events = _MEMORY_OPS[mutation.name](mem, **args)
+        return MutationResult(mem, intents, tasks, MutationOutcome(list(events)))
+    if mutation.type.startswith("intent."):
+        intents, ievents = apply_intent_command(intents, mutation)  # type: ignore[arg-type]
+        return MutationResult(mem, intents, tasks, MutationOutcome(list(ievents)))
+    tasks, tevents = apply_task_command(tasks, mutation)  # type: ignore[arg-type]
+    return MutationResult(mem, intents, tasks, MutationOutcome(list(tevents)))
+
+
+class MemexStore:
+    """Holds the memory, intent and task states and rebinds them on each mutation.
+
+    ``store.mem``, ``store.intents`` and ``store.tasks`` are the live (immutable) states.
+    """
+
+    def __init__(
+        self,
+        mem: GraphState | None = None,
+        intents: IntentState | None = None,
+        tasks: TaskState | None = None,
+    ) -> None:
+        self.mem: GraphState = mem if mem is not None else create_graph_state()
+        self.intents: IntentState = intents if intents is not None else create_intent_state()
+        self.tasks: TaskState = tasks if tasks is not None else create_task_state()
+
+    # -- the one door for mutations -----------------------------------------------------------
+
+    def _mutate(self, mutation: Mutation) -> MutationOutcome:
+        """Apply ``mutation`` to the states. Override to put the store on a log."""
+        self.mem, self.intents, self.tasks, outcome = apply_mutation(
+            self.mem, self.intents, self.tasks, mutation
+        )
+        return outcome
+
+    def _op(self, name: OperationName, **args: Any) -> MutationOutcome:
+        return self._mutate(GraphOperation(name, args))
+
+    # -- memory -------------------------------------------------------------------------------
+
+    def apply(self, cmd: MemoryCommand | Mapping[str, Any]) -> list[MemoryLifecycleEvent]:
+        """Apply any memory command (model or dict); returns its lifecycle events."""
+        command = (
+            cmd
+            if isinstance(cmd, MEMORY_COMMAND_TYPES)
+            else MemoryCommandAdapter.validate_python(cmd)
+        )
+        return self._mutate(command).events  # type: ignore[arg-type]
+
+    def create(self, **kwargs: Any) -> MemoryItem:
+        """``create_memory_item(**kwargs)``, then create it in the graph."""
+        return self.add(create_memory_item(**kwargs))
+
+    def add(self, item: MemoryItem) -> MemoryItem:
+        """Create an existing MemoryItem in the graph (DuplicateMemoryError on a clash)."""
+        self._mutate(MemoryCreate(item=item))
+        return item
+
+    def update(
+        self, item_id: str, partial: dict[str, Any], author: str, reason: str | None = None
+    ) -> list[MemoryLifecycleEvent]:
+        cmd = MemoryUpdate(item_id=item_id, partial=partial, author=author, reason=reason)
+        return self._mutate(cmd).events
+
+    def retract(
+        self, item_id: str, author: str, reason: str | None = None
+    ) -> list[MemoryLifecycleEvent]:
+        return self._mutate(MemoryRetract(item_id=item_id, author=author, reason=reason)).events
+
+    def add_edge(self, **kwargs: Any) -> Edge:
+        """``create_edge(**kwargs)``, then create it in the graph."""
+        edge = create_edge(**kwargs)
+        self._mutate(EdgeCreate(edge=edge))
+        return edge
+
+    def items(self, filter: Any = None, options: Any = None) -> list[MemoryItem]:
+        return get_items(self.mem, filter, options)
+
+    def item(self, id: str) -> MemoryItem | None:
+        return get_item_by_id(self.mem, id)
+
+    def scored(self, weights: Any, options: Any = None) -> list[ScoredItem]:
+        return get_scored_items(self.mem, weights, options)
+
+    def edges(self, filter: Any = None) -> list[Edge]:
+        return get_edges(self.mem, filter)
+
+    def parents(self, item_id: str) -> list[MemoryItem]:
+        return get_parents(self.mem, item_id)
+
+    def children(self, item_id: str) -> list[MemoryItem]:
+        return get_children(self.mem, item_id)
+
+    def related(self, item_id: str, direction: str = "both") -> list[MemoryItem]:
+        return get_related_items(self.mem, item_id, direction)  # type: ignore[arg-type]
+
+    def smart_retrieve(self, **kwargs: Any) -> list[ScoredItem]:
+        return smart_retrieve(self.mem, **kwargs)
+
+    def support_tree(self, item_id: str) -> Any:
+        return get_support_tree(self.mem, item_id)
+
+    def support_set(self, item_id: str) -> list[MemoryItem]:
+        return get_support_set(self.mem, item_id)
+
+    def stats(self) -> GraphStats:
+        return get_stats(self.mem)
+
+    # -- integrity ----------------------------------------------------------------------------
+
+    def mark_contradiction(
+        self, a: str, b: str, author: str, meta: dict[str, Any] | None = None
+    ) -> list[MemoryLifecycleEvent]:
+        return self._op(
+            "mark_contradiction", item_id_a=a, item_id_b=b, author=author, meta=meta
+        ).events
+
+    def resolve_contradiction(
+        self, winner: str, loser: str, author: str, reason: str | None = None
+    ) -> list[MemoryLifecycleEvent]:
+        return self._op(
+            "resolve_contradiction", winner_id=winner, loser_id=loser, author=author, reason=reason
+        ).events
+
+    def mark_alias(
+        self, a: str, b: str, author: str, meta: dict[str, Any] | None = None
+    ) -> list[MemoryLifecycleEvent]:
+        return self._op("mark_alias", item_id_a=a, item_id_b=b, author=author, meta=meta).events
+
+    def cascade_retract(self, item_id: str, author: str, reason: str | None = None) -> list[str]:
+        """Retract the item and its transitive dependents; returns the retracted ids."""
+        outcome = self._op("cascade_retract", item_id=item_id, author=author, reason=reason)
+        return outcome.value  # type: ignore[no-any-return]
+
+    def contradictions(self) -> list[Contradiction]:
+        return get_contradictions(self.mem)
+
+    def stale_items(self) -> list[StaleItem]:
+        return get_stale_items(self.mem)
+
+    def aliases(self, item_id: str) -> list[MemoryItem]:
+        return get_aliases(self.mem, item_id)
+
+    def alias_group(self, item_id: str) -> list[MemoryItem]:
+        return get_alias_group(self.mem, item_id)
+
+    # -- bulk ---------------------------------------------------------------------------------
+
+    def apply_many(
+        self,
+        filter: Any,
+        transform: Callable[[MemoryItem], dict[str, Any] | None],
+        author: str,
+        reason: str | None = None,
+        options: Any = None,
+    ) -> list[MemoryLifecycleEvent]:
+        return self._op(
+            "apply_many",
+            filter=filter, transform=transform, author=author, reason=reason, options=options,
+        ).events  # fmt: skip
+
+    def bulk_adjust_scores(
+        self, criteria: Any, delta: Any, author: str, reason: str | None = None
+    ) -> list[MemoryLifecycleEvent]:
+        return self._op(
+            "bulk_adjust_scores", criteria=criteria, delta=delta, author=author, reason=reason
+        ).events
+
+    def decay_importance(
+        self, older_than_ms: int, factor: float, author: str, reason: str | None = None
+    ) -> list[MemoryLifecycleEvent]:
+        return self._op(
+            "decay_importance",
+            older_than_ms=older_than_ms, factor=factor, author=author, reason=reason,
+        ).events  # fmt: skip
+
+    # -- intents and tasks --------------------------------------------------------------------
+
+    def apply_intent(self, cmd: IntentCommand | Mapping[str, Any]) -> list[IntentLifecycleEvent]:
+        command = IntentCommandAdapter.validate_python(cmd)
+        return self._mutate(command).events
+
+    def create_intent(self, **kwargs: Any) -> Intent:
+        """``create_intent(**kwargs)``, then create it in the intent graph."""
+        intent = create_intent(**kwargs)
+        self._mutate(IntentCreate(intent=intent))
+        return intent
+
+    def get_intents(self, filter: Any = None) -> list[Intent]:
+        return get_intents(self.intents, filter)
+
+    def apply_task(self, cmd: TaskCommand | Mapping[str, Any]) -> list[TaskLifecycleEvent]:
+        command = TaskCommandAdapter.validate_python(cmd)
+        return self._mutate(command).events
+
+    def create_task(self, **kwargs: Any) -> Task:
+        """``create_task(**kwargs)``, then create it in the task graph."""
+        task = create_task(**kwargs)
+        self._mutate(TaskCreate(task=task))
+        return task
+
+    def get_tasks(self, filter: Any = None) -> list[Task]:
+        return get_tasks(self.tasks, filter)
+
+    # -- transplant and serialization ---------------------------------------------------------
+
+    def export_slice(self, **kwargs: Any) -> MemexExport:
+        return export_slice(self.mem, self.intents, self.tasks, **kwargs)
+
+    def import_slice(self, slice: MemexExport | Mapping[str, Any], **kwargs: Any) -> ImportReport:
+        """Import ``slice`` into this store's three graphs; returns the report."""
+        sl = slice if isinstance(slice, MemexExport) else MemexExport.model_validate(slice)
+        return self._op("import_slice", slice=sl, **kwargs).value  # type: ignore[no-any-return]
+
+    def to_json(self) -> SerializedGraphState:
+        """The memory graph in the TS library's on-disk shape."""
+        return to_json(self.mem)
+
+    def dumps(self, pretty: bool = False) -> str:
+        """The memory graph as a JSON string (as ``stringify``)."""
+        return stringify(self.mem, pretty=pretty)
+
+    @classmethod
+    def loads(cls, json_str: str) -> MemexStore:
+        """A store whose memory graph is parsed from ``json_str`` (intent/task graphs empty)."""
+        return cls(mem=parse(json_str))
