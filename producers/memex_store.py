@@ -35,8 +35,8 @@ from queryd.graph.edges import get_edges
 from queryd.graph.integrity import get_alias_group, get_aliases, get_contradictions, get_stale_items
 from queryd.graph.intents import get_intents
 from queryd.graph.items import get_item_by_id, get_items
-from queryd.graph.navigation import get_children, get_parents, get_related_items
-from queryd.graph.retrieval import get_support_set, get_support_tree, smart_retrieve
+from queryd.graph.navigation import Direction, get_children, get_parents, get_related_items
+from queryd.graph.retrieval import SupportNode, get_support_set, get_support_tree, smart_retrieve
 from queryd.graph.scoring import get_scored_items
 from queryd.graph.stats import get_stats
 from queryd.graph.tasks import get_tasks
@@ -51,21 +51,31 @@ from schemas.graph.commands import (
     MemoryRetract,
     MemoryUpdate,
 )
+from schemas.graph.filters import (
+    EdgeFilter,
+    MemoryFilter,
+    QueryOptions,
+    ScoreAdjustment,
+    ScoredQueryOptions,
+)
 from schemas.graph.intents import (
     Intent,
     IntentCommand,
     IntentCommandAdapter,
     IntentCreate,
+    IntentFilter,
     IntentLifecycleEvent,
 )
 from schemas.graph.items import Edge, MemoryItem, create_edge, create_memory_item
 from schemas.graph.results import Contradiction, GraphStats, ScoredItem, StaleItem
+from schemas.graph.scoring import ScoreWeights
 from schemas.graph.serialization import SerializedGraphState, parse, stringify, to_json
 from schemas.graph.tasks import (
     Task,
     TaskCommand,
     TaskCommandAdapter,
     TaskCreate,
+    TaskFilter,
     TaskLifecycleEvent,
 )
 from schemas.graph.transplant import ImportReport, MemexExport
@@ -246,16 +256,24 @@ class MemexStore:
         self._mutate(EdgeCreate(edge=edge))
         return edge
 
-    def items(self, filter: Any = None, options: Any = None) -> list[MemoryItem]:
+    def items(
+        self,
+        filter: MemoryFilter | Mapping[str, Any] | None = None,
+        options: QueryOptions | Mapping[str, Any] | None = None,
+    ) -> list[MemoryItem]:
         return get_items(self.mem, filter, options)
 
     def item(self, id: str) -> MemoryItem | None:
         return get_item_by_id(self.mem, id)
 
-    def scored(self, weights: Any, options: Any = None) -> list[ScoredItem]:
+    def scored(
+        self,
+        weights: ScoreWeights | Mapping[str, Any],
+        options: ScoredQueryOptions | Mapping[str, Any] | None = None,
+    ) -> list[ScoredItem]:
         return get_scored_items(self.mem, weights, options)
 
-    def edges(self, filter: Any = None) -> list[Edge]:
+    def edges(self, filter: EdgeFilter | Mapping[str, Any] | None = None) -> list[Edge]:
         return get_edges(self.mem, filter)
 
     def parents(self, item_id: str) -> list[MemoryItem]:
@@ -264,13 +282,13 @@ class MemexStore:
     def children(self, item_id: str) -> list[MemoryItem]:
         return get_children(self.mem, item_id)
 
-    def related(self, item_id: str, direction: str = "both") -> list[MemoryItem]:
-        return get_related_items(self.mem, item_id, direction)  # type: ignore[arg-type]
+    def related(self, item_id: str, direction: Direction = "both") -> list[MemoryItem]:
+        return get_related_items(self.mem, item_id, direction)
 
     def smart_retrieve(self, **kwargs: Any) -> list[ScoredItem]:
         return smart_retrieve(self.mem, **kwargs)
 
-    def support_tree(self, item_id: str) -> Any:
+    def support_tree(self, item_id: str) -> SupportNode | None:
         return get_support_tree(self.mem, item_id)
 
     def support_set(self, item_id: str) -> list[MemoryItem]:
@@ -321,11 +339,11 @@ class MemexStore:
 
     def apply_many(
         self,
-        filter: Any,
+        filter: MemoryFilter | Mapping[str, Any] | None,
         transform: Callable[[MemoryItem], dict[str, Any] | None],
         author: str,
         reason: str | None = None,
-        options: Any = None,
+        options: QueryOptions | Mapping[str, Any] | None = None,
     ) -> list[MemoryLifecycleEvent]:
         return self._op(
             "apply_many",
@@ -333,7 +351,11 @@ class MemexStore:
         ).events  # fmt: skip
 
     def bulk_adjust_scores(
-        self, criteria: Any, delta: Any, author: str, reason: str | None = None
+        self,
+        criteria: MemoryFilter | Mapping[str, Any],
+        delta: ScoreAdjustment | Mapping[str, Any],
+        author: str,
+        reason: str | None = None,
     ) -> list[MemoryLifecycleEvent]:
         return self._op(
             "bulk_adjust_scores", criteria=criteria, delta=delta, author=author, reason=reason
@@ -359,7 +381,7 @@ class MemexStore:
         self._mutate(IntentCreate(intent=intent))
         return intent
 
-    def get_intents(self, filter: Any = None) -> list[Intent]:
+    def get_intents(self, filter: IntentFilter | Mapping[str, Any] | None = None) -> list[Intent]:
         return get_intents(self.intents, filter)
 
     def apply_task(self, cmd: TaskCommand | Mapping[str, Any]) -> list[TaskLifecycleEvent]:
@@ -372,7 +394,7 @@ class MemexStore:
         self._mutate(TaskCreate(task=task))
         return task
 
-    def get_tasks(self, filter: Any = None) -> list[Task]:
+    def get_tasks(self, filter: TaskFilter | Mapping[str, Any] | None = None) -> list[Task]:
         return get_tasks(self.tasks, filter)
 
     # -- transplant and serialization ---------------------------------------------------------

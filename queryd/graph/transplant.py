@@ -4,27 +4,19 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from projector.graph.intents import IntentState
+from projector.graph.state import GraphState
 from projector.graph.tasks import TaskState
 from queryd.graph.intents import get_intent_by_id
 from queryd.graph.tasks import get_task_by_id, get_tasks_by_intent
 from schemas.graph.intents import Intent
-from schemas.graph.items import Edge, MemoryItem
+from schemas.graph.items import MemoryItem
 from schemas.graph.tasks import Task
 from schemas.graph.transplant import ExportOptions, MemexExport
 
 __all__ = ["export_slice"]
-
-
-class _Graph(Protocol):
-    # The two read-only mappings of a GraphState; all export needs from the memory graph.
-    @property
-    def items(self) -> Mapping[str, MemoryItem]: ...
-
-    @property
-    def edges(self) -> Mapping[str, Edge]: ...
 
 
 def _walk(starts: Iterable[str], neighbours: Mapping[str, Iterable[str]]) -> dict[str, None]:
@@ -48,7 +40,7 @@ def _resolve_options(options: ExportOptions | Mapping[str, Any] | None, **kw: An
 
 
 def export_slice(
-    mem_state: _Graph,
+    mem_state: GraphState,
     intent_state: IntentState,
     task_state: TaskState,
     *,
