@@ -2,22 +2,30 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future
 from os import PathLike
 from types import TracebackType
 from typing import Any, TypeVar, get_args
 from uuid import UUID
 
-from producers.logs import AuditLog, Transaction, open_log
+from producers.logs import Log, open_log
+from producers.logs.base import Appended, LifecycleRecord
+from producers.logs.batching import GroupCommitter
 from projector.audit import MemoryState
 from queryd.audit import search
-from schemas.audit import Deletion, Document, EventKind, Message, Recall
+from schemas.audit import BaseEvent, Deletion, Document, EventKind, Message, Recall
+from schemas.codec import decode_record
+from schemas.errors import DecodeError
 
 __all__ = ["Memory"]
 
 AnyEvent = Message | Document | Recall | Deletion
 T = TypeVar("T")
 _KINDS = get_args(EventKind)
+# Given the memory at the log's end, the events to append and a value to hand back.
+Transaction = Callable[[MemoryState], tuple[Sequence[AnyEvent], T]]
 
 
 def _as_uuid(value: UUID | str, field: str) -> UUID:
@@ -34,7 +42,14 @@ class Memory:
 
     def __init__(self, path: str | PathLike[str]) -> None:
         self.location = str(path)
-        self._log: AuditLog = open_log(path)
+        self._log: Log = open_log(path)
+        self._committer: GroupCommitter | None = None
+        self._committer_lock = threading.Lock()
+
+    @property
+    def log(self) -> Log:
+        """The log this memory folds (shared with a `MemexStore` on the same location)."""
+        return self._log
 
     # Writing
 
@@ -43,8 +58,8 @@ class Memory:
             raise ValueError(
                 f"expected a {expected.__name__}, got {type(event).__name__}"
             )
-        stored, _ = self._log.transact(lambda state: ([event], None))
-        return stored[0]
+        appended, _ = self._log.transact(lambda state: ([event], None))
+        return appended[0].record
 
     def add_message(self, message: Message) -> Message:
         """Append a message; returns the stored copy with its seq."""
@@ -84,7 +99,48 @@ class Memory:
         right after it, all or none. This is how `recall` and `Assistant` keep the
         audit record equal to what was read.
         """
-        return self._log.transact(build)
+        appended, value = self._log.transact(lambda state: build(state.memory))
+        return [a.record for a in appended], value  # type: ignore[misc]
+
+    def append_many(self, events: Iterable[AnyEvent]) -> list[AnyEvent]:
+        """Append several events in one transaction (one commit), all or none."""
+        batch = list(events)
+        for event in batch:
+            if not isinstance(event, BaseEvent):
+                raise ValueError(f"expected an event, got {type(event).__name__}")
+        stored, _ = self.transact(lambda state: (batch, None))
+        return stored
+
+    def publish_async(self, event: AnyEvent) -> Future[AnyEvent]:
+        """Append without waiting: a future of the stored event.
+
+        Events published meanwhile, from any thread, share one commit (group commit); a
+        future resolves only once its event is durable, or with the error that refused it.
+        """
+        if not isinstance(event, BaseEvent):
+            raise ValueError(f"expected an event, got {type(event).__name__}")
+        with self._committer_lock:
+            if self._committer is None:
+                self._committer = GroupCommitter(self._log)
+            committer = self._committer
+        done: Future[AnyEvent] = Future()
+
+        def resolve(appended: Future[Appended]) -> None:
+            exc = appended.exception()
+            if exc is not None:
+                done.set_exception(exc)
+            else:
+                done.set_result(appended.result().record)  # type: ignore[arg-type]
+
+        committer.submit(event).add_done_callback(resolve)
+        return done
+
+    def flush(self) -> None:
+        """Wait until every event given to `publish_async` is durable (or refused)."""
+        with self._committer_lock:
+            committer, self._committer = self._committer, None
+        if committer is not None:
+            committer.close()
 
     # Reading
 
@@ -121,7 +177,7 @@ class Memory:
 
     def get(self, event_id: UUID | str) -> AnyEvent | None:
         """One event by id, deleted or not; None if unknown."""
-        return self._log.state().get(_as_uuid(event_id, "event_id"))
+        return self._log.state().memory.get(_as_uuid(event_id, "event_id"))
 
     def events(
         self,
@@ -134,7 +190,7 @@ class Memory:
         """The log in ascending seq order, filtered."""
         if kind is not None and kind not in _KINDS:
             raise ValueError(f"kind: expected one of {', '.join(_KINDS)}, got {kind!r}")
-        state = self._log.state()
+        state = self._log.state().memory
         if up_to_seq is not None:
             state = state.at(up_to_seq)
         selected = state.events
@@ -147,15 +203,66 @@ class Memory:
         return selected
 
     def replay(self, *, up_to_seq: int | None = None) -> MemoryState:
-        """The state of the log, or as it stood after event `up_to_seq`."""
-        return self._log.state().at(up_to_seq)
+        """The state of the log, or as it stood after event `up_to_seq`.
+
+        The audit state keeps every event, so a past state is a view of the current one
+        (O(log n)), never a refold.
+        """
+        return self._log.state().memory.at(up_to_seq)
 
     def __len__(self) -> int:
-        return len(self._log.state())
+        """The number of audit events (messages, documents, recalls, deletions).
+
+        The log may also hold graph envelopes (a `MemexStore` on the same location) and
+        refused records; they have seqs but are not counted here.
+        """
+        return len(self._log.state().memory)
+
+    # Following
+
+    def subscribe(
+        self,
+        from_seq: int = 0,
+        *,
+        timeout: float | None = None,
+        stop: threading.Event | None = None,
+    ) -> Iterator[AnyEvent]:
+        """The stored events from seq `from_seq` on, in order, then new ones as they come.
+
+        Ends when nothing new arrived for `timeout` seconds (None: never) or when `stop`
+        is set. Records that are not audit events, or that the fold refused, are skipped.
+        """
+        for seq, data in self._log.records(from_seq, timeout=timeout, stop=stop):
+            try:
+                record = decode_record(data)
+            except DecodeError:
+                continue
+            if not isinstance(record, BaseEvent):
+                continue
+            stored = self._log.state(min_seq=seq).memory.get(record.id)
+            if stored is not None and stored.seq == seq:
+                yield stored
+
+    def lifecycle(
+        self,
+        from_offset: int = 0,
+        *,
+        timeout: float | None = None,
+        stop: threading.Event | None = None,
+    ) -> Iterator[LifecycleRecord]:
+        """Lifecycle events from offset `from_offset` of the lifecycle stream, then new ones.
+
+        Each carries the seq of the record that caused it and its envelope
+        (``message.appended``, ``memory.created``, ``record.rejected``, ...). On Kafka this
+        reads the lifecycle topic the projector publishes; the embedded log derives the
+        same stream by folding.
+        """
+        return self._log.lifecycle(from_offset, timeout=timeout, stop=stop)
 
     # Lifetime
 
     def close(self) -> None:
+        self.flush()
         self._log.close()
 
     def __enter__(self) -> Memory:

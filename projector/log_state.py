@@ -36,7 +36,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
-from uuid import UUID
+from uuid import UUID, uuid5
 
 from pydantic import BaseModel, ValidationError
 from pyrsistent import PVector, pvector
@@ -78,6 +78,7 @@ __all__ = [
     "check_records",
     "fold_log",
     "lifecycle_payload",
+    "lifecycle_envelope",
 ]
 
 log = logging.getLogger("memstream.projector.fold")
@@ -370,12 +371,11 @@ def apply_record(state: LogState, seq: int, record: Record) -> FoldResult:
     states = (state.graph, state.intents, state.tasks)
     (graph, intents, tasks), events, value = _apply_envelope(states, record, state.graph_seq)
     changed = graph is not state.graph or intents is not state.intents or tasks is not state.tasks
-    lifecycle = [Lifecycle(seq, e.namespace, e.type, e, {"cause_id": record.id}) for e in events]
+    cause = {"cause_id": record.id, "cause_ts": record.ts}
+    lifecycle = [Lifecycle(seq, e.namespace, e.type, e, cause) for e in events]
     if record.namespace == OPERATION_NAMESPACE:
-        lifecycle.append(
-            Lifecycle(seq, OPERATION_NAMESPACE, "operation.applied", None,
-                      {"operation": record.type, "cause_id": record.id, "value": value})
-        )  # fmt: skip
+        extra = {"operation": record.type, **cause, "value": value}
+        lifecycle.append(Lifecycle(seq, OPERATION_NAMESPACE, "operation.applied", None, extra))
     new = state.with_(
         graph=graph,
         intents=intents,
@@ -467,6 +467,36 @@ def check_records(state: LogState, records: Sequence[Record]) -> None:
         seq += 1
 
 
+_EPOCH_TS = "1970-01-01T00:00:00.000Z"
+
+
+def lifecycle_envelope(event: Lifecycle, index: int) -> GraphEnvelope:
+    """The envelope a lifecycle event is published as: a function of the log alone.
+
+    `index` is its position among its record's lifecycle events. The id is a UUID derived
+    from (seq, index) and ts is the cause's own time, so publishing the same event twice
+    gives the same bytes.
+    """
+    subject = event.subject
+    if isinstance(subject, BaseEvent):
+        ts = subject.timestamp.strftime("%Y-%m-%dT%H:%M:%S.") + (
+            f"{subject.timestamp.microsecond // 1000:03d}Z"
+        )
+    else:
+        ts = (event.extra or {}).get("cause_ts") or _EPOCH_TS
+    return GraphEnvelope.model_construct(
+        id=str(uuid5(_LIFECYCLE_NS, f"{event.seq}:{index}")),
+        namespace=event.namespace,
+        type=event.type,
+        ts=ts,
+        trace_id=None,
+        payload=lifecycle_payload(event),
+    )
+
+
+_LIFECYCLE_NS = UUID("6d656d73-7472-6561-6d2e-6c6966656379")
+
+
 def lifecycle_payload(event: Lifecycle) -> dict[str, Any]:
     """The JSON payload of a lifecycle event: the subject's fields, then the extras."""
     subject = event.subject
@@ -481,6 +511,8 @@ def lifecycle_payload(event: Lifecycle) -> dict[str, Any]:
         payload = {"value": subject}
     if event.extra:
         for key, value in event.extra.items():
+            if key == "cause_ts":
+                continue
             if isinstance(value, BaseModel):
                 value = value.model_dump(mode="json", by_alias=True, exclude_none=True)
             payload[key] = value

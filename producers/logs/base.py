@@ -1,33 +1,131 @@
-"""What `Memory` needs of a log: its folded state, and atomic checked appends."""
+"""What the facades need of a log: its folded state, checked appends, and its records.
+
+Every log (the embedded SQLite file, a Kafka topic) stores record bytes at dense seqs and
+folds them with the one total fold, `projector.log_state.fold_record`, so the embedded
+default and the distributed mode cannot drift apart.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Protocol, TypeVar
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import NamedTuple, Protocol, TypeVar
 
-from projector.audit import MemoryState
+from projector.log_state import (
+    Lifecycle,
+    LogState,
+    check_records,
+    empty_state,
+    fold_record,
+    lifecycle_envelope,
+)
 from schemas.audit import Deletion, Document, Message, Recall
+from schemas.codec import encode_record
+from schemas.records import GraphEnvelope, Record
 
-__all__ = ["AuditLog", "Transaction", "AnyEvent"]
+__all__ = [
+    "Log",
+    "AuditLog",
+    "Appended",
+    "Transaction",
+    "AnyEvent",
+    "prepare",
+    "StopFlag",
+    "LifecycleRecord",
+    "fold_lifecycle",
+]
 
 AnyEvent = Message | Document | Recall | Deletion
 T = TypeVar("T")
 
-# Given the state at the log's end, the events to append and a value to hand back.
-Transaction = Callable[[MemoryState], tuple[Sequence[AnyEvent], T]]
+# Given the state at the log's end, the records to append and a value to hand back.
+Transaction = Callable[[LogState], tuple[Sequence[Record], T]]
+StopFlag = threading.Event
 
 
-class AuditLog(Protocol):
-    def state(self) -> MemoryState:
-        """The state folded up to the log's current end, this process's writes included."""
-        ...
+class Appended(NamedTuple):
+    """One record a transaction appended: its seq, the stored record, what it caused.
 
-    def transact(self, build: Transaction[T]) -> tuple[list[AnyEvent], T]:
-        """Run `build` on the state at the log's end, check its events and append them.
+    An audit event comes back with its seq set. `lifecycle` are the record's lifecycle
+    events as the fold gave them (for an operation, its ``operation.applied`` carries the
+    operation's value).
+    """
 
-        Either all of them become durable with consecutive seqs, or none does and the
-        error is raised. Returns the stored events (with seq) and `build`'s value.
+    seq: int
+    record: Record
+    lifecycle: list[Lifecycle]
+
+
+class LifecycleRecord(NamedTuple):
+    """A lifecycle event as subscribers see it: its offset in the lifecycle stream, the seq
+    of the log record that caused it, and its envelope (namespace, type, payload)."""
+
+    offset: int
+    seq: int
+    envelope: GraphEnvelope
+
+
+class Log(Protocol):
+    location: str
+
+    def state(self, min_seq: int | None = None) -> LogState:
+        """The state folded up to the log's current end, this process's writes included.
+
+        With `min_seq`, a state that reflects at least that seq is enough: a log that has
+        already folded it may answer without looking for newer records.
         """
         ...
 
+    def transact(self, build: Transaction[T]) -> tuple[list[Appended], T]:
+        """Run `build` on the state at the log's end, check its records and append them.
+
+        Raises what the fold would refuse (nothing is appended then). Returns the appended
+        records, folded, and `build`'s value.
+        """
+        ...
+
+    def records(
+        self, from_seq: int = 0, *, timeout: float | None = None, stop: StopFlag | None = None
+    ) -> Iterator[tuple[int, bytes]]:
+        """(seq, bytes) from `from_seq` on, then new ones as they arrive.
+
+        Ends when nothing new arrived for `timeout` seconds (None: never) or `stop` is set.
+        """
+        ...
+
+    def lifecycle(
+        self, from_offset: int = 0, *, timeout: float | None = None, stop: StopFlag | None = None
+    ) -> Iterator[LifecycleRecord]:
+        """The lifecycle stream from `from_offset` on, then new events as they arrive."""
+        ...
+
     def close(self) -> None: ...
+
+
+AuditLog = Log  # the name the embedded log had first
+
+
+def prepare(state: LogState, build: Transaction[T]) -> tuple[list[Record], list[bytes], T]:
+    """Run `build`, check its records against `state` and encode them (shared by logs)."""
+    records, value = build(state)
+    records = list(records)
+    check_records(state, records)
+    return records, [encode_record(r) for r in records], value
+
+
+def fold_lifecycle(
+    records: Iterator[tuple[int, bytes]], from_offset: int = 0
+) -> Iterator[LifecycleRecord]:
+    """The lifecycle stream of a log, derived by folding it from seq 0.
+
+    The projector publishes exactly this stream to the lifecycle topic; a log without one
+    (the embedded file) derives it here, so both modes give the same offsets.
+    """
+    state = empty_state()
+    offset = 0
+    for seq, data in records:
+        state, events = fold_record(state, seq, data)
+        for index, event in enumerate(events):
+            if offset >= from_offset:
+                yield LifecycleRecord(offset, seq, lifecycle_envelope(event, index))
+            offset += 1
