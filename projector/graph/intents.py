@@ -1,6 +1,6 @@
 """Intent graph: state, factories and the pure reducer ``apply_intent_command``.
 
-State is built on persistent structures (the graph's OrderedPMap, pyrsistent sets), so a
+State is built on persistent structures (the graph's OrderedPMap and small sets), so a
 command costs O(log n) and the input state is never modified: the new state shares all
 untouched structure with the old.
 """
@@ -11,9 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from pyrsistent import PMap, PSet, pmap, pset
-
-from projector.graph.pmap import OrderedPMap
+from projector.graph.pmap import EMPTY, OrderedPMap, SmallSet, sset_add, sset_remove
 from schemas.graph.errors import (
     DuplicateIntentError,
     IntentNotFoundError,
@@ -40,25 +38,28 @@ __all__ = [
 ]
 
 
-def _add_child(index: PMap[str, PSet[str]], parent: str | None, child: str) -> PMap[str, PSet[str]]:
-    if parent is None:
+Index = OrderedPMap[str, SmallSet]
+
+
+def index_add(index: Index, key: str | None, member: str) -> Index:
+    """``index`` with ``member`` added under ``key`` (unchanged when key is None)."""
+    if key is None:
         return index
-    return index.set(parent, index.get(parent, pset()).add(child))
+    return index.set(key, sset_add(index.get(key), member))
 
 
-def _drop_child(
-    index: PMap[str, PSet[str]], parent: str | None, child: str
-) -> PMap[str, PSet[str]]:
-    if parent is None or parent not in index:
+def index_drop(index: Index, key: str | None, member: str) -> Index:
+    """``index`` without ``member`` under ``key``; an emptied key disappears."""
+    if key is None or key not in index:
         return index
-    rest = index[parent].discard(child)
-    return index.set(parent, rest) if rest else index.remove(parent)
+    rest = sset_remove(index[key], member)
+    return index.set(key, rest) if rest is not None else index.remove(key)
 
 
-def _parent_index(intents: Mapping[str, Intent]) -> PMap[str, PSet[str]]:
-    index: PMap[str, PSet[str]] = pmap()
+def _parent_index(intents: Mapping[str, Intent]) -> Index:
+    index: Index = EMPTY
     for intent in intents.values():
-        index = _add_child(index, intent.parent_id, intent.id)
+        index = index_add(index, intent.parent_id, intent.id)
     return index
 
 
@@ -71,7 +72,7 @@ class IntentState:
     """
 
     intents: Mapping[str, Intent] = field(default_factory=OrderedPMap)
-    by_parent: PMap[str, PSet[str]] | None = field(default=None, repr=False, compare=False)
+    by_parent: Index | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.intents, OrderedPMap):
@@ -162,8 +163,8 @@ def _with(state: IntentState, old: Intent | None, new: Intent) -> IntentState:
     index = state.by_parent
     if old is None or old.parent_id != new.parent_id:
         if old is not None:
-            index = _drop_child(index, old.parent_id, old.id)
-        index = _add_child(index, new.parent_id, new.id)
+            index = index_drop(index, old.parent_id, old.id)
+        index = index_add(index, new.parent_id, new.id)
     intents = state.intents
     assert isinstance(intents, OrderedPMap)
     return IntentState(intents=intents.set(new.id, new), by_parent=index)

@@ -11,10 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from pyrsistent import PMap, PSet, pmap, pset
-
-from projector.graph.intents import merge_partial
-from projector.graph.pmap import OrderedPMap
+from projector.graph.intents import Index, index_add, index_drop, merge_partial
+from projector.graph.pmap import EMPTY, OrderedPMap
 from schemas.graph.errors import DuplicateTaskError, InvalidTaskTransitionError, TaskNotFoundError
 from schemas.graph.ids import uuid7
 from schemas.graph.tasks import (
@@ -40,26 +38,11 @@ __all__ = [
     "apply_task_command",
 ]
 
-_Index = PMap[str, PSet[str]]
 
-
-def _add(index: _Index, key: str | None, task_id: str) -> _Index:
-    if key is None:
-        return index
-    return index.set(key, index.get(key, pset()).add(task_id))
-
-
-def _drop(index: _Index, key: str | None, task_id: str) -> _Index:
-    if key is None or key not in index:
-        return index
-    rest = index[key].discard(task_id)
-    return index.set(key, rest) if rest else index.remove(key)
-
-
-def _build_index(tasks: Mapping[str, Task], attr: str) -> _Index:
-    index: _Index = pmap()
+def _build_index(tasks: Mapping[str, Task], attr: str) -> Index:
+    index: Index = EMPTY
     for task in tasks.values():
-        index = _add(index, getattr(task, attr), task.id)
+        index = index_add(index, getattr(task, attr), task.id)
     return index
 
 
@@ -72,8 +55,8 @@ class TaskState:
     """
 
     tasks: Mapping[str, Task] = field(default_factory=OrderedPMap)
-    by_intent: _Index | None = field(default=None, repr=False, compare=False)
-    by_parent: _Index | None = field(default=None, repr=False, compare=False)
+    by_intent: Index | None = field(default=None, repr=False, compare=False)
+    by_parent: Index | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.tasks, OrderedPMap):
@@ -153,12 +136,12 @@ def _with(state: TaskState, old: Task | None, new: Task) -> TaskState:
     by_intent, by_parent = state.by_intent, state.by_parent
     if old is None or old.intent_id != new.intent_id:
         if old is not None:
-            by_intent = _drop(by_intent, old.intent_id, old.id)
-        by_intent = _add(by_intent, new.intent_id, new.id)
+            by_intent = index_drop(by_intent, old.intent_id, old.id)
+        by_intent = index_add(by_intent, new.intent_id, new.id)
     if old is None or old.parent_id != new.parent_id:
         if old is not None:
-            by_parent = _drop(by_parent, old.parent_id, old.id)
-        by_parent = _add(by_parent, new.parent_id, new.id)
+            by_parent = index_drop(by_parent, old.parent_id, old.id)
+        by_parent = index_add(by_parent, new.parent_id, new.id)
     tasks = state.tasks
     assert isinstance(tasks, OrderedPMap)
     return TaskState(tasks=tasks.set(new.id, new), by_intent=by_intent, by_parent=by_parent)
