@@ -416,6 +416,17 @@ class MemexStore:
         return stringify(self.mem, pretty=pretty)
 
     @classmethod
+    def open(cls, location: str) -> MemexStore:
+        """The store on a log: an embedded path or ``kafka://HOST:PORT/LOG?redis=...``.
+
+        Mutations are published as envelopes; reads answer from the folded log, own
+        writes included (see ``producers.memex_log_store``).
+        """
+        from producers.memex_log_store import LogMemexStore
+
+        return LogMemexStore(location)
+
+    @classmethod
     def loads(cls, json_str: str) -> MemexStore:
         """A store whose memory graph is parsed from ``json_str`` (intent/task graphs empty)."""
         return cls(mem=parse(json_str))

@@ -1,0 +1,168 @@
+"""`MemexStore` on a log: the seed-003 facade whose mutations are published as envelopes.
+
+`LogMemexStore` overrides the facade's one door, `_mutate`: the mutation becomes ONE
+envelope, checked against the state at the log's end and appended through the log's
+`transact`; its outcome (lifecycle events, retracted ids, import report) is what the fold
+of that record gave. Reads answer from the folded state, so they include the caller's
+own writes and, after each call, everything appended before it.
+
+Mutations whose outcome depends on the state follow invariant 12 (see
+`projector.log_state`): integrity, score and import operations travel as operation
+envelopes decided by the fold in log order; `apply_many` (a callable transform) and
+`decay_importance` (the clock) are computed here on the state at the log's end and
+published as one batch whose precondition is that the graph has not changed since. A batch
+that meets a changed graph is rejected by the fold and recomputed here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from os import PathLike
+from typing import Any
+
+from pydantic import BaseModel
+
+from producers.logs import Log, open_log
+from producers.memex_store import GraphOperation, MemexStore, Mutation, MutationOutcome
+from projector.graph.bulk import apply_many, decay_importance
+from projector.graph.intents import IntentState
+from projector.graph.state import GraphState
+from projector.graph.tasks import TaskState
+from projector.log_state import BATCH, LogState, PreconditionFailed
+from schemas.graph.envelopes import now_iso
+from schemas.graph.ids import uuid7
+from schemas.records import OPERATION_NAMESPACE, GraphEnvelope, Record
+
+__all__ = ["LogMemexStore", "mutation_envelope", "to_jsonable"]
+
+log = logging.getLogger("memstream.producers.memex")
+
+# Operations resolved here into a batch (their outcome needs a callable or the clock).
+_RESOLVED_HERE = {"apply_many": apply_many, "decay_importance": decay_importance}
+MAX_ATTEMPTS = 8
+
+
+def to_jsonable(value: Any) -> Any:
+    """Models dumped as the TypeScript library writes them; containers converted inside."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", by_alias=True, exclude_none=True)
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_jsonable(v) for v in value]
+    return value
+
+
+def _envelope(namespace: str, type_: str, payload: Any) -> GraphEnvelope:
+    return GraphEnvelope(id=uuid7(), namespace=namespace, type=type_, ts=now_iso(), payload=payload)
+
+
+def mutation_envelope(mutation: Mutation) -> GraphEnvelope:
+    """The envelope of a command or of an operation decided by the fold."""
+    if isinstance(mutation, GraphOperation):
+        if mutation.name in _RESOLVED_HERE:
+            raise ValueError(f"{mutation.name} is published as a batch, not as an operation")
+        return _envelope(
+            OPERATION_NAMESPACE, f"memstream.{mutation.name}", to_jsonable(dict(mutation.args))
+        )
+    tag: str = mutation.type
+    namespace = "memory" if tag.startswith(("memory.", "edge.")) else tag.split(".", 1)[0]
+    return _envelope(namespace, tag, to_jsonable(mutation))
+
+
+def _batch_commands(state: GraphState, name: str, args: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """What `apply_many` / `decay_importance` would do on `state`, as commands."""
+    _, events = _RESOLVED_HERE[name](state, **args)
+    author, reason = args.get("author"), args.get("reason")
+    retracted = {e.item.id for e in events if e.type == "memory.retracted"}
+    commands: list[dict[str, Any]] = []
+    for event in events:
+        if event.type == "memory.updated":
+            old = state.items[event.item.id]
+            partial = {k: v for k, v in event.item.__dict__.items() if old.__dict__.get(k) != v}
+            command = {"type": "memory.update", "item_id": event.item.id, "partial": partial}
+        elif event.type == "memory.retracted":
+            command = {"type": "memory.retract", "item_id": event.item.id}
+        elif event.type == "edge.retracted" and (
+            event.edge.from_ in retracted or event.edge.to in retracted
+        ):
+            continue  # retracting the item retracts its edges
+        else:
+            raise ValueError(f"{name} emitted {event.type}; it cannot be published as a batch")
+        command["author"] = author
+        if reason is not None:
+            command["reason"] = reason
+        commands.append(to_jsonable(command))
+    return commands
+
+
+class LogMemexStore(MemexStore):
+    """A `MemexStore` over a log location (an embedded path or a kafka:// URL)."""
+
+    def __init__(self, location: str | PathLike[str] | Log) -> None:
+        # No super().__init__: the states are the log's, read through the properties.
+        self._log: Log = location if hasattr(location, "transact") else open_log(location)  # type: ignore[arg-type]
+        self.location = self._log.location
+
+    @property
+    def log(self) -> Log:
+        return self._log
+
+    def state(self) -> LogState:
+        """The folded log: the three graphs, the audit memory, the rejections."""
+        return self._log.state()
+
+    @property
+    def mem(self) -> GraphState:  # type: ignore[override]
+        return self._log.state().graph
+
+    @property
+    def intents(self) -> IntentState:  # type: ignore[override]
+        return self._log.state().intents
+
+    @property
+    def tasks(self) -> TaskState:  # type: ignore[override]
+        return self._log.state().tasks
+
+    def _publish(self, build: Any) -> MutationOutcome:
+        appended, _ = self._log.transact(build)
+        lifecycle = appended[0].lifecycle
+        events = [e.subject for e in lifecycle if e.subject is not None]
+        value = None
+        for event in lifecycle:
+            if event.type == "operation.applied" and event.extra is not None:
+                value = event.extra.get("value")
+        return MutationOutcome(events, value)
+
+    def _mutate(self, mutation: Mutation) -> MutationOutcome:
+        if isinstance(mutation, GraphOperation) and mutation.name in _RESOLVED_HERE:
+            name, args = mutation.name, dict(mutation.args)
+
+            def build(state: LogState) -> tuple[Sequence[Record], None]:
+                commands = _batch_commands(state.graph, name, args)
+                payload = {"commands": commands, "graph_seq": state.graph_seq, "operation": name}
+                return [_envelope(OPERATION_NAMESPACE, BATCH, payload)], None
+
+            for attempt in range(1, MAX_ATTEMPTS + 1):
+                try:
+                    return self._publish(build)
+                except PreconditionFailed:
+                    if attempt == MAX_ATTEMPTS:
+                        raise
+                    log.debug("%s: the graph moved under the batch; recomputing", name)
+            raise AssertionError("unreachable")
+        envelope = mutation_envelope(mutation)
+        return self._publish(lambda state: ([envelope], None))
+
+    def close(self) -> None:
+        self._log.close()
+
+    def __enter__(self) -> LogMemexStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"MemexStore.open({self.location!r})"
