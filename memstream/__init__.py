@@ -6,22 +6,9 @@ graph (seed 003). Their names do not collide.
 
 from memstream.api_audit import *  # noqa: F403
 from memstream.api_audit import __all__ as _audit_all
+from memstream.api_graph import *  # noqa: F403
+from memstream.api_graph import __all__ as _graph_all
+from memstream.api_graph_work import *  # noqa: F403
+from memstream.api_graph_work import __all__ as _work_all
 
-__all__ = list(_audit_all)
-
-try:  # the graph half lands in its own modules
-    from memstream.api_graph import *  # noqa: F403
-    from memstream.api_graph import __all__ as _graph_all
-
-    __all__ += list(_graph_all)
-except ModuleNotFoundError as exc:  # pragma: no cover - only while the graph is unbuilt
-    if exc.name != "memstream.api_graph":
-        raise
-try:
-    from memstream.api_graph_work import *  # noqa: F403
-    from memstream.api_graph_work import __all__ as _work_all
-
-    __all__ += list(_work_all)
-except ModuleNotFoundError as exc:  # pragma: no cover
-    if exc.name != "memstream.api_graph_work":
-        raise
+__all__ = [*_audit_all, *_graph_all, *_work_all]
