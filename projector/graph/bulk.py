@@ -9,6 +9,7 @@ from typing import Any
 from projector.graph.reducer import Tx
 from projector.graph.state import CommandResult, GraphState
 from queryd.graph.items import filter_items, get_items
+from schemas.graph._gc import no_cyclic_gc
 from schemas.graph.coerce import coerce
 from schemas.graph.filters import MemoryFilter, QueryOptions, ScoreAdjustment
 from schemas.graph.ids import now_ms
@@ -29,14 +30,15 @@ def apply_many(
     """For each matching item: transform -> None retracts it (and its edges), {} skips it,
     a partial dict updates it (unvalidated, as memory.update)."""
     tx = Tx(state)
-    for item in get_items(state, filter, options):
-        partial = transform(item)
-        if partial is None:
-            tx.retract_item(item.id)
-        elif not isinstance(partial, Mapping):
-            raise TypeError(f"transform must return a dict or None, got {partial!r}")
-        elif partial:
-            tx.update_item(item.id, partial)
+    with no_cyclic_gc():
+        for item in get_items(state, filter, options):
+            partial = transform(item)
+            if partial is None:
+                tx.retract_item(item.id)
+            elif not isinstance(partial, Mapping):
+                raise TypeError(f"transform must return a dict or None, got {partial!r}")
+            elif partial:
+                tx.update_item(item.id, partial)
     return tx.result()
 
 

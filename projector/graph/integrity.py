@@ -8,6 +8,7 @@ from typing import Any
 from projector.graph.pmap import sset_iter
 from projector.graph.reducer import Tx
 from projector.graph.state import CommandResult, GraphState, child_ids, in_edge_order
+from schemas.graph._gc import no_cyclic_gc
 from schemas.graph.commands import MemoryLifecycleEvent
 from schemas.graph.errors import MemoryNotFoundError
 from schemas.graph.items import create_edge
@@ -156,10 +157,12 @@ def cascade_retract(
     MemoryNotFoundError if the item is absent.
     """
     _require(state, item_id)
-    order = cascade_order(state, item_id)
+    with no_cyclic_gc():
+        order = cascade_order(state, item_id)
     tx = Tx(state)
-    for iid in order:
-        tx.retract_item(iid)
+    with no_cyclic_gc():
+        for iid in order:
+            tx.retract_item(iid)
     return CascadeResult(tx.freeze(), tx.events, order)
 
 

@@ -16,7 +16,7 @@ vectors; holes are compacted away (O(n), amortised) once they outnumber live ent
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Generic, TypeVar, cast, overload
 
 from pyrsistent import pvector
@@ -36,6 +36,7 @@ class _Hole:
 _HOLE: Any = _Hole()
 _MIN_BUCKETS = 8
 _EMPTY_VEC: Any = pvector()
+_new = object.__new__
 
 
 def _bucket_count(n: int) -> int:
@@ -58,7 +59,7 @@ def _build_buckets(keys: Iterable[Any], slots: Iterable[int], nb: int) -> Any:
 class OrderedPMap(Mapping[K, V], Generic[K, V]):
     """Read-only, persistent, insertion-ordered mapping; writes return a new map."""
 
-    __slots__ = ("_buckets", "_mask", "_keys", "_vals", "_len", "_cache")
+    __slots__ = ("_buckets", "_mask", "_keys", "_vals", "_len", "_cache", "_derived")
 
     _buckets: Any
     _mask: int
@@ -66,6 +67,7 @@ class OrderedPMap(Mapping[K, V], Generic[K, V]):
     _vals: Any
     _len: int
     _cache: tuple[V, ...] | None
+    _derived: dict[str, Any] | None
 
     def __init__(self, pairs: Iterable[tuple[K, V]] | Mapping[K, V] = ()) -> None:
         # dict semantics for duplicates: the last value wins, the first position is kept.
@@ -87,11 +89,18 @@ class OrderedPMap(Mapping[K, V], Generic[K, V]):
         self._vals = vals
         self._len = length
         self._cache = None
+        self._derived = None
 
     @classmethod
     def _make(cls, buckets: Any, mask: int, keys: Any, vals: Any, length: int) -> OrderedPMap:
-        new = cls.__new__(cls)
-        new._init(buckets, mask, keys, vals, length)
+        new = _new(cls)
+        new._buckets = buckets
+        new._mask = mask
+        new._keys = keys
+        new._vals = vals
+        new._len = length
+        new._cache = None
+        new._derived = None
         return new
 
     # -- reads ---------------------------------------------------------------------------
@@ -152,6 +161,19 @@ class OrderedPMap(Mapping[K, V], Generic[K, V]):
             self._cache = cache
         return cache
 
+    def derived(self, name: str, build: Callable[[OrderedPMap[K, V]], D]) -> D:
+        """``build(self)``, computed once per (immutable) map and cached under ``name``.
+
+        For read-side indexes that are cheaper to build on demand than to maintain on
+        every write (e.g. items by scope): the first query of a state pays O(n).
+        """
+        cache = self._derived
+        if cache is None:
+            cache = self._derived = {}
+        if name not in cache:
+            cache[name] = build(self)
+        return cast(D, cache[name])
+
     def values(self) -> _ValuesView[V]:  # type: ignore[override]
         return _ValuesView(self)
 
@@ -168,6 +190,7 @@ class OrderedPMap(Mapping[K, V], Generic[K, V]):
     # -- writes (persistent) -------------------------------------------------------------
 
     def set(self, key: K, value: V) -> OrderedPMap[K, V]:
+        """A map with ``key`` bound to ``value`` (an existing key keeps its position)."""
         h = hash(key) & self._mask
         b = self._buckets[h]
         if b is not None:
@@ -175,20 +198,41 @@ class OrderedPMap(Mapping[K, V], Generic[K, V]):
                 k = b[i]
                 if k is key or k == key:
                     slot = b[i + 1]
-                    if self._vals[slot] is value:
+                    vals = self._vals
+                    if vals[slot] is value:
                         return self
-                    return self._make(
-                        self._buckets, self._mask, self._keys,
-                        self._vals.set(slot, value), self._len,
-                    )  # fmt: skip
-        slot = len(self._keys)
-        keys = self._keys.append(key)
+                    return self._make(self._buckets, self._mask, self._keys,
+                                      vals.set(slot, value), self._len)  # fmt: skip
+        return self._append(h, b, key, value)
+
+    def set_new(self, key: K, value: V) -> OrderedPMap[K, V]:
+        """Like ``set`` for a key known to be absent; KeyError if present (one lookup)."""
+        h = hash(key) & self._mask
+        b = self._buckets[h]
+        if b is not None:
+            for i in range(0, len(b), 2):
+                k = b[i]
+                if k is key or k == key:
+                    raise KeyError(key)
+        return self._append(h, b, key, value)
+
+    def _append(self, h: int, b: Any, key: K, value: V) -> OrderedPMap[K, V]:
+        keys = self._keys
+        slot = len(keys)
+        keys = keys.append(key)
         vals = self._vals.append(value)
         n = self._len + 1
         if n > self._mask + 1:
             return self._rebuilt(keys, vals, n)
-        bucket = (key, slot) if b is None else b + (key, slot)
-        return self._make(self._buckets.set(h, bucket), self._mask, keys, vals, n)
+        new = _new(OrderedPMap)
+        new._buckets = self._buckets.set(h, (key, slot) if b is None else b + (key, slot))
+        new._mask = self._mask
+        new._keys = keys
+        new._vals = vals
+        new._len = n
+        new._cache = None
+        new._derived = None
+        return new
 
     def remove(self, key: K) -> OrderedPMap[K, V]:
         h = hash(key) & self._mask
@@ -216,7 +260,7 @@ class OrderedPMap(Mapping[K, V], Generic[K, V]):
             live = [(k, v) for k, v in zip(keys, vals, strict=True) if v is not _HOLE]
             keys = pvector([k for k, _ in live])
             vals = pvector([v for _, v in live])
-        nb = _bucket_count(n * 2)
+        nb = _bucket_count(n * 4)
         return self._make(_build_buckets(keys, range(n), nb), nb - 1, keys, vals, n)
 
 

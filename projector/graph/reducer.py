@@ -13,18 +13,12 @@ from typing import Any
 
 from projector.graph.pmap import OrderedPMap, SmallSet, sset_add, sset_iter, sset_remove
 from projector.graph.state import CommandResult, GraphIndex, GraphState, _make_state
-from schemas.graph._fast import construct, replace
+from schemas.graph._fast import replace
 from schemas.graph.commands import (
     MEMORY_COMMAND_TYPES,
-    EdgeCreate,
-    EdgeRetract,
-    EdgeUpdate,
-    MemoryCommand,
+        MemoryCommand,
     MemoryCommandAdapter,
-    MemoryCreate,
     MemoryLifecycleEvent,
-    MemoryRetract,
-    MemoryUpdate,
 )
 from schemas.graph.errors import (
     DuplicateEdgeError,
@@ -67,12 +61,21 @@ def merge_edge(existing: Edge, partial: Mapping[str, Any]) -> Edge:
     return _merge(existing, partial, _EDGE_FIELDS, _EDGE_IMMUTABLE)  # type: ignore[no-any-return]
 
 
+_EVENT_FIELDS = frozenset({"namespace", "type", "item", "edge", "cause_type"})
+_new = object.__new__
+_setattr = object.__setattr__
+
+
 def _event(type_: str, cause: str | None, item: MemoryItem | None = None,
            edge: Edge | None = None) -> MemoryLifecycleEvent:  # fmt: skip
-    return construct(
-        MemoryLifecycleEvent,
-        {"namespace": "memory", "type": type_, "item": item, "edge": edge, "cause_type": cause},
-    )
+    # Hot path (one per command): construct() specialised to this model's fields.
+    ev = _new(MemoryLifecycleEvent)
+    _setattr(ev, "__dict__", {"namespace": "memory", "type": type_, "item": item, "edge": edge,
+                              "cause_type": cause})  # fmt: skip
+    _setattr(ev, "__pydantic_fields_set__", set(_EVENT_FIELDS))
+    _setattr(ev, "__pydantic_extra__", None)
+    _setattr(ev, "__pydantic_private__", None)
+    return ev
 
 
 def coerce_command(cmd: MemoryCommand | Mapping[str, Any]) -> MemoryCommand:
@@ -136,24 +139,18 @@ class Tx:
 
     def apply(self, cmd: MemoryCommand) -> None:
         t = cmd.type
-        if t == "memory.create":
-            assert isinstance(cmd, MemoryCreate)
-            self.create_item(cmd.item, t)
+        if t == "memory.create":  # the common case first
+            self.create_item(cmd.item, t)  # type: ignore[union-attr]
         elif t == "memory.update":
-            assert isinstance(cmd, MemoryUpdate)
-            self.update_item(cmd.item_id, cmd.partial, t)
+            self.update_item(cmd.item_id, cmd.partial, t)  # type: ignore[union-attr]
         elif t == "memory.retract":
-            assert isinstance(cmd, MemoryRetract)
-            self.retract_item(cmd.item_id, t)
+            self.retract_item(cmd.item_id, t)  # type: ignore[union-attr]
         elif t == "edge.create":
-            assert isinstance(cmd, EdgeCreate)
-            self.create_edge(cmd.edge, t)
+            self.create_edge(cmd.edge, t)  # type: ignore[union-attr]
         elif t == "edge.update":
-            assert isinstance(cmd, EdgeUpdate)
-            self.update_edge(cmd.edge_id, cmd.partial, t)
+            self.update_edge(cmd.edge_id, cmd.partial, t)  # type: ignore[union-attr]
         elif t == "edge.retract":
-            assert isinstance(cmd, EdgeRetract)
-            self.retract_edge(cmd.edge_id, t)
+            self.retract_edge(cmd.edge_id, t)  # type: ignore[union-attr]
         else:  # pragma: no cover - the union is closed
             raise ValueError(f"unknown memory command type: {t!r}")
 
@@ -161,14 +158,16 @@ class Tx:
 
     def create_item(self, item: MemoryItem, cause: str | None = "memory.create") -> None:
         iid = item.id
-        if iid in self.items:
-            raise DuplicateMemoryError(iid)
-        self.items = self.items.set(iid, item)
+        try:
+            self.items = self.items.set_new(iid, item)
+        except KeyError:
+            raise DuplicateMemoryError(iid) from None
         if item.parents:
             self._link(iid, item.parents)
-        kids = self.children.get(iid)
-        if kids is not None:  # items that named this id as a parent may no longer be stale
-            self._recheck(sset_iter(kids))
+        if self.children:
+            kids = self.children.get(iid)
+            if kids is not None:  # items that named this id as a parent may not be stale now
+                self._recheck(sset_iter(kids))
         self.events.append(_event("memory.created", cause, item=item))
 
     def update_item(self, iid: str, partial: Mapping[str, Any],
@@ -244,9 +243,10 @@ class Tx:
 
     def create_edge(self, edge: Edge, cause: str | None = "edge.create") -> None:
         eid = edge.edge_id
-        if eid in self.edges:
-            raise DuplicateEdgeError(eid)
-        self.edges = self.edges.set(eid, edge)
+        try:
+            self.edges = self.edges.set_new(eid, edge)
+        except KeyError:
+            raise DuplicateEdgeError(eid) from None
         self.outgoing = _idx_add(self.outgoing, edge.from_, eid)
         self.incoming = _idx_add(self.incoming, edge.to, eid)
         if edge.active:

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from projector.graph.reducer import Tx, coerce_command
 from projector.graph.state import GraphState, create_graph_state
-from schemas.graph.commands import MemoryLifecycleEvent
+from schemas.graph._gc import no_cyclic_gc
+from schemas.graph.commands import MemoryCommandAdapter, MemoryLifecycleEvent
 from schemas.graph.envelopes import EventEnvelope, parse_iso_ms
 
 
@@ -29,30 +28,19 @@ class ReplayResult:
     skipped: list[ReplayFailure] = field(default_factory=list)
 
 
-@contextmanager
-def _no_cyclic_gc() -> Iterator[None]:
-    # A fold allocates millions of acyclic objects (models, pvector nodes); the cyclic
-    # collector's repeated full passes over them cost more than the fold itself (5x at 100k
-    # commands). Reference counting still frees everything; the prior setting is restored.
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def _fold(
     entries: Iterable[tuple[int, Any, Any]], state: GraphState | None
 ) -> ReplayResult:
     tx = Tx(state if state is not None else create_graph_state())
     skipped: list[ReplayFailure] = []
-    with _no_cyclic_gc():
+    apply = tx.apply
+    snapshot = tx.snapshot
+    validate = MemoryCommandAdapter.validate_python
+    with no_cyclic_gc():
         for index, cmd, envelope in entries:
-            snap = tx.snapshot()
+            snap = snapshot()
             try:
-                tx.apply(coerce_command(cmd))
+                apply(validate(cmd) if type(cmd) is dict else coerce_command(cmd))
             except Exception as exc:  # the fold is total: a bad command is recorded, skipped
                 tx.restore(snap)  # O(1): the persistent maps before the command
                 skipped.append(ReplayFailure(index, exc, command=cmd, envelope=envelope))
@@ -67,7 +55,7 @@ def replay_commands(
     A command that fails validation or application changes nothing and is reported in
     ``skipped``; the rest of the log is still folded.
     """
-    return _fold(((i, c, None) for i, c in enumerate(commands)), state)
+    return _fold([(i, c, None) for i, c in enumerate(commands)], state)
 
 
 def replay_from_envelopes(

@@ -147,14 +147,21 @@ def _sets(groups: dict[str, list[str]]) -> OrderedPMap[str, SmallSet]:
 def in_item_order(state: GraphState, ids: Iterable[str]) -> list[str]:
     """Existing ids among ``ids``, deduplicated, in the items' insertion order."""
     items: Any = state.items
-    pos = items.position
+    if isinstance(ids, tuple) and len(ids) == 1:  # the common index set: one member
+        return [ids[0]] if ids[0] in items else []
     present = {i for i in ids if i in items}
-    return sorted(present, key=pos)
+    if len(present) < 2:
+        return list(present)
+    return sorted(present, key=items.position)
 
 
 def in_edge_order(state: GraphState, ids: Iterable[str]) -> list[str]:
     edges: Any = state.edges
+    if isinstance(ids, tuple) and len(ids) == 1:
+        return [ids[0]] if ids[0] in edges else []
     present = {i for i in ids if i in edges}
+    if len(present) < 2:
+        return list(present)
     return sorted(present, key=edges.position)
 
 

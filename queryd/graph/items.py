@@ -6,12 +6,15 @@ a scan of 100k items evaluates only what the filter asks and never re-validates 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from operator import attrgetter
+from bisect import bisect_left
+from collections.abc import Callable, Mapping, Sequence
+from itertools import chain, compress, repeat
+from operator import attrgetter, eq
 from typing import Any
 
 from projector.graph.state import GraphState
 from queryd.graph.decay import check_decay, decay_at
+from schemas.graph._gc import no_cyclic_gc
 from schemas.graph.coerce import coerce, coerce_opt
 from schemas.graph.filters import MemoryFilter, QueryOptions, Range, SortOption
 from schemas.graph.ids import now_ms
@@ -37,26 +40,33 @@ def _meta_get(meta: Mapping[str, Any] | None, path: str) -> Any:
     return cur
 
 
-def compile_filter(f: MemoryFilter, now: int | None = None) -> Predicate:
-    """A predicate equivalent to ``matches_filter(item, f)``."""
+# Exact-match fields a scan evaluates column-wise in C (map/compress) before the rest.
+_EQ_FIELDS = ("scope", "author", "kind", "source_kind", "intent_id", "task_id")
+_SCAN_FIELDS = frozenset({*_EQ_FIELDS, "scope_prefix", "ids"})
+
+
+def compile_filter(
+    f: MemoryFilter, now: int | None = None, skip: frozenset[str] = frozenset()
+) -> Predicate:
+    """A predicate equivalent to ``matches_filter(item, f)`` (less the ``skip`` fields)."""
     preds: list[Predicate] = []
     add = preds.append
-    if f.ids is not None:
+    if f.ids is not None and "ids" not in skip:
         ids = frozenset(f.ids)
         add(lambda it: it.id in ids)
-    if f.scope is not None:
+    if f.scope is not None and "scope" not in skip:
         scope = f.scope
         add(lambda it: it.scope == scope)
-    if f.scope_prefix is not None:
+    if f.scope_prefix is not None and "scope_prefix" not in skip:
         prefix = f.scope_prefix
         add(lambda it: it.scope.startswith(prefix))
-    if f.author is not None:
+    if f.author is not None and "author" not in skip:
         author = f.author
         add(lambda it: it.author == author)
-    if f.kind is not None:
+    if f.kind is not None and "kind" not in skip:
         kind = f.kind
         add(lambda it: it.kind == kind)
-    if f.source_kind is not None:
+    if f.source_kind is not None and "source_kind" not in skip:
         source_kind = f.source_kind
         add(lambda it: it.source_kind == source_kind)
     if f.range is not None:
@@ -65,13 +75,13 @@ def compile_filter(f: MemoryFilter, now: int | None = None) -> Predicate:
             if r is not None:
                 get = attrgetter(name)
                 add(lambda it, get=get, r=r: _in_range(get(it), r))
-    if f.intent_id is not None:
+    if f.intent_id is not None and "intent_id" not in skip:
         intent_id = f.intent_id
         add(lambda it: it.intent_id == intent_id)
     if f.intent_ids is not None:
         intent_ids = frozenset(f.intent_ids)
         add(lambda it: it.intent_id is not None and it.intent_id in intent_ids)
-    if f.task_id is not None:
+    if f.task_id is not None and "task_id" not in skip:
         task_id = f.task_id
         add(lambda it: it.task_id == task_id)
     if f.task_ids is not None:
@@ -129,7 +139,7 @@ def compile_filter(f: MemoryFilter, now: int | None = None) -> Predicate:
         add(lambda it: any(alt(it) for alt in alts))
 
     if not preds:
-        return lambda it: True
+        return _always
     if len(preds) == 1:
         return preds[0]
     if len(preds) == 2:
@@ -145,9 +155,46 @@ def compile_filter(f: MemoryFilter, now: int | None = None) -> Predicate:
     return conj
 
 
+def _always(item: MemoryItem) -> bool:
+    return True
+
+
 def matches_filter(item: MemoryItem, f: MemoryFilter | Mapping[str, Any]) -> bool:
     """Whether ``item`` satisfies every present condition of ``f``."""
     return compile_filter(coerce(MemoryFilter, f))(item)
+
+
+def _build_scope_index(items: Any) -> tuple[list[str], dict[str, list[int]]]:
+    groups: dict[str, list[int]] = {}
+    for i, scope in enumerate(map(attrgetter("scope"), items.values_tuple())):
+        g = groups.get(scope)
+        if g is None:
+            groups[scope] = [i]
+        else:
+            g.append(i)
+    return sorted(groups), groups
+
+
+def _by_scope(state: GraphState, scope: str | None, prefix: str | None) -> list[MemoryItem]:
+    """Items by exact scope and/or scope prefix, in insertion order, from a scope index
+    built once per state (O(n) on the first such query, then O(matches))."""
+    items: Any = state.items
+    scopes, groups = items.derived("scope_index", _build_scope_index)
+    if scope is not None:
+        hit = [scope] if scope in groups and scope.startswith(prefix or "") else []
+    else:
+        assert prefix is not None
+        hit = []
+        for name in scopes[bisect_left(scopes, prefix) :]:
+            if not name.startswith(prefix):
+                break
+            hit.append(name)
+    if len(hit) == 1:
+        positions = groups[hit[0]]
+    else:
+        positions = sorted(chain.from_iterable(groups[h] for h in hit))
+    vals = items.values_tuple()
+    return [vals[i] for i in positions]
 
 
 def filter_items(
@@ -157,44 +204,70 @@ def filter_items(
     items: Any = state.items
     if f is None:
         return items.values_tuple()  # type: ignore[no-any-return]
+    source: Sequence[MemoryItem]
+    skip = _SCAN_FIELDS
     if f.ids is not None:
         # Look the ids up instead of scanning, then restore insertion order.
         found = {i: items[i] for i in f.ids if i in items}
-        source: Iterable[MemoryItem] = [found[i] for i in sorted(found, key=items.position)]
+        source = [found[i] for i in sorted(found, key=items.position)]
+    elif f.scope is not None or f.scope_prefix is not None:
+        source = _by_scope(state, f.scope, f.scope_prefix)
+        skip = _SCAN_FIELDS - {"ids"}
     else:
         source = items.values_tuple()
-    pred = compile_filter(f, now)
+    # The simple conditions run column-wise in C: no Python call per item.
+    for name in _EQ_FIELDS:
+        value = getattr(f, name)
+        if value is not None:
+            source = list(compress(source, map(eq, map(attrgetter(name), source),
+                                               repeat(value))))  # fmt: skip
+    if f.scope_prefix is not None:
+        prefix = f.scope_prefix
+        scopes = map(attrgetter("scope"), source)
+        source = list(compress(source, map(str.startswith, scopes, repeat(prefix))))
+    pred = compile_filter(f, now, skip)
+    if pred is _always:
+        return source
     return [it for it in source if pred(it)]
 
 
-def _sort_key(field: str) -> Callable[[MemoryItem], float]:
+def timestamps(items: Sequence[MemoryItem]) -> list[int | None]:
+    """item_timestamp of each item, column-wise (created_at is almost always set)."""
+    ts: list[int | None] = list(map(attrgetter("created_at"), items))
+    if None in ts:
+        ts = [item_timestamp(it) if t is None else t for t, it in zip(ts, items, strict=True)]
+    return ts
+
+
+def _column(items: Sequence[MemoryItem], field: str) -> list[float]:
+    """Sort key column of ``field``; a missing score or timestamp sorts as 0."""
     if field == "recency":
-        return lambda it: item_timestamp(it) or 0
-    if field == "authority":
-        return attrgetter("authority")
-    if field in ("conviction", "importance"):
-        get = attrgetter(field)
-        return lambda it: get(it) or 0.0  # a missing score sorts as 0
-    raise ValueError(f"unknown sort field: {field!r}")
+        col: list[Any] = timestamps(items)
+    elif field in ("authority", "conviction", "importance"):
+        col = list(map(attrgetter(field), items))
+    else:
+        raise ValueError(f"unknown sort field: {field!r}")
+    if None in col:
+        col = [0 if v is None else v for v in col]
+    return col
 
 
 def sort_items(items: Sequence[MemoryItem], sort: SortOption | list[SortOption] | None
                ) -> list[MemoryItem]:  # fmt: skip
-    """Multi-key stable sort: ties keep the incoming (insertion) order."""
-    out = list(items)
+    """Multi-key sort; ties keep the incoming (insertion) order."""
     if sort is None:
-        return out
+        return list(items)
     keys = sort if isinstance(sort, list) else [sort]
-    checked = []
+    cols = []
     for opt in keys:
         if opt.order not in ("asc", "desc"):
             raise ValueError(f"unknown sort order: {opt.order!r}")
-        checked.append((_sort_key(opt.field), opt.order == "desc"))
-    # Stable sorts from the last key to the first give lexicographic order; reverse=True
-    # keeps equal elements in their original order, so ties stay in insertion order.
-    for key, desc in reversed(checked):
-        out.sort(key=key, reverse=desc)
-    return out
+        col = _column(items, opt.field)
+        cols.append([-v for v in col] if opt.order == "desc" else col)
+    # Decorate with the position last: ties fall back to the incoming order, and the
+    # items themselves are never compared.
+    order = sorted(zip(*cols, range(len(items)), strict=True))
+    return [items[t[-1]] for t in order]
 
 
 def page(seq: Sequence[Any], offset: int | None, limit: int | None) -> list[Any]:
@@ -212,11 +285,12 @@ def get_items(
     """Filter, then sort, then page. No filter: every item in insertion order."""
     f = coerce_opt(MemoryFilter, filter)
     opts = coerce_opt(QueryOptions, options)
-    matched = filter_items(state, f)
-    if opts is None:
-        return list(matched)
-    ordered = sort_items(matched, opts.sort) if opts.sort is not None else matched
-    return page(ordered, opts.offset, opts.limit)
+    with no_cyclic_gc():
+        matched = filter_items(state, f)
+        if opts is None:
+            return list(matched)
+        ordered = sort_items(matched, opts.sort) if opts.sort is not None else matched
+        return page(ordered, opts.offset, opts.limit)
 
 
 def get_item_by_id(state: GraphState, id: str) -> MemoryItem | None:

@@ -8,12 +8,12 @@ from typing import Any
 
 from projector.graph.state import GraphState
 from queryd.graph.decay import check_decay, compute_decay_multiplier, decay_at
-from queryd.graph.items import compile_filter, filter_items
-from schemas.graph._fast import construct
+from queryd.graph.items import compile_filter, filter_items, timestamps
+from schemas.graph._gc import no_cyclic_gc
 from schemas.graph.coerce import coerce, coerce_opt
 from schemas.graph.filters import ScoredQueryOptions
 from schemas.graph.ids import extract_timestamp, now_ms
-from schemas.graph.items import MemoryItem, item_timestamp
+from schemas.graph.items import MemoryItem
 from schemas.graph.results import ScoredItem
 from schemas.graph.scoring import ScoreWeights
 
@@ -44,15 +44,35 @@ def score_all(items: Sequence[MemoryItem], w: ScoreWeights, now: int | None = No
     if w.decay is not None:
         rate, interval_ms, kind = check_decay(w.decay)
         at = now_ms() if now is None else now
-        scores = [
-            s * decay_at(item_timestamp(it), at, rate, interval_ms, kind)
-            for s, it in zip(scores, items, strict=True)
-        ]
+        ts = timestamps(items)
+        base = 1.0 - rate
+        if None not in ts and kind == "exponential":
+            # decay_at inlined: one expression per item instead of a call.
+            scores = [
+                s * base ** ((at - t) / interval_ms) if t < at else s
+                for s, t in zip(scores, ts, strict=True)
+            ]
+        else:
+            scores = [
+                s * decay_at(t, at, rate, interval_ms, kind)
+                for s, t in zip(scores, ts, strict=True)
+            ]
     return scores
 
 
+_SCORED_SET = frozenset({"item", "score"})
+_new = object.__new__
+_setattr = object.__setattr__
+
+
 def scored_item(item: MemoryItem, score: float) -> ScoredItem:
-    return construct(ScoredItem, {"item": item, "score": score, "contradicted_by": None})
+    # construct() specialised: a query may build 100k of these.
+    s = _new(ScoredItem)
+    _setattr(s, "__dict__", {"item": item, "score": score, "contradicted_by": None})
+    _setattr(s, "__pydantic_fields_set__", set(_SCORED_SET))
+    _setattr(s, "__pydantic_extra__", None)
+    _setattr(s, "__pydantic_private__", None)
+    return s
 
 
 def rank(items: Sequence[MemoryItem], scores: list[float], keep: int | None = None) -> list[int]:
@@ -72,6 +92,11 @@ def get_scored_items(
     """Pre-filter, score, sort by score descending, min_score, post-filter, offset/limit."""
     w = coerce(ScoreWeights, weights)
     o = coerce_opt(ScoredQueryOptions, options) or ScoredQueryOptions()
+    with no_cyclic_gc():
+        return _scored(state, w, o)
+
+
+def _scored(state: GraphState, w: ScoreWeights, o: ScoredQueryOptions) -> list[ScoredItem]:
     now = now_ms()
     items = filter_items(state, o.pre, now)
     scores = score_all(items, w, now)

@@ -1,0 +1,151 @@
+"""`memstream bench graph`: the memory graph beside memex-python 0.14.0, in one run.
+
+Both systems get the same inputs (plain command dicts, as read from a log) and answer the
+same queries; each figure is the best of a few runs, except memex's large replays, which
+are timed once (tens of seconds each).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from typing import Any
+
+from memstream.bench.report import Row, best_of, ms, print_table
+from projector.graph.integrity import cascade_retract
+from projector.graph.replay import replay_commands
+from queryd.graph.items import get_items
+from queryd.graph.scoring import get_scored_items
+from schemas.graph.ids import uuid7
+from schemas.graph.serialization import to_json
+
+__all__ = ["add_arguments", "run"]
+
+SEED = "memex-python 0.14.0"
+_T0 = 1_700_000_000_000  # fixed epoch ms, so both systems see the same ages
+
+
+def _item(i: int, parents: list[str] | None = None, id: str | None = None) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        "id": id or uuid7(_T0 + i),
+        "scope": f"user:{i % 100}/topic{i % 7}",
+        "kind": "observation",
+        "content": {"key": f"k{i}", "value": i},
+        "author": f"agent:{i % 13}",
+        "source_kind": "observed",
+        "authority": (i * 7919 % 1000) / 1000,
+        "conviction": (i * 104729 % 1000) / 1000,
+        "importance": (i * 1299709 % 1000) / 1000,
+        "created_at": _T0 + i,
+    }
+    if parents:
+        item["parents"] = parents
+    return item
+
+
+def creates(n: int) -> list[dict[str, Any]]:
+    return [{"type": "memory.create", "item": _item(i)} for i in range(n)]
+
+
+def chain(n: int) -> list[dict[str, Any]]:
+    ids = [uuid7(_T0 + i) for i in range(n)]
+    return [
+        {"type": "memory.create", "item": _item(i, [ids[i - 1]] if i else None, ids[i])}
+        for i in range(n)
+    ]
+
+
+ITEMS_FILTER = {"scope_prefix": "user:4"}
+ITEMS_OPTIONS = {"sort": [{"field": "importance", "order": "desc"},
+                          {"field": "recency", "order": "desc"}]}  # fmt: skip
+WEIGHTS = {
+    "authority": 0.5,
+    "conviction": 0.2,
+    "importance": 0.3,
+    "decay": {"rate": 0.1, "interval": "day", "type": "exponential"},
+}
+
+
+def _once(fn: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - start, out
+
+
+def run(args: argparse.Namespace) -> int:
+    import memex  # the seed system, imported only to time it
+
+    quick = bool(getattr(args, "quick", False))
+    rows: list[Row] = []
+
+    # replay_commands: 20k and 100k memory.create commands
+    seed_states: dict[int, Any] = {}
+    ours_states: dict[int, Any] = {}
+    for n in (20_000, 100_000):
+        cmds = creates(n)
+        seed_s: float | None = None
+        if n <= 20_000 or not quick:
+            seed_s, res = _once(lambda cmds=cmds: memex.replay_commands(cmds))
+            assert not res.skipped and len(res.state.items) == n
+            seed_states[n] = res.state
+        ours = best_of(lambda cmds=cmds: replay_commands(cmds), 3)
+        res = replay_commands(cmds)
+        assert not res.skipped and len(res.state.items) == n
+        ours_states[n] = res.state
+        rows.append(Row(f"replay_commands, {n:,} memory.create", seed_s, ours, "s",
+                        goal="linear; 100k < 1 s" if n == 100_000 else "linear"))  # fmt: skip
+    if quick:
+        rows.append(Row("  (--quick: memex not replayed at 100k)", None, None, "s"))
+
+    ours_big = ours_states[100_000]
+    # The seed's query state: its own replay when measured, else its from_json (linear).
+    seed_big = seed_states.get(100_000) or memex.from_json(to_json(ours_big))
+
+    ref = [it.id for it in get_items(ours_big, ITEMS_FILTER, ITEMS_OPTIONS)]
+    seed_ref = [it.id for it in memex.get_items(seed_big, ITEMS_FILTER, ITEMS_OPTIONS)]
+    assert ref == seed_ref, "get_items disagrees with the seed system"
+    rows.append(Row(
+        f"get_items scope_prefix + 2-key sort, 100k items ({len(ref):,} hits)",
+        ms(best_of(lambda: memex.get_items(seed_big, ITEMS_FILTER, ITEMS_OPTIONS), 3)),
+        ms(best_of(lambda: get_items(ours_big, ITEMS_FILTER, ITEMS_OPTIONS), 5)),
+        "ms", goal=">= 10x",
+    ))  # fmt: skip
+
+    for label, opts in (("top 100", {"limit": 100}), ("all", None)):
+        ours_sc = get_scored_items(ours_big, WEIGHTS, opts)
+        seed_sc = memex.get_scored_items(seed_big, WEIGHTS, opts)
+        # Decay reads the clock, so two calls differ in the last bits of a score and may
+        # swap near-ties: compare the score sequences with a tolerance.
+        assert len(ours_sc) == len(seed_sc) and all(
+            abs(a.score - b.score) <= 1e-9 for a, b in zip(ours_sc, seed_sc, strict=True)
+        ), "get_scored_items disagrees with the seed system"
+        rows.append(Row(
+            f"get_scored_items with decay, 100k items, {label}",
+            ms(best_of(lambda opts=opts: memex.get_scored_items(seed_big, WEIGHTS, opts), 3)),
+            ms(best_of(lambda opts=opts: get_scored_items(ours_big, WEIGHTS, opts), 5)),
+            "ms", goal=">= 10x",
+        ))  # fmt: skip
+
+    links = chain(10_000)
+    root = links[0]["item"]["id"]
+    seed_chain = memex.replay_commands(links).state
+    ours_chain = replay_commands(links).state
+    seed_t, seed_res = _once(lambda: memex.cascade_retract(seed_chain, root, "bench"))
+    ours_res = cascade_retract(ours_chain, root, "bench")
+    assert len(seed_res.retracted) == len(ours_res.retracted) == 10_000
+    assert list(seed_res.retracted) == ours_res.retracted
+    rows.append(Row(
+        "cascade_retract of a 10k-item chain", ms(seed_t),
+        ms(best_of(lambda: cascade_retract(ours_chain, root, "bench"), 3)), "ms",
+    ))  # fmt: skip
+
+    print_table("memory graph (seed 003)", SEED, rows)
+    return 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--quick", action="store_true",
+        help="graph: skip memex-python's ~50 s replay of 100k commands",
+    )  # fmt: skip
