@@ -59,7 +59,12 @@ def test_uuid7_roundtrips_its_timestamp() -> None:
 
 @pytest.mark.parametrize(
     "bad",
-    ["", "not-a-uuid", "01890a5d-ac96-474b-bcce-b302099a8057", "01890a5d-ac96-774b-7cce-b302099a8057"],
+    [
+        "",
+        "not-a-uuid",
+        "01890a5d-ac96-474b-bcce-b302099a8057",  # v4
+        "01890a5d-ac96-774b-7cce-b302099a8057",  # wrong variant
+    ],
 )
 def test_extract_timestamp_rejects_non_v7(bad: str) -> None:
     with pytest.raises(InvalidTimestampError):
