@@ -58,8 +58,7 @@ class Memory:
             raise ValueError(
                 f"expected a {expected.__name__}, got {type(event).__name__}"
             )
-        appended, _ = self._log.transact(lambda state: ([event], None))
-        return appended[0].record
+        return self._log.append([event])[0].record
 
     def add_message(self, message: Message) -> Message:
         """Append a message; returns the stored copy with its seq."""
@@ -108,8 +107,7 @@ class Memory:
         for event in batch:
             if not isinstance(event, BaseEvent):
                 raise ValueError(f"expected an event, got {type(event).__name__}")
-        stored, _ = self.transact(lambda state: (batch, None))
-        return stored
+        return [a.record for a in self._log.append(batch)]  # type: ignore[misc]
 
     def publish_async(self, event: AnyEvent) -> Future[AnyEvent]:
         """Append without waiting: a future of the stored event.

@@ -443,13 +443,16 @@ def fold_log(records: Sequence[tuple[int, bytes]] | Any, state: LogState | None 
     return state
 
 
-def check_records(state: LogState, records: Sequence[Record]) -> None:
+def check_records(
+    state: LogState, records: Sequence[Record], pending: Mapping[UUID, BaseEvent] | None = None
+) -> None:
     """Raise what the fold would refuse if `records` were appended right after `state`.
 
-    Audit events are checked with `check_append` against the state plus the batch before
-    them; envelopes are applied to the (persistent) graph states, which are discarded.
+    Audit events are checked with `check_append` against the state plus `pending` (events
+    already appended after `state` but not folded yet) plus the batch before them;
+    envelopes are applied to the (persistent) graph states, which are discarded.
     """
-    pending: dict[UUID, BaseEvent] = {}
+    pending = dict(pending) if pending else {}
     states = (state.graph, state.intents, state.tasks)
     graph_seq = state.graph_seq
     seq = state.next_seq

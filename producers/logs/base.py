@@ -84,6 +84,11 @@ class Log(Protocol):
         """
         ...
 
+    def append(self, records: Sequence[Record]) -> list[Appended]:
+        """Append records that need no state to build (audit appends); checked as the fold
+        would, all or none on the embedded log."""
+        ...
+
     def records(
         self, from_seq: int = 0, *, timeout: float | None = None, stop: StopFlag | None = None
     ) -> Iterator[tuple[int, bytes]]:

@@ -65,7 +65,7 @@ class GroupCommitter:
     def _commit(self, batch: list[tuple[Record, Future[Appended]]]) -> None:
         records = [r for r, _ in batch]
         try:
-            appended, _ = self._log.transact(lambda state: (records, None))
+            appended = self._log.append(records)
         except Exception as exc:
             if len(batch) == 1:
                 batch[0][1].set_exception(exc)
@@ -73,7 +73,7 @@ class GroupCommitter:
             log.debug("a batch of %d was refused; appending one by one", len(batch))
             for record, future in batch:
                 try:
-                    one, _ = self._log.transact(lambda state, r=record: ([r], None))
+                    one = self._log.append([record])
                     future.set_result(one[0])
                 except Exception as exc:
                     future.set_exception(exc)

@@ -1,19 +1,86 @@
-"""Location strings: a filesystem path for the embedded log, a kafka:// URL otherwise."""
+"""Location strings: a filesystem path for the embedded log, a kafka:// URL otherwise.
+
+``kafka://HOST:PORT[,HOST:PORT...]/LOG?redis=redis://HOST:PORT/DB[&replication=N]``:
+LOG is the topic (one partition), its lifecycle events go to ``LOG.lifecycle``, its
+snapshots to Redis under keys starting ``memstream:LOG:``. This module is the one place
+that parses it; the projector and queryd take the same string.
+"""
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from os import PathLike
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qs, urlsplit
 
-from producers.logs.base import AuditLog
 from schemas.errors import LocationError
 
-__all__ = ["open_log"]
+if TYPE_CHECKING:
+    from producers.logs.base import Log
+
+__all__ = ["KafkaLocation", "parse_kafka_location", "open_log"]
+
+_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,240}$")
+_PARAMS = {"redis", "replication"}
 
 
-def open_log(location: str | PathLike[str]) -> AuditLog:
+@dataclass(frozen=True)
+class KafkaLocation:
+    bootstrap: str
+    topic: str
+    redis_url: str
+    replication_factor: int = 1
+
+    @property
+    def lifecycle_topic(self) -> str:
+        return f"{self.topic}.lifecycle"
+
+    @property
+    def key_prefix(self) -> str:
+        return f"memstream:{self.topic}:"
+
+    def __str__(self) -> str:
+        text = f"kafka://{self.bootstrap}/{self.topic}?redis={self.redis_url}"
+        if self.replication_factor != 1:
+            text += f"&replication={self.replication_factor}"
+        return text
+
+
+def parse_kafka_location(text: str) -> KafkaLocation:
+    """The parts of a kafka:// location; LocationError naming what is wrong."""
+    expected = "expected kafka://HOST:PORT/LOG?redis=redis://HOST:PORT/DB"
+    if not text.startswith("kafka://"):
+        raise LocationError(f"location {text!r}: {expected}")
+    parts = urlsplit(text)
+    bootstrap = parts.netloc
+    if not bootstrap or any(":" not in hp for hp in bootstrap.split(",")):
+        raise LocationError(f"location {text!r}: no HOST:PORT of a broker; {expected}")
+    topic = parts.path.lstrip("/")
+    if not _TOPIC.match(topic) or topic in (".", ".."):
+        raise LocationError(
+            f"location {text!r}: LOG {topic!r} is not a valid topic name "
+            "(letters, digits, '.', '_', '-')"
+        )
+    query = parse_qs(parts.query, keep_blank_values=True)
+    unknown = set(query) - _PARAMS
+    if unknown:
+        raise LocationError(f"location {text!r}: unknown parameters {sorted(unknown)}")
+    redis_url = (query.get("redis") or [""])[0]
+    if not redis_url.startswith(("redis://", "rediss://", "unix://")):
+        raise LocationError(f"location {text!r}: redis= must be a redis:// URL; {expected}")
+    replication = (query.get("replication") or ["1"])[0]
+    if not replication.isdigit() or int(replication) < 1:
+        raise LocationError(f"location {text!r}: replication must be a positive integer")
+    return KafkaLocation(bootstrap, topic, redis_url, int(replication))
+
+
+def open_log(location: str | PathLike[str]) -> Log:
     text = str(location)
     if text.startswith("kafka://"):
-        raise LocationError(f"location {text!r}: the Kafka log is not available yet")
+        from producers.logs.kafka import KafkaLog
+
+        return KafkaLog(parse_kafka_location(text))
     if "://" in text:
         raise LocationError(
             f"location {text!r}: expected a filesystem path or kafka://HOST:PORT/LOG"

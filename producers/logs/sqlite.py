@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from os import PathLike
 from pathlib import Path
 from typing import TypeVar
@@ -27,6 +27,7 @@ from producers.logs.base import (
 )
 from projector.log_state import LogState, apply_record, empty_state, fold_record
 from schemas.codec import record_id, record_kind
+from schemas.records import Record
 
 __all__ = ["SqliteLog", "LOG_FILE"]
 
@@ -122,6 +123,11 @@ class SqliteLog:
             # next catch-up still sees exactly what others add.
             self._state = state
             return appended, value
+
+    def append(self, records: Sequence[Record]) -> list[Appended]:
+        """Append records (checked, all or none, one commit)."""
+        batch = list(records)
+        return self.transact(lambda state: (batch, None))[0]
 
     def records(
         self, from_seq: int = 0, *, timeout: float | None = None, stop: StopFlag | None = None

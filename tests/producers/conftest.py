@@ -7,14 +7,23 @@ from pathlib import Path
 
 import pytest
 
-# Each entry builds a fresh, empty log location for one test. The Kafka entry is added
-# by the distributed log (it needs the kafka_bootstrap/redis_url fixtures).
+
+def _kafka(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    bootstrap = request.getfixturevalue("kafka_bootstrap")
+    redis_url = request.getfixturevalue("redis_url")
+    topic = request.getfixturevalue("unique_name")
+    return f"kafka://{bootstrap}/{topic}?redis={redis_url}"
+
+
+# Each entry builds a fresh, empty log location for one test.
 LOCATIONS: dict[str, Callable[[pytest.FixtureRequest, Path], str]] = {
     "embedded": lambda request, tmp_path: str(tmp_path / "memory-db"),
+    "kafka": _kafka,
 }
+_MARKS = {"kafka": [pytest.mark.kafka]}
 
 
-@pytest.fixture(params=sorted(LOCATIONS))
+@pytest.fixture(params=[pytest.param(n, marks=_MARKS.get(n, [])) for n in sorted(LOCATIONS)])
 def memory_location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh log location: an embedded path, or a kafka:// URL with its own topic."""
     yield LOCATIONS[request.param](request, tmp_path)

@@ -1,0 +1,385 @@
+"""The distributed log: one Kafka topic with one partition; a record's offset is its seq.
+
+Producers are idempotent with ``acks=all`` and not transactional (invariant 8): a retry
+never duplicates or reorders a record, and offsets stay dense. The state is the same total
+fold as everywhere (`projector.log_state.fold_record`), hydrated from the projector's Redis
+snapshot when there is one, then following the topic.
+
+Two ways in:
+
+- `transact(build)`: catch up to the partition's end (the high watermark), run `build` on
+  that state, check, produce, flush, take the offsets from the delivery reports, then fold
+  up to them, so the outcome returned is exactly what the log says (a record another agent
+  made invalid in between is refused by the fold, and its error raised here).
+- `append(records)`: the path of audit appends. Their checks are monotonic (a target, once
+  in the log, stays in it), so they are checked against the state folded so far plus this
+  process's own appends not folded yet; only when that check fails is the log read up to
+  its end and the check repeated, so a target another agent appended before the call is
+  found. The stored event is known from the delivery report; the fold happens when the
+  state is next read. Envelopes always go through `transact`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any, TypeVar
+from uuid import UUID
+
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka import (
+    Message as KafkaMessage,
+)
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+from producers.logs.base import Appended, LifecycleRecord, StopFlag, Transaction, prepare
+from producers.logs.location import KafkaLocation
+from projector.log_state import (
+    Lifecycle,
+    LogState,
+    apply_record,
+    check_records,
+    empty_state,
+    fold_record,
+)
+from schemas.audit import BaseEvent
+from schemas.codec import KIND_HEADER, decode_record, encode_record, record_kind
+from schemas.errors import MemstreamError
+from schemas.records import GraphEnvelope, Record
+
+__all__ = [
+    "KafkaLog",
+    "KafkaLogError",
+    "TopicConfigError",
+    "ensure_topic",
+    "client_conf",
+    "producer_conf",
+    "consumer_conf",
+    "SEQ_HEADER",
+    "INDEX_HEADER",
+]
+
+log = logging.getLogger("memstream.producers.kafka")
+_client_log = logging.getLogger("memstream.kafka.client")
+T = TypeVar("T")
+
+# Lifecycle records name the log record that caused them, and their index among its events.
+SEQ_HEADER = "memstream.seq"
+INDEX_HEADER = "memstream.index"
+TOPIC_CONFIG = {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"}
+_TIMEOUT_S = 30.0
+
+
+class KafkaLogError(MemstreamError):
+    """The Kafka log could not do what was asked (delivery failed, broker unreachable)."""
+
+
+class TopicConfigError(KafkaLogError):
+    """A log topic that is not one partition, or is compacted."""
+
+
+def client_conf(bootstrap: str) -> dict[str, Any]:
+    return {"bootstrap.servers": bootstrap, "logger": _client_log, "log_level": 3}
+
+
+def producer_conf(bootstrap: str, **extra: Any) -> dict[str, Any]:
+    return {
+        **client_conf(bootstrap),
+        "enable.idempotence": True,
+        "acks": "all",
+        "linger.ms": 1,
+        "max.in.flight.requests.per.connection": 5,
+        **extra,
+    }
+
+
+def consumer_conf(bootstrap: str, **extra: Any) -> dict[str, Any]:
+    return {
+        **client_conf(bootstrap),
+        # Partitions are assigned by hand and offsets never committed: the position is the
+        # state's own seq (invariant 10). librdkafka still wants a group id.
+        "group.id": f"memstream-reader-{uuid.uuid4().hex}",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+        "fetch.wait.max.ms": 20,
+        "enable.partition.eof": False,
+        **extra,
+    }
+
+
+def ensure_topic(admin: AdminClient, topic: str, replication_factor: int) -> None:
+    """Create the topic (one partition, never compacted, unlimited retention) or check it."""
+    futures = admin.create_topics(
+        [
+            NewTopic(
+                topic, num_partitions=1, replication_factor=replication_factor, config=TOPIC_CONFIG
+            )
+        ],  # fmt: skip
+        request_timeout=_TIMEOUT_S,
+    )
+    try:
+        futures[topic].result(timeout=_TIMEOUT_S)
+        log.info("created topic %s (1 partition, rf=%d)", topic, replication_factor)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise KafkaLogError(f"topic {topic}: cannot create it: {exc.args[0]}") from None
+    metadata = admin.list_topics(topic, timeout=_TIMEOUT_S).topics.get(topic)
+    if metadata is None or metadata.error is not None:
+        raise KafkaLogError(f"topic {topic}: no metadata ({metadata and metadata.error})")
+    if len(metadata.partitions) != 1:
+        raise TopicConfigError(
+            f"topic {topic} has {len(metadata.partitions)} partitions; a memstream log is "
+            "one partition, so that offsets are a total order (seq)"
+        )
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    configs = admin.describe_configs([resource], request_timeout=_TIMEOUT_S)[resource].result(
+        timeout=_TIMEOUT_S
+    )
+    policy = configs["cleanup.policy"].value if "cleanup.policy" in configs else "delete"
+    if "compact" in (policy or ""):
+        raise TopicConfigError(
+            f"topic {topic} has cleanup.policy={policy}; a memstream log is never compacted"
+        )
+
+
+class KafkaLog:
+    """A log on a Kafka topic, folded into a `LogState` (hydrated from Redis if it can)."""
+
+    def __init__(self, location: KafkaLocation, *, hydrate: bool = True) -> None:
+        self.loc = location
+        self.location = str(location)
+        self.topic = location.topic
+        self._tp = TopicPartition(self.topic, 0)
+        admin = AdminClient(client_conf(location.bootstrap))
+        ensure_topic(admin, self.topic, location.replication_factor)
+        ensure_topic(admin, location.lifecycle_topic, location.replication_factor)
+        self._lock = threading.RLock()
+        self._producer = Producer(producer_conf(location.bootstrap))
+        self._consumer = Consumer(consumer_conf(location.bootstrap))
+        self._state = self._hydrate() if hydrate else empty_state()
+        self._consumer.assign([TopicPartition(self.topic, 0, self._state.next_seq)])
+        # Own audit appends delivered but not folded yet (checked against, see `append`).
+        self._pending: dict[UUID, BaseEvent] = {}
+        self._closed = False
+
+    def _hydrate(self) -> LogState:
+        from projector.snapshot import SnapshotStore
+
+        try:
+            store = SnapshotStore.connect(self.loc)
+            loaded = store.load()
+        except Exception as exc:  # a cache: without it, the log is folded from seq 0
+            log.warning("%s: no snapshot from Redis (%s); folding the log", self.topic, exc)
+            return empty_state()
+        return loaded if loaded is not None else empty_state()
+
+    # --- reading --------------------------------------------------------------------------
+
+    def end_offset(self) -> int:
+        """The partition's high watermark: the seq the next record will get."""
+        try:
+            _, high = self._consumer.get_watermark_offsets(self._tp, _TIMEOUT_S, cached=False)
+        except KafkaException as exc:
+            raise KafkaLogError(f"topic {self.topic}: no watermark: {exc.args[0]}") from None
+        return int(high)
+
+    def state(self, min_seq: int | None = None) -> LogState:
+        with self._lock:
+            last = self._state.last_seq
+            if min_seq is not None and last is not None and last >= min_seq:
+                return self._state
+            self._fold_until(self.end_offset())
+            return self._state
+
+    # --- writing --------------------------------------------------------------------------
+
+    def _produce(self, records: Sequence[Record], encoded: Sequence[bytes]) -> list[int]:
+        offsets: list[int | None] = [None] * len(records)
+        errors: list[str] = []
+
+        def delivered(index: int) -> Any:
+            def on_delivery(err: KafkaError | None, msg: KafkaMessage) -> None:
+                if err is not None:
+                    errors.append(str(err))
+                else:
+                    offsets[index] = msg.offset()
+
+            return on_delivery
+
+        for i, (record, data) in enumerate(zip(records, encoded, strict=True)):
+            while True:
+                try:
+                    self._producer.produce(
+                        self.topic,
+                        value=data,
+                        partition=0,
+                        headers=[(KIND_HEADER, record_kind(record).encode())],
+                        on_delivery=delivered(i),
+                    )
+                    break
+                except BufferError:  # local queue full: let deliveries drain
+                    self._producer.poll(0.05)
+        remaining = self._producer.flush(_TIMEOUT_S)
+        if errors or remaining:
+            reason = errors[0] if errors else f"{remaining} records not acknowledged"
+            raise KafkaLogError(f"append to {self.topic} failed: {reason}")
+        if any(o is None for o in offsets):
+            raise KafkaLogError(f"append to {self.topic}: a delivery report is missing")
+        return offsets  # type: ignore[return-value]
+
+    def transact(self, build: Transaction[T]) -> tuple[list[Appended], T]:
+        with self._lock:
+            self._fold_until(self.end_offset())
+            records, encoded, value = prepare(self._state, build)
+            return self._publish_and_fold(records, encoded), value
+
+    def _publish_and_fold(self, records: list[Record], encoded: list[bytes]) -> list[Appended]:
+        if not records:
+            return []
+        offsets = self._produce(records, encoded)
+        watch = dict(zip(offsets, records, strict=True))
+        lifecycle: dict[int, list[Lifecycle]] = {}
+        # Fold up to our last record, keeping our records' lifecycle events.
+        errors = self._fold_until(max(offsets) + 1, watch, lifecycle)
+        for seq in offsets:
+            if seq in errors:
+                raise errors[seq]
+        appended = []
+        for seq, record in zip(offsets, records, strict=True):
+            events = lifecycle.get(seq, [])
+            stored = events[0].subject if isinstance(record, BaseEvent) and events else record
+            appended.append(Appended(seq, stored, events))
+        return appended
+
+    def _fold_until(
+        self,
+        end: int,
+        watch: dict[int, Record] | None = None,
+        lifecycle: dict[int, list[Lifecycle]] | None = None,
+    ) -> dict[int, BaseException]:
+        """Consume and fold until the state reflects every seq before `end`.
+
+        For the seqs in `watch` (own records), their lifecycle events are kept in
+        `lifecycle`, and a refusal is recomputed with the strict fold and returned, so the
+        caller raises the seed's own error.
+        """
+        watch = watch or {}
+        lifecycle = {} if lifecycle is None else lifecycle
+        errors: dict[int, BaseException] = {}
+        state = self._state
+        deadline = time.monotonic() + _TIMEOUT_S * 4
+        try:
+            while state.next_seq < end:
+                messages = self._consumer.consume(num_messages=5000, timeout=0.2)
+                if not messages and time.monotonic() > deadline:
+                    raise KafkaLogError(
+                        f"topic {self.topic}: stuck at seq {state.next_seq}, expected {end}"
+                    )
+                for message in messages:
+                    if message.error() is not None:
+                        raise KafkaLogError(f"topic {self.topic}: {message.error()}")
+                    seq = message.offset()
+                    if seq < state.next_seq:
+                        continue
+                    before = state
+                    state, events = fold_record(state, seq, message.value())
+                    if seq not in watch:
+                        continue
+                    lifecycle[seq] = events
+                    if len(state.rejections) > len(before.rejections):
+                        try:
+                            apply_record(before, seq, watch[seq])
+                            errors[seq] = KafkaLogError(f"seq {seq}: refused by the fold")
+                        except Exception as exc:
+                            errors[seq] = exc
+        finally:
+            self._state = state
+            self._prune_pending()
+        return errors
+
+    def _prune_pending(self) -> None:
+        if self._pending:
+            last = -1 if self._state.last_seq is None else self._state.last_seq
+            self._pending = {k: e for k, e in self._pending.items() if e.seq > last}  # type: ignore[operator]
+
+    def append(self, records: Sequence[Record]) -> list[Appended]:
+        records = list(records)
+        if not all(isinstance(r, BaseEvent) for r in records):
+            return self.transact(lambda state: (records, None))[0]
+        with self._lock:
+            try:
+                check_records(self._state, records, self._pending)
+            except Exception:
+                # Maybe a target another agent appended: read to the end and check again.
+                self._fold_until(self.end_offset())
+                check_records(self._state, records, self._pending)
+            encoded = [encode_record(r) for r in records]
+            offsets = self._produce(records, encoded)
+            appended = []
+            for seq, record in zip(offsets, records, strict=True):
+                stored = record.with_seq(seq)  # type: ignore[union-attr]
+                if seq > (-1 if self._state.last_seq is None else self._state.last_seq):
+                    self._pending[stored.id] = stored
+                lifecycle = [Lifecycle(seq, "audit", f"{stored.kind}.appended", stored)]
+                appended.append(Appended(seq, stored, lifecycle))
+            return appended
+
+    # --- following ------------------------------------------------------------------------
+
+    def _follow(
+        self,
+        topic: str,
+        from_offset: int,
+        timeout: float | None,
+        stop: StopFlag | None,
+    ) -> Iterator[KafkaMessage]:
+        consumer = Consumer(consumer_conf(self.loc.bootstrap))
+        consumer.assign([TopicPartition(topic, 0, from_offset)])
+        try:
+            idle_since = time.monotonic()
+            while stop is None or not stop.is_set():
+                messages = consumer.consume(num_messages=1000, timeout=0.1)
+                for message in messages:
+                    if message.error() is not None:
+                        raise KafkaLogError(f"topic {topic}: {message.error()}")
+                    yield message
+                if messages:
+                    idle_since = time.monotonic()
+                elif timeout is not None and time.monotonic() - idle_since >= timeout:
+                    return
+        finally:
+            consumer.close()
+
+    def records(
+        self, from_seq: int = 0, *, timeout: float | None = None, stop: StopFlag | None = None
+    ) -> Iterator[tuple[int, bytes]]:
+        for message in self._follow(self.topic, from_seq, timeout, stop):
+            yield message.offset(), message.value()
+
+    def lifecycle(
+        self, from_offset: int = 0, *, timeout: float | None = None, stop: StopFlag | None = None
+    ) -> Iterator[LifecycleRecord]:
+        for message in self._follow(self.loc.lifecycle_topic, from_offset, timeout, stop):
+            headers = dict(message.headers() or [])
+            seq = int(headers.get(SEQ_HEADER, b"-1"))
+            envelope = decode_record(message.value())
+            if isinstance(envelope, GraphEnvelope):
+                yield LifecycleRecord(message.offset(), seq, envelope)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._producer.flush(_TIMEOUT_S)
+            self._consumer.close()
