@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,15 +134,25 @@ def mark_alias(
 def cascade_order(state: GraphState, item_id: str) -> list[str]:
     """The item and its transitive dependents in post-order (leaves first). Iterative and
     cycle-safe: each item appears once."""
+    children = state.index.children
+
+    def kids_of(node: str) -> Iterator[str]:
+        s = children.get(node)
+        if s is None:
+            return iter(())
+        if isinstance(s, tuple) and len(s) == 1:
+            return iter(s)  # the common case: no order to restore
+        return iter(child_ids(state, node))
+
     seen = {item_id}
     order: list[str] = []
-    stack = [(item_id, iter(child_ids(state, item_id)))]
+    stack = [(item_id, kids_of(item_id))]
     while stack:
         node, kids = stack[-1]
         for c in kids:
             if c not in seen:
                 seen.add(c)
-                stack.append((c, iter(child_ids(state, c))))
+                stack.append((c, kids_of(c)))
                 break
         else:
             stack.pop()
@@ -161,8 +172,7 @@ def cascade_retract(
         order = cascade_order(state, item_id)
     tx = Tx(state)
     with no_cyclic_gc():
-        for iid in order:
-            tx.retract_item(iid)
+        tx.retract_many(order)
     return CascadeResult(tx.freeze(), tx.events, order)
 
 

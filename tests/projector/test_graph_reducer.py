@@ -410,3 +410,29 @@ def test_replay_from_envelopes_sorts_by_ts_and_rejects_bad_ts() -> None:
     assert isinstance(res.skipped[0].error, InvalidTimestampError)
     assert res.skipped[0].envelope is envs[4]
     assert isinstance(res.skipped[1].error, DuplicateMemoryError)  # same ts: input order
+
+
+def test_bulk_retraction_path_matches_per_item_path() -> None:
+    from projector.graph.reducer import Tx
+
+    st = build(
+        MemoryCreate(item=item("r")),
+        MemoryCreate(item=item("a", ["r"])),
+        MemoryCreate(item=item("b", ["a", "ghost"])),
+        MemoryCreate(item=item("keep", ["b"])),
+        EdgeCreate(edge=edge("e1", "a", "keep")),
+        EdgeCreate(edge=edge("e2", "keep", "b", kind="CONTRADICTS")),
+        EdgeCreate(edge=edge("e3", "b", "a")),
+    )
+    order = ["b", "a", "r"]
+    bulk, single = Tx(st), Tx(st)
+    bulk.retract_many(order)  # 3 of 4 items: the rebuild path
+    for i in order:
+        single.retract_item(i)
+    s1, s2 = bulk.freeze(), single.freeze()
+    assert s1 == s2 and list(s1.items) == ["keep"]
+    assert [(e.type, e.item or e.edge) for e in bulk.events] == [
+        (e.type, e.item or e.edge) for e in single.events
+    ]
+    assert_index_consistent(s1)
+    assert [s.item.id for s in get_stale_items(s1)] == ["keep"]
