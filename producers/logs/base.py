@@ -76,6 +76,11 @@ class Log(Protocol):
         """
         ...
 
+    def head(self) -> int | None:
+        """The seq of the last record in the log, whether this process folded it yet or not
+        (None: an empty log). Readers use it to report how far behind they are."""
+        ...
+
     def transact(self, build: Transaction[T]) -> tuple[list[Appended], T]:
         """Run `build` on the state at the log's end, check its records and append them.
 

@@ -129,6 +129,11 @@ class SqliteLog:
         batch = list(records)
         return self.transact(lambda state: (batch, None))[0]
 
+    def head(self) -> int | None:
+        """The seq of the log's last record, folded yet or not (None: an empty log)."""
+        with self._lock:
+            return self._conn.execute("SELECT max(seq) FROM events").fetchone()[0]  # type: ignore[no-any-return]
+
     def records(
         self, from_seq: int = 0, *, timeout: float | None = None, stop: StopFlag | None = None
     ) -> Iterator[tuple[int, bytes]]:

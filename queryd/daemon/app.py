@@ -1,0 +1,679 @@
+"""The query daemon's HTTP surface: FastAPI routes around the pure queries.
+
+`create_app(locations)` builds the app; its lifespan hydrates and follows every log in the
+background (`queryd.daemon.handles`). Reads take the current state of a log (or wait,
+bounded, for `min_seq`), call a pure query of `queryd.audit` / `queryd.graph`, and answer
+with the seq the state reflects, in the body (`seq`) and the `X-Memstream-Seq` header.
+Only `POST /logs/{log}/recall` appends to a log (its Recall, through `Memory.recall`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from fastapi import Depends, FastAPI, Header, Path, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from projector.log_state import LogState
+from queryd.audit import search
+from queryd.audit.events import select_events
+from queryd.daemon import models as m
+from queryd.daemon.handles import LogHandle, LogRegistry, NotReady, SeqTimeout
+from queryd.daemon.lifecycle import lifecycle_stream
+from queryd.daemon.metrics import Metrics, MetricsMiddleware
+from queryd.graph.costs import cost_function
+from queryd.graph.edges import get_edge_by_id, get_edges
+from queryd.graph.integrity import (
+    get_alias_group,
+    get_aliases,
+    get_contradictions,
+    get_dependents,
+    get_stale_items,
+)
+from queryd.graph.intents import get_intent_by_id, get_intents
+from queryd.graph.items import filter_items, page, sort_items
+from queryd.graph.navigation import get_children, get_parents, get_related_items
+from queryd.graph.retrieval import get_support_set, get_support_tree, smart_retrieve
+from queryd.graph.scoring import get_scored_items
+from queryd.graph.stats import get_stats
+from queryd.graph.tasks import get_task_by_id, get_tasks
+from queryd.graph.transplant import export_slice
+from schemas.errors import MemstreamError
+from schemas.graph.errors import MemexError
+from schemas.graph.items import MemoryItem
+
+__all__ = ["DaemonSettings", "create_app", "SEQ_HEADER"]
+
+log = logging.getLogger("memstream.queryd")
+
+SEQ_HEADER = "X-Memstream-Seq"
+MAX_PAGE = 10_000
+
+
+@dataclass(frozen=True)
+class DaemonSettings:
+    """How long `min_seq` may wait, how often logs are polled, SSE keep-alives."""
+
+    min_seq_timeout: float = 5.0
+    poll_interval: float = 0.02
+    sse_keepalive: float = 15.0
+
+
+# --- errors -------------------------------------------------------------------------------------
+
+
+class ApiError(Exception):
+    """An answer other than 200: status and a message naming what is at fault."""
+
+    def __init__(
+        self, status: int, message: str, seq: int | None = None, detail: Any = None
+    ) -> None:
+        super().__init__(message)
+        self.status, self.message, self.seq, self.detail = status, message, seq, detail
+
+
+def _loc(loc: Iterable[Any]) -> str:
+    return ".".join(str(part) for part in loc)
+
+
+def _error_response(
+    status: int, message: str, detail: Any = None, seq: int | None = None
+) -> JSONResponse:
+    body = {"detail": message if detail is None else detail, "message": message, "seq": seq}
+    headers = {SEQ_HEADER: _seq_text(seq)} if seq is not None else None
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [
+            {"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", "")),
+             "type": str(e.get("type", ""))}
+            for e in exc.errors()
+        ]  # fmt: skip
+        message = "; ".join(f"{_loc(e['loc'])}: {e['msg']}" for e in errors) or "invalid request"
+        return _error_response(422, message, errors)
+
+    @app.exception_handler(ApiError)
+    async def _api(request: Request, exc: ApiError) -> JSONResponse:
+        return _error_response(exc.status, exc.message, exc.detail, exc.seq)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        message = str(exc.detail)
+        if exc.status_code == 404 and message == "Not Found":
+            message = f"no such endpoint: {request.method} {request.url.path}"
+        elif exc.status_code == 405:
+            message = f"method {request.method} is not allowed on {request.url.path}"
+        return _error_response(exc.status_code, message)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+        return _error_response(500, f"internal error: {type(exc).__name__}")
+
+
+def _seq_text(seq: int | None) -> str:
+    return "none" if seq is None else str(seq)
+
+
+# --- the app ------------------------------------------------------------------------------------
+
+MinSeq = Annotated[
+    int | None,
+    Query(
+        ge=0,
+        description="answer only once the state reflects at least this seq; wait for it up "
+        "to the daemon's --min-seq-timeout, then 504",
+    ),
+]
+Limit = Annotated[int | None, Query(ge=0, le=MAX_PAGE, description="at most this many")]
+Offset = Annotated[int, Query(ge=0, le=2**53, description="skip this many first")]
+LogName = Annotated[str, Path(description="the log's name (directory name or Kafka topic)")]
+ItemId = Annotated[str, Path(description="a memory item id")]
+
+
+def handle_of(request: Request, log: LogName) -> LogHandle:
+    """The served log named in the path; 404 naming the served ones otherwise."""
+    registry: LogRegistry = request.app.state.registry
+    handle = registry.get(log)
+    if handle is None:
+        served = ", ".join(sorted(registry.handles)) or "none"
+        raise ApiError(404, f"log: unknown log {log!r} (serving: {served})")
+    return handle
+
+
+Handle = Annotated[LogHandle, Depends(handle_of)]
+
+
+def create_app(
+    logs: Iterable[str] | LogRegistry,
+    settings: DaemonSettings | None = None,
+) -> FastAPI:
+    """The daemon over the logs at these locations (or an existing registry)."""
+    settings = settings or DaemonSettings()
+    registry = (
+        logs
+        if isinstance(logs, LogRegistry)
+        else LogRegistry.from_locations(logs, poll_interval=settings.poll_interval)
+    )
+    metrics = Metrics(registry)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        registry.start(asyncio.get_running_loop())
+        try:
+            yield
+        finally:
+            await asyncio.to_thread(registry.stop)
+
+    app = FastAPI(
+        title="memstream queryd",
+        version="0.1.0",
+        summary="Reads of memstream logs: audit memory and the epistemic graph, with the seq "
+        "each answer reflects.",
+        lifespan=lifespan,
+        responses={
+            404: {"model": m.ErrorBody, "description": "unknown log, id or endpoint"},
+            422: {"model": m.ErrorBody, "description": "a malformed parameter or body"},
+            503: {"model": m.ErrorBody, "description": "the log is still hydrating"},
+        },
+    )
+    app.state.registry = registry
+    app.state.settings = settings
+    app.state.metrics = metrics
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    _install_error_handlers(app)
+
+    # -- dependencies -----------------------------------------------------------------------
+
+    async def state_of(handle: LogHandle, min_seq: int | None) -> LogState:
+        try:
+            return await handle.at_least(min_seq, settings.min_seq_timeout)
+        except NotReady as exc:
+            raise ApiError(503, str(exc)) from None
+        except SeqTimeout as exc:
+            raise ApiError(504, str(exc), seq=exc.reached) from None
+
+    def seq_of(response: Response, state: LogState) -> int | None:
+        response.headers[SEQ_HEADER] = _seq_text(state.last_seq)
+        return state.last_seq
+
+    def item_or_404(state: LogState, handle: LogHandle, item_id: str) -> MemoryItem:
+        item = state.graph.items.get(item_id)
+        if item is None:
+            raise ApiError(
+                404, f"item_id: no memory item {item_id!r} in log {handle.name!r}",
+                seq=state.last_seq,
+            )  # fmt: skip
+        return item  # type: ignore[no-any-return]
+
+    def pure(call: Any, *args: Any, **kwargs: Any) -> Any:
+        """Run a pure query; what it refuses of the client's input is a 422."""
+        try:
+            return call(*args, **kwargs)
+        except (ValueError, TypeError, MemexError, MemstreamError) as exc:
+            raise ApiError(422, str(exc) or type(exc).__name__) from None
+
+    # -- service ------------------------------------------------------------------------------
+
+    @app.get("/healthz", tags=["service"], summary="alive")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get(
+        "/readyz",
+        tags=["service"],
+        summary="ready when every log is hydrated",
+        responses={503: {"model": m.LogsAnswer, "description": "some log is not hydrated"}},
+    )
+    async def readyz() -> JSONResponse:
+        summaries = [_summary(h).model_dump() for h in registry.handles.values()]
+        ready = registry.all_ready()
+        return JSONResponse(
+            {"ready": ready, "logs": summaries}, status_code=200 if ready else 503
+        )
+
+    @app.get(
+        "/metrics",
+        tags=["service"],
+        summary="Prometheus metrics",
+        response_class=PlainTextResponse,
+    )
+    async def metrics_endpoint() -> Response:
+        body, content_type = await asyncio.to_thread(metrics.render)
+        return Response(body, media_type=content_type)
+
+    @app.get("/logs", tags=["service"], summary="the served logs")
+    async def list_logs() -> m.LogsAnswer:
+        return m.LogsAnswer(logs=[_summary(h) for h in registry.handles.values()])
+
+    @app.get("/logs/{log}", tags=["service"], summary="one log: its seq, lag and sizes")
+    async def log_info(handle: Handle, response: Response, min_seq: MinSeq = None) -> m.LogAnswer:
+        state = await state_of(handle, min_seq)
+        return m.LogAnswer(
+            seq=seq_of(response, state),
+            log=_summary(handle),
+            audit_events=len(state.memory),
+            items=len(state.graph.items),
+            edges=len(state.graph.edges),
+            intents=len(state.intents.intents),
+            tasks=len(state.tasks.tasks),
+            rejections=len(state.rejections),
+        )
+
+    # -- audit memory -------------------------------------------------------------------------
+
+    @app.get("/logs/{log}/events/{event_id}", tags=["audit"], summary="one event, deleted or not")
+    async def get_event(
+        handle: Handle, event_id: UUID, response: Response, min_seq: MinSeq = None
+    ) -> m.EventAnswer:
+        state = await state_of(handle, min_seq)
+        event = state.memory.get(event_id)
+        if event is None:
+            raise ApiError(
+                404, f"event_id: no event {event_id} in log {handle.name!r}", seq=state.last_seq
+            )
+        return m.EventAnswer.model_construct(seq=seq_of(response, state), event=event)
+
+    @app.get("/logs/{log}/events", tags=["audit"], summary="the log in seq order, filtered, paged")
+    async def list_events(
+        handle: Handle,
+        response: Response,
+        kind: Annotated[
+            Literal["message", "document", "recall", "deletion"] | None, Query()
+        ] = None,
+        session_id: Annotated[str | None, Query()] = None,
+        after_seq: Annotated[int | None, Query(ge=-1)] = None,
+        up_to_seq: Annotated[int | None, Query(ge=-1)] = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+        min_seq: MinSeq = None,
+    ) -> m.EventsAnswer:
+        state = await state_of(handle, min_seq)
+        found = pure(
+            select_events, state.memory, kind=kind, session_id=session_id,
+            after_seq=after_seq, up_to_seq=up_to_seq, limit=limit,
+        )  # fmt: skip
+        return m.EventsAnswer.model_construct(
+            seq=seq_of(response, state), events=found.events, next_after_seq=found.next_after_seq
+        )
+
+    @app.get(
+        "/logs/{log}/state",
+        tags=["audit"],
+        summary="the audit state at the head or as of a seq",
+    )
+    async def get_state(
+        handle: Handle,
+        response: Response,
+        up_to_seq: Annotated[
+            int | None, Query(ge=-1, description="the state as it stood after this seq")
+        ] = None,
+        min_seq: MinSeq = None,
+    ) -> m.StateAnswer:
+        state = await state_of(handle, min_seq)
+        memory = state.memory.at(up_to_seq)
+        seq = seq_of(response, state)
+        if up_to_seq is not None and seq is not None and up_to_seq < seq:
+            seq = up_to_seq
+            response.headers[SEQ_HEADER] = _seq_text(seq)
+        return m.StateAnswer.model_construct(
+            seq=seq,
+            up_to_seq=memory.last_seq,
+            visible_messages=list(memory.visible_messages),
+            visible_documents=list(memory.visible_documents),
+            deleted=[
+                m.DeletedItem.model_construct(id=k, tombstone=v)
+                for k, v in memory.deleted.items()
+            ],
+            recall_stats=[
+                m.RecallStat.model_construct(
+                    id=k, num_recalled=v.num_recalled, last_recalled_at=v.last_recalled_at
+                )
+                for k, v in memory.recall_stats.items()
+            ],
+        )
+
+    @app.get("/logs/{log}/search", tags=["audit"], summary="keyword search of visible memory")
+    async def search_memory(
+        handle: Handle,
+        response: Response,
+        q: Annotated[str, Query(max_length=10_000, description="the query words")],
+        limit: Annotated[int, Query(ge=0, le=MAX_PAGE)] = 5,
+        up_to_seq: Annotated[int | None, Query(ge=-1)] = None,
+        min_seq: MinSeq = None,
+    ) -> m.SearchAnswer:
+        state = await state_of(handle, min_seq)
+        seq = seq_of(response, state)
+        memory = state.memory
+        if up_to_seq is not None:
+            memory = memory.at(up_to_seq)
+            if seq is not None and up_to_seq < seq:
+                seq = up_to_seq
+                response.headers[SEQ_HEADER] = _seq_text(seq)
+        items = search(memory, q, limit=limit)
+        return m.SearchAnswer.model_construct(seq=seq, query=q, items=items)
+
+    @app.post(
+        "/logs/{log}/recall",
+        tags=["audit"],
+        summary="search, and append a Recall naming exactly what was returned",
+    )
+    async def recall(
+        handle: Handle, body: m.strict(m.RecallRequest), response: Response  # type: ignore[valid-type]
+    ) -> m.RecallAnswer:
+        handle.current()  # 503 while hydrating
+        memory = handle.memory
+        if memory is None:
+            raise ApiError(503, handle.not_ready_message())
+        try:
+            stored, items = await asyncio.to_thread(
+                memory.recall, body.query, limit=body.limit, session_id=body.session_id,
+                source=body.source, actor=body.actor,
+            )  # fmt: skip
+        except ValueError as exc:
+            raise ApiError(422, str(exc)) from None
+        await asyncio.to_thread(handle.refresh)
+        response.headers[SEQ_HEADER] = _seq_text(stored.seq)
+        return m.RecallAnswer.model_construct(seq=stored.seq, recall=stored, items=items)
+
+    @app.get("/logs/{log}/rejections", tags=["audit"], summary="records the fold refused")
+    async def rejections(
+        handle: Handle, response: Response, limit: Limit = None, offset: Offset = 0,
+        min_seq: MinSeq = None,
+    ) -> m.RejectionsAnswer:  # fmt: skip
+        state = await state_of(handle, min_seq)
+        chosen = page(list(state.rejections), offset, limit)
+        return m.RejectionsAnswer(
+            seq=seq_of(response, state),
+            rejections=[m.RejectionOut(seq=r.seq, reason=r.reason, error=r.error) for r in chosen],
+        )
+
+    # -- graph --------------------------------------------------------------------------------
+
+    @app.post("/logs/{log}/graph/items/query", tags=["graph"], summary="get_items")
+    async def query_items(
+        handle: Handle, body: m.strict(m.ItemsQuery), response: Response,  # type: ignore[valid-type]
+        min_seq: MinSeq = None,
+    ) -> m.ItemsAnswer:  # fmt: skip
+        state = await state_of(handle, min_seq)
+        options = body.options
+        matched = pure(filter_items, state.graph, body.filter)
+        ordered = matched
+        if options is not None and options.sort is not None:
+            ordered = pure(sort_items, matched, options.sort)
+        chosen = (
+            page(ordered, options.offset, options.limit) if options is not None else list(ordered)
+        )
+        return m.ItemsAnswer.model_construct(
+            seq=seq_of(response, state), items=chosen, total=len(matched)
+        )
+
+    @app.get("/logs/{log}/graph/items/{item_id}", tags=["graph"], summary="one item")
+    async def get_item(
+        handle: Handle, item_id: ItemId, response: Response, min_seq: MinSeq = None
+    ) -> m.ItemAnswer:
+        state = await state_of(handle, min_seq)
+        item = item_or_404(state, handle, item_id)
+        return m.ItemAnswer.model_construct(seq=seq_of(response, state), item=item)
+
+    @app.post("/logs/{log}/graph/scored", tags=["graph"], summary="get_scored_items")
+    async def scored(
+        handle: Handle, body: m.strict(m.ScoredQuery), response: Response,  # type: ignore[valid-type]
+        min_seq: MinSeq = None,
+    ) -> m.ScoredAnswer:  # fmt: skip
+        state = await state_of(handle, min_seq)
+        items = pure(get_scored_items, state.graph, body.weights, body.options)
+        return m.ScoredAnswer.model_construct(seq=seq_of(response, state), items=items)
+
+    @app.post(
+        "/logs/{log}/graph/smart_retrieve",
+        tags=["graph"],
+        summary="score, contradiction policy, diversity, budget pack (named cost function)",
+    )
+    async def smart(
+        handle: Handle, body: m.strict(m.SmartRetrieveQuery), response: Response,  # type: ignore[valid-type]
+        min_seq: MinSeq = None,
+    ) -> m.ScoredAnswer:  # fmt: skip
+        state = await state_of(handle, min_seq)
+        items = pure(
+            smart_retrieve, state.graph, budget=body.budget, cost_fn=cost_function(body.cost),
+            weights=body.weights, filter=body.filter, contradictions=body.contradictions,
+            diversity=body.diversity,
+        )  # fmt: skip
+        return m.ScoredAnswer.model_construct(seq=seq_of(response, state), items=items)
+
+    @app.get(
+        "/logs/{log}/graph/items/{item_id}/support_tree", tags=["graph"],
+        summary="the provenance tree of an item, flat in pre-order",
+    )  # fmt: skip
+    async def support_tree(
+        handle: Handle, item_id: ItemId, response: Response, min_seq: MinSeq = None
+    ) -> m.SupportTreeAnswer:
+        state = await state_of(handle, min_seq)
+        item_or_404(state, handle, item_id)
+        root = get_support_tree(state.graph, item_id)
+        nodes: list[m.SupportNodeOut] = []
+        stack = [root] if root is not None else []
+        while stack:
+            node = stack.pop()
+            nodes.append(
+                m.SupportNodeOut.model_construct(
+                    item=node.item, parents=[p.item.id for p in node.parents]
+                )
+            )
+            stack.extend(reversed(node.parents))
+        return m.SupportTreeAnswer.model_construct(
+            seq=seq_of(response, state), root=item_id, nodes=nodes
+        )
+
+    def item_list_route(path: str, summary: str, query: Any) -> None:
+        async def endpoint(
+            handle: Handle, item_id: ItemId, response: Response, min_seq: MinSeq = None
+        ) -> m.ItemListAnswer:
+            state = await state_of(handle, min_seq)
+            item_or_404(state, handle, item_id)
+            items = pure(query, state.graph, item_id)
+            return m.ItemListAnswer.model_construct(seq=seq_of(response, state), items=items)
+
+        endpoint.__name__ = "item_" + path.replace("/", "_")
+        app.get(f"/logs/{{log}}/graph/items/{{item_id}}/{path}", tags=["graph"],
+                summary=summary)(endpoint)  # fmt: skip
+
+    item_list_route("support_set", "get_support_set: the item, then its ancestors",
+                    get_support_set)  # fmt: skip
+    item_list_route("aliases", "get_aliases: direct alias targets", get_aliases)
+    item_list_route("alias_group", "get_alias_group: the whole alias component",
+                    get_alias_group)  # fmt: skip
+    item_list_route("parents", "get_parents", get_parents)
+    item_list_route("children", "get_children", get_children)
+
+    @app.get("/logs/{log}/graph/items/{item_id}/dependents", tags=["graph"],
+             summary="get_dependents: children, or all descendants")  # fmt: skip
+    async def dependents(
+        handle: Handle, item_id: ItemId, response: Response,
+        transitive: Annotated[bool, Query()] = False, min_seq: MinSeq = None,
+    ) -> m.ItemListAnswer:  # fmt: skip
+        state = await state_of(handle, min_seq)
+        item_or_404(state, handle, item_id)
+        items = get_dependents(state.graph, item_id, transitive=transitive)
+        return m.ItemListAnswer.model_construct(seq=seq_of(response, state), items=items)
+
+    @app.get("/logs/{log}/graph/items/{item_id}/related", tags=["graph"],
+             summary="get_related_items: items joined by active edges")  # fmt: skip
+    async def related(
+        handle: Handle, item_id: ItemId, response: Response,
+        direction: Annotated[Literal["from", "to", "both"], Query()] = "both",
+        min_seq: MinSeq = None,
+    ) -> m.ItemListAnswer:  # fmt: skip
+        state = await state_of(handle, min_seq)
+        item_or_404(state, handle, item_id)
+        items = get_related_items(state.graph, item_id, direction)
+        return m.ItemListAnswer.model_construct(seq=seq_of(response, state), items=items)
+
+    @app.get("/logs/{log}/graph/contradictions", tags=["graph"], summary="get_contradictions")
+    async def contradictions(
+        handle: Handle, response: Response, limit: Limit = None, offset: Offset = 0,
+        min_seq: MinSeq = None,
+    ) -> m.ContradictionsAnswer:  # fmt: skip
+        state = await state_of(handle, min_seq)
+        found = page(get_contradictions(state.graph), offset, limit)
+        return m.ContradictionsAnswer.model_construct(
+            seq=seq_of(response, state), contradictions=found
+        )
+
+    @app.get("/logs/{log}/graph/stale", tags=["graph"], summary="get_stale_items")
+    async def stale(
+        handle: Handle, response: Response, limit: Limit = None, offset: Offset = 0,
+        min_seq: MinSeq = None,
+    ) -> m.StaleAnswer:  # fmt: skip
+        state = await state_of(handle, min_seq)
+        found = page(get_stale_items(state.graph), offset, limit)
+        return m.StaleAnswer.model_construct(seq=seq_of(response, state), stale=found)
+
+    @app.post("/logs/{log}/graph/edges/query", tags=["graph"], summary="get_edges")
+    async def query_edges(
+        handle: Handle, body: m.strict(m.EdgesQuery), response: Response,  # type: ignore[valid-type]
+        limit: Limit = None, offset: Offset = 0, min_seq: MinSeq = None,
+    ) -> m.EdgesAnswer:  # fmt: skip
+        state = await state_of(handle, min_seq)
+        edges = page(pure(get_edges, state.graph, body.filter), offset, limit)
+        return m.EdgesAnswer.model_construct(seq=seq_of(response, state), edges=edges)
+
+    @app.get("/logs/{log}/graph/edges/{edge_id}", tags=["graph"], summary="one edge")
+    async def get_edge(
+        handle: Handle, edge_id: str, response: Response, min_seq: MinSeq = None
+    ) -> m.EdgeAnswer:
+        state = await state_of(handle, min_seq)
+        edge = get_edge_by_id(state.graph, edge_id)
+        if edge is None:
+            raise ApiError(404, f"edge_id: no edge {edge_id!r} in log {handle.name!r}",
+                           seq=state.last_seq)  # fmt: skip
+        return m.EdgeAnswer.model_construct(seq=seq_of(response, state), edge=edge)
+
+    @app.post("/logs/{log}/graph/intents/query", tags=["graph"], summary="get_intents")
+    async def query_intents(
+        handle: Handle, body: m.strict(m.IntentsQuery), response: Response,  # type: ignore[valid-type]
+        limit: Limit = None, offset: Offset = 0, min_seq: MinSeq = None,
+    ) -> m.IntentsAnswer:  # fmt: skip
+        state = await state_of(handle, min_seq)
+        intents = page(pure(get_intents, state.intents, body.filter), offset, limit)
+        return m.IntentsAnswer.model_construct(seq=seq_of(response, state), intents=intents)
+
+    @app.get("/logs/{log}/graph/intents/{intent_id}", tags=["graph"], summary="one intent")
+    async def get_intent(
+        handle: Handle, intent_id: str, response: Response, min_seq: MinSeq = None
+    ) -> m.IntentAnswer:
+        state = await state_of(handle, min_seq)
+        intent = get_intent_by_id(state.intents, intent_id)
+        if intent is None:
+            raise ApiError(404, f"intent_id: no intent {intent_id!r} in log {handle.name!r}",
+                           seq=state.last_seq)  # fmt: skip
+        return m.IntentAnswer.model_construct(seq=seq_of(response, state), intent=intent)
+
+    @app.post("/logs/{log}/graph/tasks/query", tags=["graph"], summary="get_tasks")
+    async def query_tasks(
+        handle: Handle, body: m.strict(m.TasksQuery), response: Response,  # type: ignore[valid-type]
+        limit: Limit = None, offset: Offset = 0, min_seq: MinSeq = None,
+    ) -> m.TasksAnswer:  # fmt: skip
+        state = await state_of(handle, min_seq)
+        tasks = page(pure(get_tasks, state.tasks, body.filter), offset, limit)
+        return m.TasksAnswer.model_construct(seq=seq_of(response, state), tasks=tasks)
+
+    @app.get("/logs/{log}/graph/tasks/{task_id}", tags=["graph"], summary="one task")
+    async def get_task(
+        handle: Handle, task_id: str, response: Response, min_seq: MinSeq = None
+    ) -> m.TaskAnswer:
+        state = await state_of(handle, min_seq)
+        task = get_task_by_id(state.tasks, task_id)
+        if task is None:
+            raise ApiError(404, f"task_id: no task {task_id!r} in log {handle.name!r}",
+                           seq=state.last_seq)  # fmt: skip
+        return m.TaskAnswer.model_construct(seq=seq_of(response, state), task=task)
+
+    @app.get("/logs/{log}/graph/stats", tags=["graph"], summary="get_stats")
+    async def stats(handle: Handle, response: Response, min_seq: MinSeq = None) -> m.StatsAnswer:
+        state = await state_of(handle, min_seq)
+        return m.StatsAnswer.model_construct(
+            seq=seq_of(response, state), stats=get_stats(state.graph)
+        )
+
+    @app.post("/logs/{log}/graph/export_slice", tags=["graph"], summary="export_slice")
+    async def export(
+        handle: Handle, body: m.strict(m.ExportQuery), response: Response,  # type: ignore[valid-type]
+        min_seq: MinSeq = None,
+    ) -> m.ExportAnswer:  # fmt: skip
+        state = await state_of(handle, min_seq)
+        found = pure(export_slice, state.graph, state.intents, state.tasks, options=body)
+        return m.ExportAnswer.model_construct(seq=seq_of(response, state), slice=found)
+
+    # -- live ---------------------------------------------------------------------------------
+
+    @app.get(
+        "/logs/{log}/lifecycle",
+        tags=["live"],
+        summary="server-sent events: the lifecycle stream from an offset",
+        description="Each event's id is its lifecycle offset; reconnect with Last-Event-ID "
+        "to resume after it (it takes precedence over from_offset). `limit` ends the "
+        "stream after that many events.",
+        response_class=StreamingResponse,
+        responses={200: {"content": {"text/event-stream": {}}}},
+    )
+    async def lifecycle(
+        handle: Handle,
+        from_offset: Annotated[int, Query(ge=0, le=2**62)] = 0,
+        limit: Annotated[int | None, Query(ge=1)] = None,
+        last_event_id: Annotated[
+            str | None, Header(alias="Last-Event-ID", description="resume after this id")
+        ] = None,
+    ) -> StreamingResponse:
+        start = from_offset
+        if last_event_id is not None and last_event_id.strip():
+            try:
+                start = int(last_event_id.strip()) + 1
+            except ValueError:
+                raise ApiError(
+                    422, f"header.Last-Event-ID: expected an event id (an integer offset), "
+                    f"got {last_event_id[:80]!r}",
+                ) from None  # fmt: skip
+            if start < 0:
+                raise ApiError(422, "header.Last-Event-ID: expected a non-negative offset")
+        handle.current()
+        memory = handle.memory
+        if memory is None:
+            raise ApiError(503, handle.not_ready_message())
+        stream = lifecycle_stream(memory, start, limit=limit, keepalive=settings.sse_keepalive)
+        return StreamingResponse(
+            stream,
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    # NotReady raised from handle.current() outside state_of
+    @app.exception_handler(NotReady)
+    async def _not_ready(request: Request, exc: NotReady) -> JSONResponse:
+        return _error_response(503, str(exc))
+
+    return app
+
+
+def _summary(handle: LogHandle) -> m.LogSummary:
+    state = handle.state
+    return m.LogSummary(
+        name=handle.name,
+        mode=handle.mode,  # type: ignore[arg-type]
+        ready=handle.ready.is_set(),
+        seq=None if state is None else state.last_seq,
+        head=handle.head() if handle.ready.is_set() else None,
+        lag=handle.lag() if handle.ready.is_set() else 0,
+        error=handle.error,
+    )

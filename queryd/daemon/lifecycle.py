@@ -1,0 +1,95 @@
+"""Server-sent events of a log's lifecycle stream, from an offset.
+
+The stream is read by `Memory.lifecycle` (the lifecycle topic on Kafka; derived by folding
+on the embedded log) in a thread, handed to the event loop through a bounded queue (a slow
+client holds the reader back instead of growing memory), and written as SSE frames whose
+id is the lifecycle offset. The reader stops when the client goes away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import logging
+import threading
+from collections.abc import AsyncIterator
+from typing import Any
+
+from producers.logs.base import LifecycleRecord
+from producers.memory import Memory
+
+__all__ = ["lifecycle_stream", "sse_frame"]
+
+log = logging.getLogger("memstream.queryd.lifecycle")
+
+_END = object()
+
+
+def sse_frame(record: LifecycleRecord) -> str:
+    """One SSE frame: ``id`` (the offset), ``event`` (the lifecycle type), ``data`` (JSON)."""
+    data = {"offset": record.offset, "seq": record.seq, "envelope": record.envelope.to_json_dict()}
+    text = json.dumps(data, separators=(",", ":"), default=str)
+    return f"id: {record.offset}\nevent: {record.envelope.type}\ndata: {text}\n\n"
+
+
+async def lifecycle_stream(
+    memory: Memory,
+    from_offset: int,
+    *,
+    limit: int | None = None,
+    keepalive: float = 15.0,
+    queue_size: int = 1000,
+) -> AsyncIterator[str]:
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=queue_size)
+    stop = threading.Event()
+
+    def put(item: Any) -> bool:
+        """Hand one item to the loop, waiting while the queue is full; False once stopped."""
+        try:
+            future = asyncio.run_coroutine_threadsafe(queue.put(item), loop)
+        except RuntimeError:  # the loop is closed
+            return False
+        while True:
+            try:
+                future.result(timeout=0.5)
+                return True
+            except concurrent.futures.TimeoutError:
+                if stop.is_set():
+                    future.cancel()
+                    return False
+
+    def pump() -> None:
+        try:
+            for record in memory.lifecycle(from_offset, stop=stop):
+                if stop.is_set() or not put(record):
+                    return
+        except Exception as exc:
+            log.warning("lifecycle stream from offset %d failed", from_offset, exc_info=True)
+            put(exc)
+        finally:
+            if not stop.is_set():
+                put(_END)
+
+    thread = threading.Thread(target=pump, name="memstream-queryd-sse", daemon=True)
+    thread.start()
+    sent = 0
+    try:
+        yield "retry: 1000\n\n"
+        while limit is None or sent < limit:
+            try:
+                item = await asyncio.wait_for(queue.get(), keepalive)
+            except TimeoutError:
+                yield ": keep-alive\n\n"
+                continue
+            if item is _END:
+                return
+            if isinstance(item, Exception):
+                message = json.dumps({"message": f"{type(item).__name__}: {item}"})
+                yield f"event: error\ndata: {message}\n\n"
+                return
+            yield sse_frame(item)
+            sent += 1
+    finally:
+        stop.set()

@@ -1,0 +1,293 @@
+"""The daemon's request and response bodies, built on the seeds' own models.
+
+Every answer carries `seq`: the position in the log that the answer reflects (None for a
+log with no record yet). Request bodies are validated strictly: an unknown key anywhere,
+nested filters included, or a non-finite number is a 422 naming the field.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Annotated, Any, Literal, TypeVar
+from uuid import UUID
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic_core import InitErrorDetails
+
+from queryd.graph.costs import CostName
+from schemas.audit import Deletion, Document, Event, Message, Recall
+from schemas.graph.filters import (
+    DiversityOptions,
+    EdgeFilter,
+    MemoryFilter,
+    QueryOptions,
+    ScoredQueryOptions,
+)
+from schemas.graph.intents import Intent, IntentFilter
+from schemas.graph.items import Edge, MemoryItem
+from schemas.graph.results import Contradiction, GraphStats, ScoredItem, StaleItem
+from schemas.graph.scoring import ScoreWeights
+from schemas.graph.tasks import Task, TaskFilter
+from schemas.graph.transplant import ExportOptions, MemexExport
+from schemas.records import GraphEnvelope
+
+M = TypeVar("M", bound=BaseModel)
+
+ContentEvent = Annotated[Message | Document, Field(discriminator="kind")]
+_REQUEST = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+# --- strict request bodies ----------------------------------------------------------------------
+
+
+def _non_finite(value: Any, loc: tuple[str | int, ...]) -> list[InitErrorDetails]:
+    if isinstance(value, float) and not math.isfinite(value):
+        return [{"type": "finite_number", "loc": loc, "input": value}]
+    errors: list[InitErrorDetails] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            errors.extend(_non_finite(item, (*loc, str(key))))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            errors.extend(_non_finite(item, (*loc, index)))
+    return errors
+
+
+def strict(model: type[M]) -> Any:
+    """`model` as a request body: unknown keys forbidden at every depth, numbers finite."""
+
+    def validate(data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data  # the model's own validation names what is wrong
+        errors = _non_finite(data, ())
+        if errors:
+            raise ValidationError.from_exception_data(model.__name__, errors)
+        return model.model_validate(data, extra="forbid")
+
+    return Annotated[model, BeforeValidator(validate)]
+
+
+# --- answers ------------------------------------------------------------------------------------
+
+
+class Answer(BaseModel):
+    seq: int | None = Field(description="the log seq this answer reflects (None: empty log)")
+
+
+class ErrorBody(BaseModel):
+    detail: Any = Field(description="what was wrong: a message, or the validation errors")
+    message: str = Field(description="one line naming the field, id or seq at fault")
+    seq: int | None = None
+
+
+class LogSummary(BaseModel):
+    name: str
+    mode: Literal["embedded", "kafka"]
+    ready: bool
+    seq: int | None
+    head: int | None
+    lag: int
+    error: str | None = None
+
+
+class LogsAnswer(BaseModel):
+    logs: list[LogSummary]
+
+
+class LogAnswer(Answer):
+    log: LogSummary
+    audit_events: int
+    items: int
+    edges: int
+    intents: int
+    tasks: int
+    rejections: int
+
+
+class EventAnswer(Answer):
+    event: Event
+
+
+class EventsAnswer(Answer):
+    events: list[Event]
+    next_after_seq: int | None = Field(
+        description="pass as after_seq for the next page; None when this page is the last"
+    )
+
+
+class DeletedItem(BaseModel):
+    id: UUID
+    tombstone: Deletion
+
+
+class RecallStat(BaseModel):
+    id: UUID
+    num_recalled: int
+    last_recalled_at: datetime | None
+
+
+class StateAnswer(Answer):
+    up_to_seq: int | None = Field(description="the audit seq the state stands at")
+    visible_messages: list[Message]
+    visible_documents: list[Document]
+    deleted: list[DeletedItem]
+    recall_stats: list[RecallStat]
+
+
+class SearchAnswer(Answer):
+    query: str
+    items: list[ContentEvent]
+
+
+class RecallRequest(BaseModel):
+    model_config = _REQUEST
+    query: str = Field(min_length=1, max_length=10_000)
+    limit: int = Field(default=5, ge=0, le=1000)
+    session_id: str | None = None
+    source: str = "unknown"
+    actor: str | None = None
+
+
+class RecallAnswer(Answer):
+    recall: Recall
+    items: list[ContentEvent]
+
+
+class RejectionOut(BaseModel):
+    seq: int
+    reason: str
+    error: str
+
+
+class RejectionsAnswer(Answer):
+    rejections: list[RejectionOut]
+
+
+# --- graph --------------------------------------------------------------------------------------
+
+
+class ItemsQuery(BaseModel):
+    model_config = _REQUEST
+    filter: MemoryFilter | None = None
+    options: QueryOptions | None = None
+
+
+class ItemsAnswer(Answer):
+    items: list[MemoryItem]
+    total: int = Field(description="items matching the filter, before offset and limit")
+
+
+class ItemListAnswer(Answer):
+    items: list[MemoryItem]
+
+
+class ItemAnswer(Answer):
+    item: MemoryItem
+
+
+class ScoredQuery(BaseModel):
+    model_config = _REQUEST
+    weights: ScoreWeights
+    options: ScoredQueryOptions | None = None
+
+
+class ScoredAnswer(Answer):
+    items: list[ScoredItem]
+
+
+class SmartRetrieveQuery(BaseModel):
+    model_config = _REQUEST
+    budget: float = Field(ge=0)
+    cost: CostName = Field(
+        default="content_chars",
+        description="named cost per item: unit (1), content_chars (length of the content "
+        "as compact JSON), content_tokens (content_chars / 4, rounded up)",
+    )
+    weights: ScoreWeights
+    filter: MemoryFilter | None = None
+    contradictions: Literal["filter", "surface"] | None = None
+    diversity: DiversityOptions | None = None
+
+
+class SupportNodeOut(BaseModel):
+    item: MemoryItem
+    parents: list[str] = Field(description="ids of the nodes below this one in the tree")
+
+
+class SupportTreeAnswer(Answer):
+    root: str
+    nodes: list[SupportNodeOut] = Field(
+        description="the tree in pre-order, each item once; a node's parents are ids of "
+        "other nodes (flat, so a chain of any depth travels)"
+    )
+
+
+class ContradictionsAnswer(Answer):
+    contradictions: list[Contradiction]
+
+
+class StaleAnswer(Answer):
+    stale: list[StaleItem]
+
+
+class EdgesQuery(BaseModel):
+    model_config = _REQUEST
+    filter: EdgeFilter | None = None
+
+
+class EdgesAnswer(Answer):
+    edges: list[Edge]
+
+
+class EdgeAnswer(Answer):
+    edge: Edge
+
+
+class IntentsQuery(BaseModel):
+    model_config = _REQUEST
+    filter: IntentFilter | None = None
+
+
+class IntentsAnswer(Answer):
+    intents: list[Intent]
+
+
+class IntentAnswer(Answer):
+    intent: Intent
+
+
+class TasksQuery(BaseModel):
+    model_config = _REQUEST
+    filter: TaskFilter | None = None
+
+
+class TasksAnswer(Answer):
+    tasks: list[Task]
+
+
+class TaskAnswer(Answer):
+    task: Task
+
+
+class StatsAnswer(Answer):
+    stats: GraphStats
+
+
+class ExportQuery(ExportOptions):
+    model_config = _REQUEST
+
+
+class ExportAnswer(Answer):
+    slice: MemexExport
+
+
+class LifecycleEvent(BaseModel):
+    """One server-sent event's data: its offset (also the SSE id), cause seq, envelope."""
+
+    offset: int
+    seq: int
+    envelope: GraphEnvelope
+
+
+__all__ = [name for name in dir() if name[0].isupper() and name not in ("M",)] + ["strict"]
