@@ -13,6 +13,7 @@ _COMPONENTS = (
     "memstream.demo",
     "memstream.stack.cli",
     "memstream.bench.cli",
+    "memstream.projector_cli",
     "memstream.queryd_cli",
 )
 

@@ -1,0 +1,135 @@
+"""`memstream projector run --log LOCATION`: the projection service on the command line."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+from schemas.errors import MemstreamError
+
+log = logging.getLogger("memstream.projector.cli")
+
+
+class _PlainProgress:
+    """A line every few seconds while the projector is behind (off a terminal)."""
+
+    def __init__(self) -> None:
+        self.last = 0.0
+
+    def __call__(self, position: int, end: int) -> None:
+        now = time.monotonic()
+        if end > position and now - self.last >= 5:
+            self.last = now
+            print(f"catching up: seq {position} of {end}", flush=True)
+
+    def close(self) -> None:
+        pass
+
+
+class _RichProgress:
+    """A progress bar on a terminal while the projector catches up a long log."""
+
+    def __init__(self) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+        )
+
+        self.progress = Progress(
+            TextColumn("catching up"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            transient=True,
+        )
+        self.task: Any = None
+
+    def __call__(self, position: int, end: int) -> None:
+        if self.task is None:
+            if end - position < 1000:
+                return
+            self.progress.start()
+            self.task = self.progress.add_task("catch-up", total=end)
+        self.progress.update(self.task, completed=position, total=end)
+        if position >= end:
+            self.close()
+
+    def close(self) -> None:
+        if self.task is not None:
+            self.progress.stop()
+            self.task = None
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from projector.service import Projector
+
+    location = args.log or os.environ.get("MEMSTREAM_LOG")
+    if not location:
+        print("memstream projector run: --log LOCATION (or MEMSTREAM_LOG) is required",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    progress = _RichProgress() if sys.stdout.isatty() else _PlainProgress()
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        projector = Projector(
+            location,
+            every_records=args.snapshot_records,
+            every_ms=args.snapshot_ms,
+            progress=progress,
+        )
+        state = projector.run(stop, until_caught_up=args.until_caught_up)
+    except MemstreamError as exc:
+        progress.close()
+        print(f"memstream projector: {exc}", file=sys.stderr)
+        return 1
+    progress.close()
+    s = projector.stats
+    print(
+        f"projector stopped at seq {state.last_seq}: folded {s.folded}, "
+        f"published {s.published} lifecycle events (skipped {s.skipped} already published), "
+        f"{s.snapshots} snapshots, {s.rebuilds} rebuilds, {len(state.rejections)} rejections",
+        flush=True,
+    )
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("projector", help="the projection service: fold a log into Redis")
+    verbs = parser.add_subparsers(dest="projector_command", metavar="VERB", required=True)
+    run = verbs.add_parser(
+        "run",
+        help="follow a Kafka log: fold, snapshot to Redis, publish lifecycle events",
+    )
+    run.add_argument("--log", help="kafka://HOST:PORT/LOG?redis=redis://HOST:PORT/DB "
+                     "(env MEMSTREAM_LOG)")  # fmt: skip
+    run.add_argument(
+        "--snapshot-records",
+        type=int,
+        default=20_000,
+        metavar="N",
+        help="write a snapshot at least every N records (default 20000)",
+    )
+    run.add_argument(
+        "--snapshot-ms",
+        type=int,
+        default=100,
+        metavar="T",
+        help="and at least every T milliseconds when there is news (default 100)",
+    )
+    run.add_argument(
+        "--until-caught-up",
+        action="store_true",
+        help="stop once the log's end (as of the start) is folded",
+    )
+    run.set_defaults(func=cmd_run)

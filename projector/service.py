@@ -1,0 +1,256 @@
+"""The projection service: follow a Kafka log, fold it, snapshot to Redis, publish lifecycle.
+
+It folds with the same `fold_record` as every reader, so its state is the log's. It:
+
+- resumes from the snapshot in Redis (state and position written together, invariant 10),
+  or rebuilds from seq 0 when there is none, or when the snapshot it was writing vanished
+  (Redis flushed) or was replaced;
+- writes a snapshot chunk every `every_records` records or `every_ms` milliseconds, after
+  the lifecycle events of those records are acknowledged by Kafka;
+- publishes each record's lifecycle events exactly once to ``LOG.lifecycle`` (invariant
+  11): every lifecycle record carries the seq of its cause and its index among that
+  record's events in headers; on start the projector reads the topic's last record and
+  skips every (seq, index) up to it. Since the fold is deterministic, refolding from an
+  older snapshot reproduces exactly the events already published, and only those are
+  skipped;
+- holds a lease in Redis so that one projector runs per log.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from producers.logs.kafka import (
+    INDEX_HEADER,
+    SEQ_HEADER,
+    KafkaLogError,
+    consumer_conf,
+    ensure_topic,
+    producer_conf,
+)
+from producers.logs.location import KafkaLocation, parse_kafka_location
+from projector.log_state import LogState, empty_state, fold_record, lifecycle_envelope
+from projector.snapshot import Entry, SnapshotLost, SnapshotStore, entry_of
+from schemas.codec import KIND_HEADER, encode_record
+
+__all__ = ["Projector", "ProjectorStats", "last_published"]
+
+log = logging.getLogger("memstream.projector")
+
+# (position, end) while catching up; called at most a few times a second.
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class ProjectorStats:
+    folded: int = 0
+    published: int = 0
+    skipped: int = 0
+    snapshots: int = 0
+    rebuilds: int = 0
+
+
+class _Rebuild(Exception):
+    """The snapshot is gone: fold again from seq 0 under a new epoch."""
+
+
+def last_published(location: KafkaLocation, timeout: float = 10.0) -> tuple[int, int]:
+    """(seq, index) of the last lifecycle record on the topic; (-1, -1) when it is empty."""
+    consumer = Consumer(consumer_conf(location.bootstrap))
+    try:
+        tp = TopicPartition(location.lifecycle_topic, 0)
+        low, high = consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
+        if high <= low:
+            return (-1, -1)
+        consumer.assign([TopicPartition(location.lifecycle_topic, 0, high - 1)])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None:
+                continue
+            if message.error() is not None:
+                raise KafkaLogError(f"{location.lifecycle_topic}: {message.error()}")
+            headers = dict(message.headers() or [])
+            return (int(headers[SEQ_HEADER]), int(headers[INDEX_HEADER]))
+        raise KafkaLogError(f"{location.lifecycle_topic}: cannot read its last record")
+    finally:
+        consumer.close()
+
+
+class Projector:
+    def __init__(
+        self,
+        location: KafkaLocation | str,
+        *,
+        every_records: int = 20_000,
+        every_ms: int = 100,
+        lease_ms: int = 3_000,
+        progress: Progress | None = None,
+    ) -> None:
+        self.loc = (
+            location if isinstance(location, KafkaLocation) else parse_kafka_location(location)
+        )
+        self.every_records = every_records
+        self.every_ms = every_ms
+        self.lease_ms = lease_ms
+        self.progress = progress
+        self.owner = uuid.uuid4().hex
+        self.stats = ProjectorStats()
+        self.state: LogState = empty_state()
+        self._published: tuple[int, int] = (-1, -1)
+        admin = AdminClient({"bootstrap.servers": self.loc.bootstrap})
+        ensure_topic(admin, self.loc.topic, self.loc.replication_factor)
+        ensure_topic(admin, self.loc.lifecycle_topic, self.loc.replication_factor)
+        self.store = SnapshotStore.connect(self.loc)
+
+    # --- pieces -------------------------------------------------------------------------------
+
+    def _take_lease(self, stop: threading.Event | None) -> None:
+        waited = False
+        while not self.store.acquire(self.owner, self.lease_ms):
+            if not waited:
+                log.info("%s: another projector holds the lease; waiting", self.loc.topic)
+                waited = True
+            if stop is not None and stop.wait(0.2):
+                return
+            time.sleep(0.2)
+
+    def _start_state(self) -> LogState:
+        loaded = self.store.load()
+        if loaded is None:
+            self.store.start_epoch()
+            log.info("%s: no snapshot; folding the log from seq 0", self.loc.topic)
+            return empty_state()
+        self.store.adopt()
+        log.info("%s: resumed from the snapshot at seq %s", self.loc.topic, loaded.last_seq)
+        return loaded
+
+    # --- the loop -----------------------------------------------------------------------------
+
+    def run(
+        self,
+        stop: threading.Event | None = None,
+        *,
+        until_caught_up: bool = False,
+        max_seconds: float | None = None,
+    ) -> LogState:
+        """Follow the log until `stop` is set (or, with `until_caught_up`, until the state
+        reaches the end of the log as it was when the projector started)."""
+        self._take_lease(stop)
+        started = time.monotonic()
+        consumer = Consumer(consumer_conf(self.loc.bootstrap))
+        producer = Producer(producer_conf(self.loc.bootstrap, **{"linger.ms": 5}))
+        tp = TopicPartition(self.loc.topic, 0)
+        try:
+            state = self._start_state()
+            self._published = last_published(self.loc)
+            consumer.assign([TopicPartition(self.loc.topic, 0, state.next_seq)])
+            end = consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1]
+            buffer: list[Entry] = []
+            first = state.next_seq
+            last_write = time.monotonic()
+            last_progress = 0.0
+            lifecycle_topic = self.loc.lifecycle_topic
+            while stop is None or not stop.is_set():
+                if until_caught_up and state.next_seq >= end and not buffer:
+                    break
+                if max_seconds is not None and time.monotonic() - started > max_seconds:
+                    break
+                messages = consumer.consume(num_messages=2000, timeout=0.05)
+                for message in messages:
+                    error = message.error()
+                    if error is not None:
+                        if error.code() == KafkaError._PARTITION_EOF:
+                            continue
+                        raise KafkaLogError(f"{self.loc.topic}: {error}")
+                    seq = message.offset()
+                    if seq < state.next_seq:
+                        continue
+                    data = message.value()
+                    state, events = fold_record(state, seq, data)
+                    self.stats.folded += 1
+                    buffer.append(entry_of(seq, data, events))
+                    for index, event in enumerate(events):
+                        if (seq, index) <= self._published:
+                            self.stats.skipped += 1
+                            continue
+                        envelope = lifecycle_envelope(event, index)
+                        headers = [
+                            (KIND_HEADER, b"envelope"),
+                            (SEQ_HEADER, str(seq).encode()),
+                            (INDEX_HEADER, str(index).encode()),
+                        ]
+                        while True:
+                            try:
+                                producer.produce(
+                                    lifecycle_topic, encode_record(envelope), partition=0,
+                                    headers=headers,
+                                )  # fmt: skip
+                                break
+                            except BufferError:
+                                producer.poll(0.05)
+                        self.stats.published += 1
+                        self._published = (seq, index)
+                    producer.poll(0)
+                now = time.monotonic()
+                if buffer and (
+                    len(buffer) >= self.every_records or (now - last_write) * 1000 >= self.every_ms
+                ):
+                    try:
+                        first = self._snapshot(producer, state, first, buffer)
+                    except _Rebuild:
+                        consumer.close()
+                        consumer = Consumer(consumer_conf(self.loc.bootstrap))
+                        consumer.assign([TopicPartition(self.loc.topic, 0, 0)])
+                        state, first = empty_state(), 0
+                    buffer = []
+                    last_write = now
+                if self.progress is not None and now - last_progress > 0.25:
+                    last_progress = now
+                    if state.next_seq >= end:
+                        end = consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1]
+                    self.progress(state.next_seq, max(end, state.next_seq))
+            if buffer:
+                try:
+                    self._snapshot(producer, state, first, buffer)
+                except _Rebuild:
+                    log.warning("%s: stopping with the snapshot lost; the next run rebuilds",
+                                self.loc.topic)  # fmt: skip
+            self.state = state
+            return state
+        finally:
+            producer.flush(30)
+            consumer.close()
+            try:
+                self.store.release(self.owner)
+            except Exception:  # Redis gone: the lease expires by itself
+                log.debug("lease release failed", exc_info=True)
+
+    def _snapshot(
+        self, producer: Producer, state: LogState, first: int, buffer: list[Entry]
+    ) -> int:
+        """Make the buffered records' lifecycle durable, then write their chunk."""
+        remaining = producer.flush(30)
+        if remaining:
+            raise KafkaLogError(f"{self.loc.lifecycle_topic}: {remaining} events unacknowledged")
+        try:
+            if not self.store.acquire(self.owner, self.lease_ms):
+                raise KafkaLogError(f"{self.loc.topic}: lost the projector lease")
+            self.store.write(first, buffer)
+            self.stats.snapshots += 1
+            return state.next_seq
+        except SnapshotLost as exc:
+            # Redis was flushed (or another writer moved the position): rebuild from the
+            # log under a new epoch. Lifecycle events already published are skipped.
+            log.warning("%s: snapshot lost (%s); rebuilding from the log", self.loc.topic, exc)
+            self.stats.rebuilds += 1
+            self.store.start_epoch()
+            raise _Rebuild from exc
