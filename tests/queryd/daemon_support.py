@@ -1,0 +1,217 @@
+"""Helpers of the query daemon's tests: seeding a log, in-process and subprocess daemons."""
+
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from producers.memory import Memory
+from queryd.daemon import DaemonSettings, create_app
+from schemas.audit import Document, Message
+from schemas.graph.envelopes import now_iso
+from schemas.graph.ids import uuid7
+from schemas.graph.items import create_edge, create_memory_item
+from schemas.records import GraphEnvelope
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+MEMSTREAM = Path(sys.executable).with_name("memstream")
+
+
+# --- locations: behaviour both modes share runs over both -------------------------------------
+
+
+def _embedded(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return str(tmp_path / "memory-db")
+
+
+def _kafka(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    bootstrap = request.getfixturevalue("kafka_bootstrap")
+    redis_url = request.getfixturevalue("redis_url")
+    name = request.getfixturevalue("unique_name")
+    return f"kafka://{bootstrap}/{name}?redis={redis_url}"
+
+
+LOCATIONS: dict[str, Callable[[pytest.FixtureRequest, Path], str]] = {
+    "embedded": _embedded,
+    "kafka": _kafka,
+}
+
+
+
+
+
+
+# --- a seeded log ---------------------------------------------------------------------------
+
+
+def envelope(payload: dict[str, Any]) -> GraphEnvelope:
+    kind = payload["type"]
+    return GraphEnvelope(
+        id=uuid7(), namespace=kind.split(".")[0], type=kind, ts=now_iso(), payload=payload
+    )
+
+
+def item_payload(id: str, **kw: Any) -> dict[str, Any]:
+    made = create_memory_item(
+        id=id,
+        scope=kw.pop("scope", "user:laz/general"),
+        kind=kw.pop("kind", "observation"),
+        content=kw.pop("content", {"text": f"item {id}"}),
+        author=kw.pop("author", "agent:a"),
+        source_kind=kw.pop("source_kind", "observed"),
+        authority=kw.pop("authority", 0.5),
+        **kw,
+    )
+    return made.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def edge_payload(edge_id: str, from_: str, to: str, kind: str) -> dict[str, Any]:
+    made = create_edge(
+        edge_id=edge_id, from_=from_, to=to, kind=kind, author="agent:a",
+        source_kind="observed", authority=0.9,
+    )  # fmt: skip
+    return made.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+@dataclass
+class Seeded:
+    """What `seed` wrote: ids by role, and the seq of each step."""
+
+    location: str
+    name: str
+    messages: list[Message] = field(default_factory=list)
+    documents: list[Document] = field(default_factory=list)
+    deleted_id: Any = None
+    deletion_seq: int = -1
+    last_seq: int = -1
+
+
+# item ids (fixed, so tests read plainly); UUIDv7-shaped ids are not required by the graph
+ROOT, CHILD, GRANDCHILD, STALE, ALIAS, OTHER = "i-root", "i-child", "i-grand", "i-stale", \
+    "i-alias", "i-other"  # fmt: skip
+
+
+def graph_records() -> list[GraphEnvelope]:
+    return [
+        envelope({"type": "memory.create", "item": item_payload(
+            ROOT, authority=0.9, importance=0.8, content={"text": "root fact"})}),
+        envelope({"type": "memory.create", "item": item_payload(
+            CHILD, parents=[ROOT], authority=0.7, content={"text": "a child"})}),
+        envelope({"type": "memory.create", "item": item_payload(
+            GRANDCHILD, parents=[CHILD], authority=0.3, author="agent:b")}),
+        envelope({"type": "memory.create", "item": item_payload(
+            STALE, parents=["i-ghost"], authority=0.2, scope="user:other")}),
+        envelope({"type": "memory.create", "item": item_payload(ALIAS, authority=0.6)}),
+        envelope({"type": "memory.create", "item": item_payload(
+            OTHER, authority=0.8, content={"text": "x" * 500})}),
+        envelope({"type": "edge.create", "edge": edge_payload("e-contra", ROOT, OTHER,
+                                                               "CONTRADICTS")}),
+        envelope({"type": "edge.create", "edge": edge_payload("e-alias1", ROOT, ALIAS, "ALIAS")}),
+        envelope({"type": "edge.create", "edge": edge_payload("e-alias2", ALIAS, ROOT, "ALIAS")}),
+        envelope({"type": "intent.create", "intent": {
+            "id": "n-1", "label": "ship", "priority": 0.7, "owner": "agent:a",
+            "status": "active", "root_memory_ids": [ROOT]}}),
+        envelope({"type": "task.create", "task": {
+            "id": "t-1", "intent_id": "n-1", "action": "write", "status": "pending",
+            "priority": 0.5, "input_memory_ids": [ROOT]}}),
+    ]  # fmt: skip
+
+
+def seed(location: str) -> Seeded:
+    """Messages, a document, a deletion, a recall, and a small graph, in one log."""
+    from queryd.daemon import log_name
+
+    out = Seeded(location=location, name=log_name(location))
+    with Memory(location) as memory:
+        for i, text in enumerate(["the cat sat on the mat", "dogs chase cats",
+                                  "weather is sunny today", "the cat is black"]):  # fmt: skip
+            out.messages.append(
+                memory.add_message(Message(speaker="user", content=text, session_id=f"s{i % 2}"))
+            )
+        out.documents.append(
+            memory.add_document(Document(name="notes.txt", text="a cat document"))
+        )
+        deletion = memory.delete(out.messages[3].id, "user asked", requested_by="user")
+        out.deleted_id, out.deletion_seq = out.messages[3].id, deletion.seq
+        memory.recall("cat", limit=2, session_id="s0")
+        appended, _ = memory.log.transact(lambda state: (graph_records(), None))
+        out.last_seq = appended[-1].seq
+    return out
+
+
+
+
+# --- the daemon -------------------------------------------------------------------------------
+
+
+FAST = DaemonSettings(min_seq_timeout=1.0, poll_interval=0.01, sse_keepalive=1.0)
+
+
+@contextmanager
+def in_process(locations: list[str], settings: DaemonSettings = FAST) -> Iterator[TestClient]:
+    app = create_app(locations, settings)
+    with TestClient(app) as client:
+        assert app.state.registry.wait_ready(60), "the logs did not hydrate"
+        yield client
+
+
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def serve(locations: list[str], *extra: str, timeout: float = 60) -> Iterator[str]:
+    """A real `memstream queryd serve` on a free loopback port; yields its base URL."""
+    port = free_port()
+    args = [str(MEMSTREAM), "queryd", "serve", "--host", "127.0.0.1", "--port", str(port),
+            "--poll-interval", "0.01", *extra]  # fmt: skip
+    for loc in locations:
+        args += ["--log", loc]
+    proc = subprocess.Popen(
+        args, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                output = proc.stdout.read().decode() if proc.stdout else ""
+                raise AssertionError(f"queryd exited with {proc.returncode}:\n{output}")
+            try:
+                if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError("queryd did not get ready in time")
+            time.sleep(0.1)
+        yield base
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        if proc.stdout:
+            proc.stdout.close()
