@@ -170,11 +170,13 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        registry.start(asyncio.get_running_loop())
+        # Counted: the logs stop when the last user (this lifespan, another one over the
+        # same registry, a caller that acquired it first) releases them.
+        registry.acquire(asyncio.get_running_loop())
         try:
             yield
         finally:
-            await asyncio.to_thread(registry.stop)
+            await asyncio.to_thread(registry.release)
 
     app = FastAPI(
         title="memstream queryd",

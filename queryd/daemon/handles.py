@@ -95,10 +95,14 @@ class LogHandle:
     # -- lifetime -----------------------------------------------------------------------------
 
     def start(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
-        """Open and follow the log in a background thread; `loop` gets change notices."""
+        """Open and follow the log in a background thread; `loop` gets change notices.
+
+        Starting again only binds another loop (an app may be given a started registry)."""
         self._loop = loop
         if loop is not None:
             self._changed = asyncio.Event()
+        if self._thread is not None:  # already following: only (re)bind the loop
+            return
         self._thread = threading.Thread(
             target=self._run, name=f"memstream-queryd-{self.name}", daemon=True
         )
@@ -130,9 +134,13 @@ class LogHandle:
                 self._stop.wait(1.0)
 
     def stop(self) -> None:
+        """Stop following and close the log; `start` may open it again afterwards."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+        self._thread, self._stop = None, threading.Event()
+        self.ready.clear()
+        self.state = None
         memory, self.memory = self.memory, None
         if memory is not None:
             try:
@@ -194,7 +202,8 @@ class LogHandle:
             if remaining <= 0:
                 raise SeqTimeout(self.name, min_seq, state.last_seq, timeout)
             changed = self._changed
-            if changed is None:  # no loop bound: poll
+            if changed is None or self._loop is not asyncio.get_running_loop():
+                # no notices for this loop: poll
                 await asyncio.sleep(min(self.poll_interval, remaining))
             else:
                 try:
@@ -228,6 +237,8 @@ class LogRegistry:
 
     def __init__(self, handles: Iterable[LogHandle]) -> None:
         self.handles: dict[str, LogHandle] = {}
+        self._users = 0
+        self._users_lock = threading.Lock()
         for handle in handles:
             if handle.name in self.handles:
                 raise LocationError(
@@ -242,6 +253,24 @@ class LogRegistry:
 
     def get(self, name: str) -> LogHandle | None:
         return self.handles.get(name)
+
+    @property
+    def started(self) -> bool:
+        return any(h._thread is not None for h in self.handles.values())
+
+    def acquire(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        """Start following (first user) or bind `loop`; every acquire needs a release."""
+        with self._users_lock:
+            self._users += 1
+            self.start(loop)
+
+    def release(self) -> None:
+        """Stop following once the last user (an app's lifespan, a test) releases."""
+        with self._users_lock:
+            self._users -= 1
+            if self._users <= 0:
+                self._users = 0
+                self.stop()
 
     def start(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         for handle in self.handles.values():

@@ -30,3 +30,9 @@ def seeded(location: str) -> Seeded:
 def client(seeded: Seeded) -> Iterator[TestClient]:
     with in_process([seeded.location]) as c:
         yield c
+
+
+@pytest.fixture
+def embedded_location(tmp_path: Path) -> str:
+    """A fresh embedded log directory named memory-db."""
+    return str(tmp_path / "memory-db")
