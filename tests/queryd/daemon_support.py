@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -178,40 +179,47 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve(locations: list[str], *extra: str, timeout: float = 60) -> Iterator[str]:
-    """A real `memstream queryd serve` on a free loopback port; yields its base URL."""
+def serve(
+    locations: list[str], *extra: str, timeout: float = 60, output: Path | None = None
+) -> Iterator[str]:
+    """A real `memstream queryd serve` on a free loopback port; yields its base URL.
+
+    Its output goes to `output` (default: a temporary file), never to a pipe nobody reads.
+    """
     port = free_port()
     args = [str(MEMSTREAM), "queryd", "serve", "--host", "127.0.0.1", "--port", str(port),
             "--poll-interval", "0.01", *extra]  # fmt: skip
     for loc in locations:
         args += ["--log", loc]
-    proc = subprocess.Popen(
-        args, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True,
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            if proc.poll() is not None:
-                output = proc.stdout.read().decode() if proc.stdout else ""
-                raise AssertionError(f"queryd exited with {proc.returncode}:\n{output}")
-            try:
-                if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError("queryd did not get ready in time")
-            time.sleep(0.1)
-        yield base
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        if proc.stdout:
-            proc.stdout.close()
+    with tempfile.TemporaryDirectory() as scratch:
+        out_path = output or Path(scratch) / "queryd.log"
+        with open(out_path, "wb") as out:
+            proc = subprocess.Popen(
+                args, cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True,
+            )  # fmt: skip
+        base = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                if proc.poll() is not None:
+                    raise AssertionError(
+                        f"queryd exited with {proc.returncode}:\n{out_path.read_text()}"
+                    )
+                try:
+                    if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"queryd did not get ready:\n{out_path.read_text()}")
+                time.sleep(0.1)
+            yield base
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
