@@ -133,9 +133,15 @@ def ensure_topic(admin: AdminClient, topic: str, replication_factor: int) -> Non
     except KafkaException as exc:
         if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
             raise KafkaLogError(f"topic {topic}: cannot create it: {exc.args[0]}") from None
-    metadata = admin.list_topics(topic, timeout=_TIMEOUT_S).topics.get(topic)
-    if metadata is None or metadata.error is not None:
-        raise KafkaLogError(f"topic {topic}: no metadata ({metadata and metadata.error})")
+    # A topic just created may take a moment to show in the metadata.
+    deadline = time.monotonic() + _TIMEOUT_S
+    while True:
+        metadata = admin.list_topics(topic, timeout=_TIMEOUT_S).topics.get(topic)
+        if metadata is not None and metadata.error is None and metadata.partitions:
+            break
+        if time.monotonic() > deadline:
+            raise KafkaLogError(f"topic {topic}: no metadata ({metadata and metadata.error})")
+        time.sleep(0.05)
     if len(metadata.partitions) != 1:
         raise TopicConfigError(
             f"topic {topic} has {len(metadata.partitions)} partitions; a memstream log is "
