@@ -216,11 +216,16 @@ class LogHandle:
     def head(self) -> int | None:
         """The seq of the log's last record, folded or not, where the log can tell."""
         memory = self.memory
-        head = getattr(memory.log, "head", None) if memory is not None else None
-        if head is None:
-            state = self.state
-            return None if state is None else state.last_seq
-        return head()  # type: ignore[no-any-return]
+        if memory is None:
+            return None if self.state is None else self.state.last_seq
+        head = getattr(memory.log, "head", None)
+        if head is not None:
+            return head()  # type: ignore[no-any-return]
+        end_offset = getattr(memory.log, "end_offset", None)  # a Kafka log's high watermark
+        if end_offset is not None:
+            end = int(end_offset())
+            return end - 1 if end > 0 else None
+        return None if self.state is None else self.state.last_seq
 
     def lag(self) -> int:
         """Records in the log that the served state does not reflect yet."""

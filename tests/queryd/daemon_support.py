@@ -223,3 +223,25 @@ def serve(
                 except subprocess.TimeoutExpired:
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
+
+
+@contextmanager
+def projector_for(location: str) -> Iterator[None]:
+    """On Kafka, the projector service running beside the daemon (it publishes the
+    lifecycle topic and the Redis snapshots); on the embedded log, nothing to run."""
+    if not location.startswith("kafka://"):
+        yield
+        return
+    import threading
+
+    from projector.service import Projector
+
+    stop = threading.Event()
+    projector = Projector(location, every_ms=20)
+    thread = threading.Thread(target=projector.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(30)

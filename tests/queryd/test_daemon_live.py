@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
-from daemon_support import envelope, item_payload, serve
+from daemon_support import envelope, item_payload, projector_for, serve
 
 from producers.memory import Memory
 from queryd.daemon import SEQ_HEADER, log_name
@@ -65,9 +65,11 @@ def test_sse_client_reconnects_with_last_event_id_and_misses_nothing(location: s
     with Memory(location) as memory:
         for i in range(4):
             memory.add_message(Message(speaker="u", content=f"early {i}"))
-        with serve([location], "--sse-keepalive", "0.5") as base, httpx.Client(
-            base_url=base, timeout=httpx.Timeout(30, read=20)
-        ) as http:
+        with (
+            projector_for(location),
+            serve([location], "--sse-keepalive", "0.5") as base,
+            httpx.Client(base_url=base, timeout=httpx.Timeout(30, read=20)) as http,
+        ):
             received: list[dict[str, Any]] = []
             # first connection: read three events, then drop the connection
             with http.stream("GET", f"/logs/{name}/lifecycle", params={"from_offset": 0}) as r:
@@ -81,7 +83,7 @@ def test_sse_client_reconnects_with_last_event_id_and_misses_nothing(location: s
             for i in range(3):
                 memory.add_message(Message(speaker="u", content=f"late {i}"))
             memory.delete(memory.events()[0].id, "asked")
-            expected = [rec.offset for rec in memory.lifecycle(0, timeout=1.0)]
+            expected = lifecycle_offsets(memory, until=8)
             # reconnect as an EventSource does: the same URL plus Last-Event-ID
             headers = {"Last-Event-ID": received[-1]["id"]}
             with http.stream("GET", f"/logs/{name}/lifecycle", params={"from_offset": 0},
@@ -134,3 +136,13 @@ def test_serve_refuses_two_logs_with_one_name(tmp_path: Any) -> None:
     )  # fmt: skip
     assert done.returncode == 2 and "memory-db" in done.stderr
     assert time.monotonic() - started < 60
+
+
+def lifecycle_offsets(memory: Memory, until: int, timeout: float = 30) -> list[int]:
+    """The lifecycle stream's offsets, once it holds `until` events (the projector publishes
+    them on Kafka; the embedded log derives them)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        offsets = [rec.offset for rec in memory.lifecycle(0, timeout=0.5)]
+        if len(offsets) >= until or time.monotonic() > deadline:
+            return offsets
