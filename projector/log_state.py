@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections import ChainMap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -452,14 +453,15 @@ def check_records(
     already appended after `state` but not folded yet) plus the batch before them;
     envelopes are applied to the (persistent) graph states, which are discarded.
     """
-    pending = dict(pending) if pending else {}
+    batch: dict[UUID, BaseEvent] = {}
+    seen: Mapping[UUID, BaseEvent] = ChainMap(batch, pending) if pending else batch  # type: ignore[arg-type]
     states = (state.graph, state.intents, state.tasks)
     graph_seq = state.graph_seq
     seq = state.next_seq
     for record in records:
         if isinstance(record, BaseEvent):
-            check_append(state.memory, record, pending)
-            pending[record.id] = record
+            check_append(state.memory, record, seen)
+            batch[record.id] = record
         elif isinstance(record, GraphEnvelope):
             before = states
             states, _, _ = _apply_envelope(states, record, graph_seq)

@@ -164,7 +164,7 @@ class Projector:
                     break
                 if max_seconds is not None and time.monotonic() - started > max_seconds:
                     break
-                messages = consumer.consume(num_messages=2000, timeout=0.05)
+                messages = consumer.consume(num_messages=500, timeout=0.01)
                 for message in messages:
                     error = message.error()
                     if error is not None:

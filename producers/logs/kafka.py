@@ -354,7 +354,7 @@ class KafkaLog:
         try:
             idle_since = time.monotonic()
             while stop is None or not stop.is_set():
-                messages = consumer.consume(num_messages=1000, timeout=0.1)
+                messages = consumer.consume(num_messages=500, timeout=0.02)
                 for message in messages:
                     if message.error() is not None:
                         raise KafkaLogError(f"topic {topic}: {message.error()}")

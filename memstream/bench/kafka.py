@@ -1,0 +1,303 @@
+"""`memstream bench kafka`: the distributed log on the real broker and Redis.
+
+Measures, on one run: appends per second in all from 8 producer processes with
+``acks=all`` (the log they build is then the N-event log of the next rows); p50/p99 of one
+synchronous append; projection lag (append to its lifecycle event, published by the
+projector) p99 at 5,000 events a second; projector restart on the N-event log (snapshot
+load to serving); a reader opening the log; ``replay(up_to_seq)`` on it. The seed systems
+have no distributed mode (audit-ready-memory is single-writer, memex-python in-memory),
+so their column says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+__all__ = ["run", "add_arguments"]
+
+SINGLE_WRITER = "single writer only"
+
+
+def _servers(args: argparse.Namespace) -> tuple[str, str]:
+    bootstrap = args.bootstrap or os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    redis_url = args.redis or os.environ.get("REDIS_URL")
+    if not (bootstrap and redis_url):
+        from memstream.stack import StackPaths, read_env
+        from memstream.stack.paths import default_stack_dir
+
+        env = read_env(StackPaths(default_stack_dir())) or {}
+        bootstrap = bootstrap or env.get("KAFKA_BOOTSTRAP_SERVERS")
+        redis_url = redis_url or env.get("REDIS_URL")
+    if not (bootstrap and redis_url):
+        raise SystemExit("bench kafka: no Kafka/Redis; run `memstream stack up` first")
+    return bootstrap, redis_url
+
+
+def _location(bootstrap: str, redis_url: str, name: str) -> str:
+    return f"kafka://{bootstrap}/bench-{name}-{uuid.uuid4().hex[:8]}?redis={redis_url}"
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+# --- 8 producer processes -----------------------------------------------------------------
+
+
+def _producer(location: str, count: int, batch: int, barrier: Any, out: Any) -> None:
+    from memstream import Memory, Message
+
+    with Memory(location) as memory:
+        events = [Message(speaker="agent", content=f"event {i} of {count} from pid {os.getpid()}")
+                  for i in range(count)]  # fmt: skip
+        barrier.wait()
+        start = time.perf_counter()
+        futures = []
+        for i in range(0, count, batch):
+            futures.extend(memory.publish_async(e) for e in events[i : i + batch])
+            if len(futures) > 20_000:
+                for f in futures:
+                    f.result()
+                futures = []
+        for f in futures:
+            f.result()
+        out.put((count, start, time.perf_counter()))
+
+
+def bench_producers(location: str, total: int, processes: int) -> tuple[float, int]:
+    ctx = mp.get_context("spawn")
+    from memstream import Memory
+
+    with Memory(location):  # the topic, created once
+        pass
+    barrier = ctx.Barrier(processes + 1)
+    out = ctx.Queue()
+    share = total // processes
+    procs = [ctx.Process(target=_producer, args=(location, share, 500, barrier, out))
+             for _ in range(processes)]  # fmt: skip
+    for p in procs:
+        p.start()
+    barrier.wait()
+    wall_start = time.perf_counter()
+    results = [out.get(timeout=3600) for _ in procs]
+    wall = time.perf_counter() - wall_start
+    for p in procs:
+        p.join()
+    appended = sum(r[0] for r in results)
+    return appended / wall, appended
+
+
+# --- one synchronous append -------------------------------------------------------------------
+
+
+def bench_sync_append(location: str, count: int) -> tuple[float, float]:
+    from memstream import Memory, Message
+
+    latencies = []
+    with Memory(location) as memory:
+        for i in range(count):
+            message = Message(speaker="agent", content=f"sync {i}")
+            start = time.perf_counter()
+            memory.add_message(message)
+            latencies.append(time.perf_counter() - start)
+    return _quantile(latencies, 0.5) * 1000, _quantile(latencies, 0.99) * 1000
+
+
+# --- projection lag ---------------------------------------------------------------------------
+
+
+def _paced_producer(location: str, rate: int, seconds: float) -> None:
+    from memstream import Memory, Message
+
+    with Memory(location) as memory:
+        total = int(rate * seconds)
+        start = time.time()
+        for i in range(total):
+            due = start + i / rate
+            delay = due - time.time()
+            if delay > 0:
+                time.sleep(delay)
+            memory.publish_async(Message(speaker="pacer", content=f"{time.time():.6f}"))
+        memory.flush()
+
+
+def _projector_process(location: str) -> subprocess.Popen[bytes]:
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "memstream", "projector", "run", "--log", location],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def bench_lag(location: str, rate: int, seconds: float) -> tuple[float, float, int]:
+    from producers.logs.kafka import KafkaLog
+    from producers.logs.location import parse_kafka_location
+
+    loc = parse_kafka_location(location)
+    reader = KafkaLog(loc, hydrate=False)
+    projector = _projector_process(location)
+    lags: list[float] = []
+    stop = threading.Event()
+    expected = int(rate * seconds)
+
+    def follow() -> None:
+        for record in reader.lifecycle(0, stop=stop, timeout=30):
+            now = time.time()
+            event = record.envelope.payload.get("event", {})
+            if event.get("speaker") == "pacer":
+                lags.append(now - float(event["content"]))
+                if len(lags) >= expected:
+                    return
+
+    try:
+        time.sleep(2.0)  # the projector starts and takes its lease
+        follower = threading.Thread(target=follow)
+        follower.start()
+        ctx = mp.get_context("spawn")
+        pacer = ctx.Process(target=_paced_producer, args=(location, rate, seconds))
+        pacer.start()
+        pacer.join()
+        follower.join(60)
+        stop.set()
+    finally:
+        projector.terminate()
+        projector.wait(30)
+        reader.close()
+    if not lags:
+        return float("nan"), float("nan"), 0
+    return _quantile(lags, 0.5) * 1000, _quantile(lags, 0.99) * 1000, len(lags)
+
+
+# --- the N-event log: projector catch-up, restart, readers, replay ---------------------------
+
+
+def bench_restart(location: str, console: Console) -> dict[str, float]:
+    from memstream import Memory
+    from producers.logs.location import parse_kafka_location
+    from projector.service import Projector
+    from projector.snapshot import SnapshotStore
+
+    loc = parse_kafka_location(location)
+    figures: dict[str, float] = {}
+    start = time.perf_counter()
+    first = Projector(loc)
+    state = first.run(until_caught_up=True)
+    figures["catch_up_s"] = time.perf_counter() - start
+    figures["events"] = float(state.next_seq)
+    console.print(f"  projector folded {state.next_seq:,} records in {figures['catch_up_s']:.1f}s")
+    start = time.perf_counter()
+    again = Projector(loc)
+    again.run(until_caught_up=True)
+    figures["restart_s"] = time.perf_counter() - start
+    start = time.perf_counter()
+    with Memory(location) as memory:
+        figures["reader_open_s"] = time.perf_counter() - start
+        n = state.next_seq
+        targets = [n // 2 + k * 997 for k in range(20)]
+        times = []
+        for k in targets:
+            t0 = time.perf_counter()
+            replayed = memory.replay(up_to_seq=k)
+            _ = len(replayed.messages)
+            times.append(time.perf_counter() - t0)
+        figures["replay_ms"] = statistics.median(times) * 1000
+    store = SnapshotStore.connect(loc)
+    start = time.perf_counter()
+    store.load(up_to_seq=n // 2)
+    figures["cold_replay_s"] = time.perf_counter() - start
+    return figures
+
+
+def _fmt_rate(value: float) -> str:
+    return f"{value:,.0f} /s"
+
+
+def run(args: argparse.Namespace) -> int:
+    console = Console(width=160)
+    bootstrap, redis_url = _servers(args)
+    events = int(args.events)
+    console.print(f"bench kafka on {bootstrap} / {redis_url}: {events:,} events, "
+                  f"{args.producers} producer processes")  # fmt: skip
+    big = _location(bootstrap, redis_url, "log")
+    console.print("  8 producers ...")
+    rate, appended = bench_producers(big, events, args.producers)
+    console.print(f"  {appended:,} appended at {rate:,.0f}/s")
+    console.print("  synchronous appends ...")
+    p50, p99 = bench_sync_append(_location(bootstrap, redis_url, "sync"), args.sync_appends)
+    console.print("  projection lag ...")
+    lag50, lag99, seen = bench_lag(_location(bootstrap, redis_url, "lag"), args.lag_rate,
+                                   args.lag_seconds)  # fmt: skip
+    console.print("  projector catch-up and restart ...")
+    restart = bench_restart(big, console)
+
+    table = Table(title=f"memstream bench kafka ({appended:,}-event log, acks=all)")
+    table.add_column("measured")
+    table.add_column("seed system", justify="right")
+    table.add_column("memstream", justify="right")
+    table.add_column("goal (ARCHITECTURE.md)")
+    table.add_column("met", justify="center")
+
+    def row(what: str, seed: str, ours: str, goal: str, met: bool | None) -> None:
+        mark = "-" if met is None else ("yes" if met else "no")
+        table.add_row(what, seed, ours, goal, mark)
+
+    row(f"appends, {args.producers} processes, in all", SINGLE_WRITER, _fmt_rate(rate),
+        "> 30,000 /s, none lost or duplicated", rate > 30_000)  # fmt: skip
+    row("one synchronous append p50", SINGLE_WRITER, f"{p50:.2f} ms", "-", None)
+    row("one synchronous append p99", SINGLE_WRITER, f"{p99:.2f} ms", "-", None)
+    row(f"projection lag p50 at {args.lag_rate:,}/s", "-", f"{lag50:.1f} ms", "-", None)
+    row(f"projection lag p99 at {args.lag_rate:,}/s ({seen:,} events)", "-", f"{lag99:.1f} ms",
+        "p99 < 100 ms", lag99 < 100)  # fmt: skip
+    row("projector catch-up (fold + lifecycle + snapshots)", "-",
+        _fmt_rate(restart["events"] / restart["catch_up_s"]), "-", None)  # fmt: skip
+    restart_s = restart["restart_s"]
+    row(f"projector restart on the {appended:,}-event log", "-",
+        f"{restart_s:.2f} s", "serving within 5 s", restart_s < 5)  # fmt: skip
+    row("a reader opening the log (snapshot + tail)", "-", f"{restart['reader_open_s']:.2f} s",
+        "-", None)  # fmt: skip
+    row("replay(up_to_seq=n), hydrated reader", "folds the whole log",
+        f"{restart['replay_ms']:.3f} ms", "< 100 ms", restart["replay_ms"] < 100)  # fmt: skip
+    cold = restart["cold_replay_s"]
+    row("replay(up_to_seq=n/2), cold from snapshot chunks", "folds the whole log",
+        f"{cold:.2f} s", "< 100 ms", cold < 0.1)  # fmt: skip
+    console.print(table)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rate": rate, "sync_p50_ms": p50,
+                                               "sync_p99_ms": p99, "lag_p99_ms": lag99,
+                                               **restart}, indent=2))  # fmt: skip
+    return 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("kafka suite")
+    group.add_argument(
+        "--events",
+        type=int,
+        default=1_000_000,
+        help="kafka: events the 8 producers append (the restart/replay log)",
+    )
+    group.add_argument("--producers", type=int, default=8, help="kafka: producer processes")
+    group.add_argument(
+        "--sync-appends", type=int, default=2000, help="kafka: synchronous appends timed one by one"
+    )
+    group.add_argument("--lag-rate", type=int, default=5000, help="kafka: events/s for lag")
+    group.add_argument("--lag-seconds", type=float, default=6.0, help="kafka: lag run length")
+    group.add_argument("--bootstrap", help="kafka: bootstrap servers (env KAFKA_BOOTSTRAP_SERVERS)")
+    group.add_argument("--redis", help="kafka: Redis URL (env REDIS_URL)")
+    group.add_argument("--json", help="kafka: also write the figures to this file")
