@@ -10,7 +10,11 @@ from typing import Any
 __all__ = ["JsonFormatter", "configure_logging"]
 
 # Attributes every LogRecord has; anything else was passed as `extra=`.
-_STANDARD = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message"}
+# (uvicorn adds `color_message`, an ANSI-coloured copy of the message: left out.)
+_STANDARD = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {
+    "message",
+    "color_message",
+}
 
 
 class JsonFormatter(logging.Formatter):

@@ -289,5 +289,3 @@ class LifecycleEvent(BaseModel):
     seq: int
     envelope: GraphEnvelope
 
-
-__all__ = [name for name in dir() if name[0].isupper() and name not in ("M",)] + ["strict"]
