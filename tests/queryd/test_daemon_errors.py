@@ -46,6 +46,15 @@ def test_unknown_log_and_ids_are_404(client: TestClient, seeded: Seeded) -> None
     assert "not allowed" in message_of(client.delete(f"{base}/state"), 405)
 
 
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, Seeded]]:
+    """One embedded daemon for the many malformed-input cases (validation happens before
+    any log is read, so the mode does not matter there)."""
+    seeded_ = seed(str(tmp_path_factory.mktemp("malformed") / "memory-db"))
+    with in_process([seeded_.location]) as c:
+        yield c, seeded_
+
+
 @pytest.mark.parametrize(
     ("method", "path", "kwargs", "field"),
     [
@@ -90,9 +99,10 @@ def test_unknown_log_and_ids_are_404(client: TestClient, seeded: Seeded) -> None
     ],
 )
 def test_malformed_input_is_422_naming_the_field(
-    client: TestClient, seeded: Seeded, method: str, path: str, kwargs: dict[str, Any],
+    shared: tuple[TestClient, Seeded], method: str, path: str, kwargs: dict[str, Any],
     field: str,
 ) -> None:  # fmt: skip
+    client, seeded = shared
     response = getattr(client, method)(f"/logs/{seeded.name}/{path}", **kwargs)
     assert field in message_of(response, 422)
 
