@@ -34,6 +34,7 @@ class _Hole:
 
 
 _HOLE: Any = _Hole()
+HOLE: Any = _HOLE  # what a removed slot holds in ``slot_values()``
 _MIN_BUCKETS = 8
 _EMPTY_VEC: Any = pvector()
 _new = object.__new__
@@ -149,6 +150,20 @@ class OrderedPMap(Mapping[K, V], Generic[K, V]):
         if slot < 0:
             raise KeyError(key)
         return slot
+
+    def slot_values(self) -> Any:
+        """The slot vector (a pvector; removed slots hold ``HOLE``), indexed by ``position``.
+
+        Slots stay stable until a compaction, which shrinks ``slot_count()``.
+        """
+        return self._vals
+
+    def slot_count(self) -> int:
+        """Allocated slots (live + holes); the next ``set_new`` fills slot ``slot_count()``."""
+        return len(self._keys)
+
+    def has_holes(self) -> bool:
+        return len(self._keys) != self._len
 
     def values_tuple(self) -> tuple[V, ...]:
         """All values in insertion order, computed once per (immutable) map."""
@@ -357,4 +372,6 @@ def sset_iter(s: SmallSet | None) -> Iterable[str]:
     return s
 
 
-__all__ = ["EMPTY", "OrderedPMap", "SmallSet", "empty", "sset_add", "sset_iter", "sset_remove"]
+__all__ = [
+    "EMPTY", "HOLE", "OrderedPMap", "SmallSet", "empty", "sset_add", "sset_iter", "sset_remove",
+]

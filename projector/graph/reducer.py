@@ -11,18 +11,24 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pyrsistent import pvector
+
 from projector.graph.pmap import OrderedPMap, SmallSet, sset_add, sset_iter, sset_remove
 from projector.graph.state import (
+    Columns,
     CommandResult,
     GraphIndex,
     GraphState,
     _make_state,
+    build_columns,
     build_index,
+    build_scopes,
+    column_values,
 )
 from schemas.graph._fast import replace
 from schemas.graph.commands import (
     MEMORY_COMMAND_TYPES,
-        MemoryCommand,
+    MemoryCommand,
     MemoryCommandAdapter,
     MemoryLifecycleEvent,
 )
@@ -109,6 +115,7 @@ class Tx:
     """A mutable working copy of a GraphState; ``freeze()`` yields the new state."""
 
     __slots__ = ("items", "edges", "children", "outgoing", "incoming", "by_kind", "stale",
+                 "scopes", "scope_garbage", "scope_pending", "slots_stale", "columns", "col_dirty",
                  "events")  # fmt: skip
 
     def __init__(self, state: GraphState) -> None:
@@ -120,22 +127,84 @@ class Tx:
         self.incoming = idx.incoming
         self.by_kind = idx.active_by_kind
         self.stale = idx.stale
+        self.scopes = idx.scopes
+        self.scope_garbage = idx.scope_garbage
+        # Slots added to each scope during this Tx, merged into ``scopes`` at freeze: a plain
+        # dict append per create instead of a persistent write. Appended to last in every
+        # operation (after all checks), so a failed command never leaves an entry here.
+        self.scope_pending: dict[str, list[int]] = {}
+        # set when slot numbers changed (compaction): scopes and columns rebuilt at freeze
+        self.slots_stale = False
+        # Columns cover the slots they had at the Tx start; at freeze the new slots are read
+        # from the items (one pass) and the updated old slots (``col_dirty``) are rewritten.
+        self.columns = idx.columns
+        self.col_dirty: set[int] = set()
         self.events: list[MemoryLifecycleEvent] = []
 
     def snapshot(self) -> tuple[Any, ...]:
+        """For ``restore`` after a failed operation (not across a ``freeze``)."""
         return (self.items, self.edges, self.children, self.outgoing, self.incoming,
-                self.by_kind, self.stale, len(self.events))  # fmt: skip
+                self.by_kind, self.stale, self.scope_garbage, self.slots_stale,
+                len(self.events))  # fmt: skip
 
     def restore(self, snap: tuple[Any, ...]) -> None:
         (self.items, self.edges, self.children, self.outgoing, self.incoming, self.by_kind,
-         self.stale, n) = snap  # fmt: skip
+         self.stale, self.scope_garbage, self.slots_stale, n) = snap  # fmt: skip
         del self.events[n:]
 
+    def _scopes(self) -> OrderedPMap[str, Any]:
+        pending = self.scope_pending
+        if self.slots_stale or self.scope_garbage > len(self.items):
+            self.scopes = build_scopes(self.items)
+            self.scope_garbage = 0
+            self.slots_stale = False
+        elif pending:
+            scopes = self.scopes
+            for name, slots in pending.items():
+                vec = scopes.get(name)
+                scopes = scopes.set(name, pvector(slots) if vec is None else vec.extend(slots))
+            self.scopes = scopes
+        pending.clear()
+        return self.scopes
+
+    def _columns(self) -> Columns:
+        items = self.items
+        cols = self.columns
+        if self.slots_stale:
+            cols = build_columns(items)
+        else:
+            base, end = len(cols.ts), items.slot_count()
+            dirty = [s for s in self.col_dirty if s < base]
+            if base < end or dirty:
+                vals = items.slot_values()
+                vecs = [cols.authority, cols.conviction, cols.importance, cols.ts]
+                has_none = cols.ts_has_none
+                if dirty:
+                    rows = column_values(map(vals.__getitem__, dirty))
+                    has_none = has_none or rows[4]
+                    for k in range(4):
+                        args: list[Any] = [None] * (2 * len(dirty))
+                        args[::2] = dirty
+                        args[1::2] = rows[k]
+                        vecs[k] = vecs[k].mset(*args)
+                if base < end:
+                    rows = column_values(vals[base:end])
+                    has_none = has_none or rows[4]
+                    vecs = [v.extend(r) for v, r in zip(vecs, rows[:4], strict=True)]
+                cols = Columns(*vecs, has_none)
+        self.col_dirty.clear()
+        self.columns = cols
+        return cols
+
     def freeze(self) -> GraphState:
+        # _columns() first: _scopes() resets slots_stale, which both read.
+        columns = self._columns()
+        scopes = self._scopes()
         return _make_state(
             self.items,
             self.edges,
-            GraphIndex(self.children, self.outgoing, self.incoming, self.by_kind, self.stale),
+            GraphIndex(self.children, self.outgoing, self.incoming, self.by_kind, self.stale,
+                       scopes, self.scope_garbage, columns),  # fmt: skip
         )
 
     def result(self) -> CommandResult:
@@ -164,8 +233,10 @@ class Tx:
 
     def create_item(self, item: MemoryItem, cause: str | None = "memory.create") -> None:
         iid = item.id
+        items = self.items
+        slot = items.slot_count()  # where set_new puts it
         try:
-            self.items = self.items.set_new(iid, item)
+            self.items = items.set_new(iid, item)
         except KeyError:
             raise DuplicateMemoryError(iid) from None
         if item.parents:
@@ -175,6 +246,11 @@ class Tx:
             if kids is not None:  # items that named this id as a parent may not be stale now
                 self._recheck(sset_iter(kids))
         self.events.append(_event("memory.created", cause, item=item))
+        group = self.scope_pending.get(item.scope)
+        if group is None:
+            self.scope_pending[item.scope] = [slot]
+        else:
+            group.append(slot)
 
     def update_item(self, iid: str, partial: Mapping[str, Any],
                     cause: str | None = "memory.update") -> MemoryItem:  # fmt: skip
@@ -190,6 +266,12 @@ class Tx:
             if new.parents:
                 self._link(iid, new.parents)
         self.events.append(_event("memory.updated", cause, item=new))
+        if new.scope != old.scope:  # the old group keeps a stale entry, re-checked by readers
+            self.scope_garbage += 1
+            self.scope_pending.setdefault(new.scope, []).append(self.items.position(iid))
+        if (new.authority != old.authority or new.conviction != old.conviction
+                or new.importance != old.importance or new.created_at != old.created_at):
+            self.col_dirty.add(self.items.position(iid))
         return new
 
     def retract_item(self, iid: str, cause: str | None = "memory.retract") -> MemoryItem:
@@ -204,6 +286,10 @@ class Tx:
             incident = sorted(set(sset_iter(out_s)) | set(sset_iter(in_s)),
                               key=self.edges.position)  # fmt: skip
         self.items = items.remove(iid)
+        if self.items.slot_count() != items.slot_count():
+            self.slots_stale = True  # compacted: every slot number changed
+            self.scope_pending.clear()
+            self.col_dirty.clear()
         if item.parents:
             self._unlink(iid, item.parents)
         stale = self.stale
@@ -256,6 +342,11 @@ class Tx:
         self.items, self.edges = new_items, new_edges
         self.children, self.outgoing, self.incoming = idx.children, idx.outgoing, idx.incoming
         self.by_kind, self.stale = idx.active_by_kind, idx.stale
+        self.scopes, self.scope_garbage = idx.scopes, 0
+        self.slots_stale = False
+        self.scope_pending.clear()
+        self.columns = idx.columns
+        self.col_dirty.clear()
 
     def _link(self, iid: str, parents: list[str]) -> None:
         items = self.items

@@ -10,11 +10,78 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, NamedTuple
 
-from projector.graph.pmap import EMPTY, OrderedPMap, SmallSet, sset_add, sset_iter, sset_remove
+from pyrsistent import pvector
+
+from projector.graph.pmap import (
+    EMPTY,
+    HOLE,
+    OrderedPMap,
+    SmallSet,
+    sset_add,
+    sset_iter,
+    sset_remove,
+)
 from schemas.graph.commands import MemoryLifecycleEvent
-from schemas.graph.items import Edge, MemoryItem
+from schemas.graph.items import Edge, MemoryItem, item_timestamp
+
+_EXACT_FLOAT = 2**53
+
+
+@dataclass(frozen=True, slots=True)
+class Columns:
+    """Per-slot columns of the items (aligned with ``items.position``), for queries that sort
+    or score many items without touching each model: pvectors read back at C speed.
+
+    Scores are stored with None as 0.0 (as scoring and sorting treat them); ``ts`` holds
+    ``item_timestamp`` (as a float when exact), None where unknown. A removed slot keeps
+    stale values: readers take only the slots of live items.
+    """
+
+    authority: Any
+    conviction: Any
+    importance: Any
+    ts: Any
+    ts_has_none: bool  # some ts may be None: readers take their slow path
+
+
+EMPTY_COLUMNS = Columns(pvector(), pvector(), pvector(), pvector(), False)
+
+
+def column_values(items: Iterable[Any]) -> tuple[list[float], list[float], list[float],
+                                                 list[Any], bool]:  # fmt: skip
+    """The column values of ``items`` (HOLE allowed: zeros)."""
+    rows = [_ZERO if it is HOLE else it for it in items]
+    auth = list(map(attrgetter("authority"), rows))
+    conv = [0.0 if v is None else v for v in map(attrgetter("conviction"), rows)]
+    imp = [0.0 if v is None else v for v in map(attrgetter("importance"), rows)]
+    ts: list[Any] = list(map(attrgetter("created_at"), rows))
+    has_none = False
+    if None in ts:
+        ts = [item_timestamp(it) if t is None else t for t, it in zip(ts, rows, strict=True)]
+        has_none = None in ts
+    if ts and (has_none or not -_EXACT_FLOAT < min(ts) <= max(ts) < _EXACT_FLOAT):
+        ts = [t if t is None or abs(t) >= _EXACT_FLOAT else float(t) for t in ts]
+    else:
+        ts = list(map(float, ts))
+    return auth, conv, imp, ts, has_none
+
+
+class _Zero:
+    __slots__ = ()
+    authority = conviction = importance = 0.0
+    created_at = 0
+    id = ""
+
+
+_ZERO: Any = _Zero()
+
+
+def build_columns(items: OrderedPMap[str, MemoryItem]) -> Columns:
+    auth, conv, imp, ts, has_none = column_values(items.slot_values())
+    return Columns(pvector(auth), pvector(conv), pvector(imp), pvector(ts), has_none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,9 +97,17 @@ class GraphIndex:
     active_by_kind: OrderedPMap[str, SmallSet]
     # ids of items with at least one parent id that is not in the graph
     stale: OrderedPMap[str, bool]
+    # scope -> pvector of item slots (``items.position``), for scope / scope_prefix queries.
+    # Appended to, never shrunk: a retracted item leaves a HOLE slot and an item moved to
+    # another scope leaves its old entry behind, so readers re-check each hit's scope.
+    # Without moves (``scope_garbage == 0``) every group is ascending and duplicate-free.
+    scopes: OrderedPMap[str, Any]
+    # entries left behind by scope changes; past len(items) the groups are rebuilt
+    scope_garbage: int = 0
+    columns: Columns = EMPTY_COLUMNS
 
 
-EMPTY_INDEX = GraphIndex(EMPTY, EMPTY, EMPTY, EMPTY, EMPTY)
+EMPTY_INDEX = GraphIndex(EMPTY, EMPTY, EMPTY, EMPTY, EMPTY, EMPTY, 0, EMPTY_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -127,7 +202,23 @@ def build_index(items: OrderedPMap[str, MemoryItem], edges: OrderedPMap[str, Edg
         incoming=_sets(incoming),
         active_by_kind=_sets(by_kind),
         stale=OrderedPMap((i, True) for i in stale),
+        scopes=build_scopes(items),
+        columns=build_columns(items),
     )
+
+
+def build_scopes(items: OrderedPMap[str, MemoryItem]) -> OrderedPMap[str, Any]:
+    """The scope index of ``items`` from scratch (O(n)): scope -> ascending slots."""
+    groups: dict[str, list[int]] = {}
+    for slot, item in enumerate(items.slot_values()):
+        if item is HOLE:
+            continue
+        g = groups.get(item.scope)
+        if g is None:
+            groups[item.scope] = [slot]
+        else:
+            g.append(slot)
+    return OrderedPMap((k, pvector(v)) for k, v in groups.items())
 
 
 def _sets(groups: dict[str, list[str]]) -> OrderedPMap[str, SmallSet]:
@@ -188,11 +279,14 @@ def stale_ids(state: GraphState) -> list[str]:
 
 
 __all__ = [
+    "Columns",
     "CommandResult",
     "GraphIndex",
     "GraphState",
     "active_edge_ids",
+    "build_columns",
     "build_index",
+    "build_scopes",
     "child_ids",
     "clone_graph_state",
     "create_graph_state",

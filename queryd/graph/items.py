@@ -6,12 +6,12 @@ a scan of 100k items evaluates only what the filter asks and never re-validates 
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from itertools import chain, compress, repeat
-from operator import attrgetter, eq
+from operator import attrgetter, eq, is_not
 from typing import Any
 
+from projector.graph.pmap import HOLE
 from projector.graph.state import GraphState
 from queryd.graph.decay import check_decay, decay_at
 from schemas.graph._gc import no_cyclic_gc
@@ -164,37 +164,38 @@ def matches_filter(item: MemoryItem, f: MemoryFilter | Mapping[str, Any]) -> boo
     return compile_filter(coerce(MemoryFilter, f))(item)
 
 
-def _build_scope_index(items: Any) -> tuple[list[str], dict[str, list[int]]]:
-    groups: dict[str, list[int]] = {}
-    for i, scope in enumerate(map(attrgetter("scope"), items.values_tuple())):
-        g = groups.get(scope)
-        if g is None:
-            groups[scope] = [i]
-        else:
-            g.append(i)
-    return sorted(groups), groups
+def _by_scope(state: GraphState, scope: str | None, prefix: str | None
+              ) -> tuple[list[MemoryItem], bool]:  # fmt: skip
+    """Candidates for an exact scope and/or a scope prefix, in insertion order, from the
+    scope index the reducer maintains (O(scopes + matches), no scan of the items).
 
-
-def _by_scope(state: GraphState, scope: str | None, prefix: str | None) -> list[MemoryItem]:
-    """Items by exact scope and/or scope prefix, in insertion order, from a scope index
-    built once per state (O(n) on the first such query, then O(matches))."""
-    items: Any = state.items
-    scopes, groups = items.derived("scope_index", _build_scope_index)
+    The flag says whether every candidate is known to match: false when the index holds
+    entries left behind by scope changes, which the caller must then re-check.
+    """
+    idx = state.index
+    scopes = idx.scopes
     if scope is not None:
-        hit = [scope] if scope in groups and scope.startswith(prefix or "") else []
+        names = [scope] if scope in scopes and scope.startswith(prefix or "") else []
     else:
         assert prefix is not None
-        hit = []
-        for name in scopes[bisect_left(scopes, prefix) :]:
-            if not name.startswith(prefix):
-                break
-            hit.append(name)
-    if len(hit) == 1:
-        positions = groups[hit[0]]
+        keys = list(scopes)  # scope names: far fewer than items
+        names = list(compress(keys, map(str.startswith, keys, repeat(prefix))))
+    exact = idx.scope_garbage == 0
+    if not names:
+        return [], True
+    if len(names) == 1:
+        slots: Any = scopes[names[0]]
+        if not exact:
+            slots = sorted(set(slots))
+    elif exact:  # ascending, disjoint groups: timsort merges the runs
+        slots = sorted(chain.from_iterable(map(scopes.__getitem__, names)))
     else:
-        positions = sorted(chain.from_iterable(groups[h] for h in hit))
-    vals = items.values_tuple()
-    return [vals[i] for i in positions]
+        slots = sorted(set(chain.from_iterable(map(scopes.__getitem__, names))))
+    items: Any = state.items
+    found = list(map(items.slot_values().__getitem__, slots))
+    if items.has_holes():  # retracted items leave holes in their groups
+        found = list(compress(found, map(is_not, found, repeat(HOLE))))
+    return found, exact
 
 
 def filter_items(
@@ -205,23 +206,24 @@ def filter_items(
     if f is None:
         return items.values_tuple()  # type: ignore[no-any-return]
     source: Sequence[MemoryItem]
+    exact = False  # True: the scope conditions are already known to hold
     skip = _SCAN_FIELDS
     if f.ids is not None:
         # Look the ids up instead of scanning, then restore insertion order.
         found = {i: items[i] for i in f.ids if i in items}
         source = [found[i] for i in sorted(found, key=items.position)]
     elif f.scope is not None or f.scope_prefix is not None:
-        source = _by_scope(state, f.scope, f.scope_prefix)
+        source, exact = _by_scope(state, f.scope, f.scope_prefix)
         skip = _SCAN_FIELDS - {"ids"}
     else:
         source = items.values_tuple()
     # The simple conditions run column-wise in C: no Python call per item.
     for name in _EQ_FIELDS:
         value = getattr(f, name)
-        if value is not None:
+        if value is not None and not (exact and name == "scope"):
             source = list(compress(source, map(eq, map(attrgetter(name), source),
                                                repeat(value))))  # fmt: skip
-    if f.scope_prefix is not None:
+    if f.scope_prefix is not None and not exact:
         prefix = f.scope_prefix
         scopes = map(attrgetter("scope"), source)
         source = list(compress(source, map(str.startswith, scopes, repeat(prefix))))
@@ -229,6 +231,9 @@ def filter_items(
     if pred is _always:
         return source
     return [it for it in source if pred(it)]
+
+
+_EXACT_FLOAT = 2**53
 
 
 def timestamps(items: Sequence[MemoryItem]) -> list[int | None]:
@@ -249,6 +254,9 @@ def _column(items: Sequence[MemoryItem], field: str) -> list[float]:
         raise ValueError(f"unknown sort field: {field!r}")
     if None in col:
         col = [0 if v is None else v for v in col]
+    if field == "recency" and col and max(col) < _EXACT_FLOAT and min(col) > -_EXACT_FLOAT:
+        # Exact as floats, and a sort compares floats much faster than multi-digit ints.
+        col = list(map(float, col))
     return col
 
 
@@ -258,16 +266,17 @@ def sort_items(items: Sequence[MemoryItem], sort: SortOption | list[SortOption] 
     if sort is None:
         return list(items)
     keys = sort if isinstance(sort, list) else [sort]
-    cols = []
     for opt in keys:
         if opt.order not in ("asc", "desc"):
             raise ValueError(f"unknown sort order: {opt.order!r}")
-        col = _column(items, opt.field)
-        cols.append([-v for v in col] if opt.order == "desc" else col)
-    # Decorate with the position last: ties fall back to the incoming order, and the
-    # items themselves are never compared.
-    order = sorted(zip(*cols, range(len(items)), strict=True))
-    return [items[t[-1]] for t in order]
+    cols = [_column(items, opt.field) for opt in keys]
+    # One stable sort per key, least significant first, each keyed by a precomputed column
+    # (C-level key and compare; reverse=True keeps ties in order): together a lexicographic
+    # sort whose final ties keep the incoming order.
+    order = list(range(len(items)))
+    for opt, col in zip(reversed(keys), reversed(cols), strict=True):
+        order.sort(key=col.__getitem__, reverse=opt.order == "desc")
+    return list(map(items.__getitem__, order))
 
 
 def page(seq: Sequence[Any], offset: int | None, limit: int | None) -> list[Any]:
