@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import compress, repeat
+from operator import is_not
 from typing import Any
 
-from projector.graph.state import GraphState
+from projector.graph.pmap import HOLE
+from projector.graph.state import GraphState, column_values
 from queryd.graph.decay import check_decay, compute_decay_multiplier, decay_at
-from queryd.graph.items import compile_filter, filter_items, timestamps
+from queryd.graph.items import compile_filter, filter_items
 from schemas.graph._gc import no_cyclic_gc
 from schemas.graph.coerce import coerce, coerce_opt
 from schemas.graph.filters import ScoredQueryOptions
@@ -35,32 +38,39 @@ def compute_score(
 
 def score_all(items: Sequence[MemoryItem], w: ScoreWeights, now: int | None = None) -> list[float]:
     """Scores of ``items``, computed column by column (no per-item function call)."""
+    return score_columns(column_values(items), w, now)
+
+
+Cols = tuple[Sequence[float], Sequence[float], Sequence[float], Sequence[Any], bool]
+
+
+def score_columns(cols: Cols, w: ScoreWeights, now: int | None = None) -> list[float]:
+    """compute_score over columns (authority, conviction, importance, timestamp, whether
+    a timestamp is None), bit for bit: the same operations in the same order."""
+    auth, conv, imp, ts, ts_has_none = cols
     wa, wc, wi = w.authority or 0.0, w.conviction or 0.0, w.importance or 0.0
-    scores = [it.authority * wa for it in items] if wa else [0.0] * len(items)
-    if wc:
-        scores = [s + (it.conviction or 0.0) * wc for s, it in zip(scores, items, strict=True)]
-    if wi:
-        scores = [s + (it.importance or 0.0) * wi for s, it in zip(scores, items, strict=True)]
-    if w.decay is not None:
-        rate, interval_ms, kind = check_decay(w.decay)
+    decay = w.decay
+    if decay is not None:
+        rate, interval_ms, kind = check_decay(decay)
         at = now_ms() if now is None else now
-        ts = timestamps(items)
-        base = 1.0 - rate
-        if None not in ts and kind == "exponential":
-            # decay_at inlined: one expression per item instead of a call.
-            scores = [
-                s * base ** ((at - t) / interval_ms) if t < at else s
-                for s, t in zip(scores, ts, strict=True)
+        if kind == "exponential" and not ts_has_none and (not ts or max(ts) < at):
+            # decay_at inlined for the common case (every item in the past): one list
+            # comprehension, whose float arithmetic 3.11 runs without a call per item.
+            base = 1.0 - rate
+            return [
+                (a * wa + c * wc + i * wi) * base ** ((at - t) / interval_ms)
+                for a, c, i, t in zip(auth, conv, imp, ts, strict=True)
             ]
-        else:
-            scores = [
-                s * decay_at(t, at, rate, interval_ms, kind)
-                for s, t in zip(scores, ts, strict=True)
-            ]
-    return scores
+        return [
+            (a * wa + c * wc + i * wi) * decay_at(t, at, rate, interval_ms, kind)
+            for a, c, i, t in zip(auth, conv, imp, ts, strict=True)
+        ]
+    return [a * wa + c * wc + i * wi for a, c, i in zip(auth, conv, imp, strict=True)]
 
 
-_SCORED_SET = frozenset({"item", "score"})
+# Shared by every ScoredItem built here. It names all three fields, so assigning one (as
+# surface_contradictions does with contradicted_by) adds nothing to it: never mutated.
+_SCORED_SET = {"item", "score", "contradicted_by"}
 _new = object.__new__
 _setattr = object.__setattr__
 
@@ -69,13 +79,28 @@ def scored_item(item: MemoryItem, score: float) -> ScoredItem:
     # construct() specialised: a query may build 100k of these.
     s = _new(ScoredItem)
     _setattr(s, "__dict__", {"item": item, "score": score, "contradicted_by": None})
-    _setattr(s, "__pydantic_fields_set__", set(_SCORED_SET))
+    _setattr(s, "__pydantic_fields_set__", _SCORED_SET)
     _setattr(s, "__pydantic_extra__", None)
     _setattr(s, "__pydantic_private__", None)
     return s
 
 
-def rank(items: Sequence[MemoryItem], scores: list[float], keep: int | None = None) -> list[int]:
+def scored_items(items: Iterable[MemoryItem], scores: Iterable[float]) -> list[ScoredItem]:
+    """``scored_item`` over two sequences, inlined: the all-items query builds 100k."""
+    new, setattr_, cls, fs = _new, _setattr, ScoredItem, _SCORED_SET
+    out = []
+    append = out.append
+    for item, score in zip(items, scores, strict=True):
+        s = new(cls)
+        setattr_(s, "__dict__", {"item": item, "score": score, "contradicted_by": None})
+        setattr_(s, "__pydantic_fields_set__", fs)
+        setattr_(s, "__pydantic_extra__", None)
+        setattr_(s, "__pydantic_private__", None)
+        append(s)
+    return out
+
+
+def rank(items: Sequence[Any], scores: list[float], keep: int | None = None) -> list[int]:
     """Indexes by score descending; ties keep the incoming order. ``keep``: top-k only."""
     n = len(items)
     if keep is not None and keep * 8 < n:
@@ -96,10 +121,28 @@ def get_scored_items(
         return _scored(state, w, o)
 
 
+def _live_columns(state: GraphState) -> tuple[Sequence[MemoryItem], Cols]:
+    """Every item and its columns, read from the reducer's columns (C-level copies)."""
+    items: Any = state.items
+    c = state.index.columns
+    cols: Cols = (list(c.authority), list(c.conviction), list(c.importance), list(c.ts),
+                  c.ts_has_none)  # fmt: skip
+    if not items.has_holes():
+        return items.values_tuple(), cols
+    vals = items.slot_values()
+    live = list(compress(range(len(vals)), map(is_not, vals, repeat(HOLE))))
+    picked = tuple(list(map(col.__getitem__, live)) for col in cols[:4])
+    return items.values_tuple(), (*picked, c.ts_has_none)
+
+
 def _scored(state: GraphState, w: ScoreWeights, o: ScoredQueryOptions) -> list[ScoredItem]:
     now = now_ms()
-    items = filter_items(state, o.pre, now)
-    scores = score_all(items, w, now)
+    if o.pre is None:
+        items, cols = _live_columns(state)
+    else:
+        items = filter_items(state, o.pre, now)
+        cols = column_values(items)
+    scores = score_columns(cols, w, now)
     start = o.offset or 0
     keep = None
     if o.limit is not None and o.post is None and o.min_score is None:
@@ -112,7 +155,12 @@ def _scored(state: GraphState, w: ScoreWeights, o: ScoredQueryOptions) -> list[S
         post = compile_filter(o.post, now)
         order = [i for i in order if post(items[i])]
     end = None if o.limit is None else start + o.limit
-    return [scored_item(items[i], scores[i]) for i in order[start:end]]
+    page = order[start:end]
+    # ScoredItems only for what is returned, after offset/limit.
+    return scored_items(map(items.__getitem__, page), map(scores.__getitem__, page))
 
 
-__all__ = ["compute_score", "extract_timestamp", "get_scored_items", "rank", "score_all"]
+__all__ = [
+    "compute_score", "extract_timestamp", "get_scored_items", "rank", "score_all",
+    "score_columns", "scored_item", "scored_items",
+]
