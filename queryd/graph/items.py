@@ -172,6 +172,17 @@ def _by_scope(state: GraphState, scope: str | None, prefix: str | None
     The flag says whether every candidate is known to match: false when the index holds
     entries left behind by scope changes, which the caller must then re-check.
     """
+    slots, exact = _scope_slots(state, scope, prefix)
+    items: Any = state.items
+    found = list(map(items.slot_values().__getitem__, slots))
+    if items.has_holes():  # retracted items leave holes in their groups
+        found = list(compress(found, map(is_not, found, repeat(HOLE))))
+    return found, exact
+
+
+def _scope_slots(state: GraphState, scope: str | None, prefix: str | None
+                 ) -> tuple[list[int], bool]:  # fmt: skip
+    """``_by_scope`` as ascending item slots (holes included), and the same flag."""
     idx = state.index
     scopes = idx.scopes
     if scope is not None:
@@ -184,18 +195,47 @@ def _by_scope(state: GraphState, scope: str | None, prefix: str | None
     if not names:
         return [], True
     if len(names) == 1:
-        slots: Any = scopes[names[0]]
-        if not exact:
-            slots = sorted(set(slots))
+        group = scopes[names[0]]
+        slots = list(group) if exact else sorted(set(group))
     elif exact:  # ascending, disjoint groups: timsort merges the runs
         slots = sorted(chain.from_iterable(map(scopes.__getitem__, names)))
     else:
         slots = sorted(set(chain.from_iterable(map(scopes.__getitem__, names))))
+    return slots, exact
+
+
+_SCOPE_FIELDS = frozenset({"scope", "scope_prefix"})
+_OTHER_FIELDS = tuple(n for n in MemoryFilter.model_fields if n not in _SCOPE_FIELDS)
+
+
+def _sorted_by_scope(state: GraphState, f: MemoryFilter, opts: QueryOptions
+                     ) -> list[MemoryItem] | None:  # fmt: skip
+    """get_items for a filter of scope conditions only, sorted on the reducer's columns:
+    the hits' slots are sorted and paged before any item is touched. None: not applicable."""
+    if any(getattr(f, n) is not None for n in _OTHER_FIELDS):
+        return None
+    keys = opts.sort if isinstance(opts.sort, list) else [opts.sort]
+    cols = state.index.columns
+    by_field = {"authority": cols.authority, "conviction": cols.conviction,
+                "importance": cols.importance, "recency": cols.ts}  # fmt: skip
+    for opt in keys:
+        if opt.order not in ("asc", "desc"):
+            raise ValueError(f"unknown sort order: {opt.order!r}")
+        if opt.field not in by_field:
+            raise ValueError(f"unknown sort field: {opt.field!r}")
+        if opt.field == "recency" and cols.ts_has_none:
+            return None  # unknown timestamps sort as 0: the item-by-item path handles it
+    slots, exact = _scope_slots(state, f.scope, f.scope_prefix)
+    if not exact:
+        return None
     items: Any = state.items
-    found = list(map(items.slot_values().__getitem__, slots))
-    if items.has_holes():  # retracted items leave holes in their groups
-        found = list(compress(found, map(is_not, found, repeat(HOLE))))
-    return found, exact
+    vals = items.slot_values()
+    if items.has_holes():
+        slots = list(compress(slots, map(is_not, map(vals.__getitem__, slots), repeat(HOLE))))
+    # As sort_items: one stable sort per key, least significant first.
+    for opt in reversed(keys):
+        slots.sort(key=by_field[opt.field].__getitem__, reverse=opt.order == "desc")
+    return list(map(vals.__getitem__, page(slots, opts.offset, opts.limit)))
 
 
 def filter_items(
@@ -295,6 +335,12 @@ def get_items(
     f = coerce_opt(MemoryFilter, filter)
     opts = coerce_opt(QueryOptions, options)
     with no_cyclic_gc():
+        if f is not None and opts is not None and opts.sort is not None and (
+            f.scope is not None or f.scope_prefix is not None
+        ):
+            fast = _sorted_by_scope(state, f, opts)
+            if fast is not None:
+                return fast
         matched = filter_items(state, f)
         if opts is None:
             return list(matched)
