@@ -73,7 +73,9 @@ def merge_edge(existing: Edge, partial: Mapping[str, Any]) -> Edge:
     return _merge(existing, partial, _EDGE_FIELDS, _EDGE_IMMUTABLE)  # type: ignore[no-any-return]
 
 
-_EVENT_FIELDS = frozenset({"namespace", "type", "item", "edge", "cause_type"})
+# One fields set shared by every event built here: events are frozen, so nothing adds to it
+# (and a set fewer per event is an allocation and a GC traversal fewer in a 100k fold).
+_EVENT_FIELDS = {"namespace", "type", "item", "edge", "cause_type"}
 _new = object.__new__
 _setattr = object.__setattr__
 
@@ -84,7 +86,7 @@ def _event(type_: str, cause: str | None, item: MemoryItem | None = None,
     ev = _new(MemoryLifecycleEvent)
     _setattr(ev, "__dict__", {"namespace": "memory", "type": type_, "item": item, "edge": edge,
                               "cause_type": cause})  # fmt: skip
-    _setattr(ev, "__pydantic_fields_set__", set(_EVENT_FIELDS))
+    _setattr(ev, "__pydantic_fields_set__", _EVENT_FIELDS)
     _setattr(ev, "__pydantic_extra__", None)
     _setattr(ev, "__pydantic_private__", None)
     return ev

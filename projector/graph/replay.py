@@ -11,6 +11,7 @@ from projector.graph.state import GraphState, create_graph_state
 from schemas.graph._gc import no_cyclic_gc
 from schemas.graph.commands import MemoryCommandAdapter, MemoryLifecycleEvent
 from schemas.graph.envelopes import EventEnvelope, parse_iso_ms
+from schemas.graph.items import MemoryItem
 
 
 @dataclass
@@ -28,23 +29,43 @@ class ReplayResult:
     skipped: list[ReplayFailure] = field(default_factory=list)
 
 
+_validate_item = MemoryItem.__pydantic_validator__.validate_python
+_CREATE_KEYS = frozenset({"type", "item"})
+
+
 def _fold(
     entries: Iterable[tuple[int, Any, Any]], state: GraphState | None
 ) -> ReplayResult:
     tx = Tx(state if state is not None else create_graph_state())
     skipped: list[ReplayFailure] = []
     apply = tx.apply
+    create = tx.create_item
     snapshot = tx.snapshot
     validate = MemoryCommandAdapter.validate_python
     with no_cyclic_gc():
         for index, cmd, envelope in entries:
+            if (type(cmd) is dict and cmd.get("type") == "memory.create"
+                    and cmd.keys() == _CREATE_KEYS):  # fmt: skip
+                # The log's common entry: validate just the item (what MemoryCreate would do,
+                # without building the command), and no snapshot: create_item checks before
+                # it writes. Anything invalid takes the general path for its exact error.
+                try:
+                    item = _validate_item(cmd["item"])
+                except Exception:
+                    pass
+                else:
+                    try:
+                        create(item, "memory.create")
+                    except Exception as exc:
+                        skipped.append(ReplayFailure(index, exc, command=cmd, envelope=envelope))
+                    continue
             snap = snapshot()
             try:
                 apply(validate(cmd) if type(cmd) is dict else coerce_command(cmd))
             except Exception as exc:  # the fold is total: a bad command is recorded, skipped
                 tx.restore(snap)  # O(1): the persistent maps before the command
                 skipped.append(ReplayFailure(index, exc, command=cmd, envelope=envelope))
-    return ReplayResult(tx.freeze(), tx.events, skipped)
+        return ReplayResult(tx.freeze(), tx.events, skipped)
 
 
 def replay_commands(
@@ -55,7 +76,7 @@ def replay_commands(
     A command that fails validation or application changes nothing and is reported in
     ``skipped``; the rest of the log is still folded.
     """
-    return _fold([(i, c, None) for i, c in enumerate(commands)], state)
+    return _fold(((i, c, None) for i, c in enumerate(commands)), state)
 
 
 def replay_from_envelopes(
