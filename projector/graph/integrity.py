@@ -135,28 +135,39 @@ def cascade_order(state: GraphState, item_id: str) -> list[str]:
     """The item and its transitive dependents in post-order (leaves first). Iterative and
     cycle-safe: each item appears once."""
     children = state.index.children
+    lookup = children.get
+    # Each persistent lookup is a Python call; once the walk has covered a good share of
+    # the index, one C-level dict copy of it makes the remaining lookups cheap.
+    switch_at = max(256, len(children) >> 3)
+    seen = {item_id}
+    order: list[str] = []
+    append = order.append
 
-    def kids_of(node: str) -> Iterator[str]:
-        s = children.get(node)
-        if s is None:
-            return iter(())
-        if isinstance(s, tuple) and len(s) == 1:
+    def kids(node: str, s: Any) -> Iterator[str]:
+        if type(s) is tuple and len(s) == 1:
             return iter(s)  # the common case: no order to restore
         return iter(child_ids(state, node))
 
-    seen = {item_id}
-    order: list[str] = []
-    stack = [(item_id, kids_of(item_id))]
+    root = lookup(item_id)
+    if root is None:
+        return [item_id]
+    stack = [(item_id, kids(item_id, root))]
     while stack:
-        node, kids = stack[-1]
-        for c in kids:
+        node, it = stack[-1]
+        for c in it:
             if c not in seen:
                 seen.add(c)
-                stack.append((c, kids_of(c)))
+                s = lookup(c)
+                if s is None:
+                    append(c)  # a leaf: visited and done
+                    continue
+                stack.append((c, kids(c, s)))
+                if len(seen) == switch_at:
+                    lookup = children.to_dict().get
                 break
         else:
             stack.pop()
-            order.append(node)
+            append(node)
     return order
 
 
@@ -170,10 +181,9 @@ def cascade_retract(
     _require(state, item_id)
     with no_cyclic_gc():
         order = cascade_order(state, item_id)
-    tx = Tx(state)
-    with no_cyclic_gc():
+        tx = Tx(state)
         tx.retract_many(order)
-    return CascadeResult(tx.freeze(), tx.events, order)
+        return CascadeResult(tx.freeze(), tx.events, order)
 
 
 __all__ = [

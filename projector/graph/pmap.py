@@ -267,6 +267,57 @@ class OrderedPMap(Mapping[K, V], Generic[K, V]):
                     return self._make(buckets, self._mask, self._keys, vals, n)
         raise KeyError(key)
 
+    def to_dict(self) -> dict[K, V]:
+        """A plain dict copy (insertion order), built at C speed when there are no holes:
+        for a caller about to look up a large share of the keys."""
+        if len(self._keys) == self._len:
+            return dict(zip(self._keys, self._vals, strict=True))
+        return dict(self.items())
+
+    def pop_many(self, keys: Iterable[K], strict: bool = True
+                 ) -> tuple[OrderedPMap[K, V], list[V | None]]:  # fmt: skip
+        """The map without ``keys`` (distinct) and their values, in one batch: the vectors
+        are edited in place through evolvers and frozen once, instead of one persistent
+        copy per key. An absent key: KeyError if ``strict``, else its value is None."""
+        buckets = self._buckets.evolver()
+        vals = self._vals.evolver()
+        mask = self._mask
+        n = self._len
+        out: list[V | None] = []
+        append = out.append
+        hole = _HOLE
+        for key in keys:
+            h = hash(key) & mask
+            b = buckets[h]
+            if b is not None:
+                k0 = b[0]
+                if k0 is key or k0 == key:
+                    i = 0
+                else:
+                    for i in range(2, len(b), 2):
+                        k = b[i]
+                        if k is key or k == key:
+                            break
+                    else:
+                        i = -1
+                if i >= 0:
+                    slot = b[i + 1]
+                    append(vals[slot])
+                    vals[slot] = hole
+                    buckets[h] = (b[:i] + b[i + 2 :]) or None
+                    n -= 1
+                    continue
+            if strict:
+                raise KeyError(key)
+            append(None)
+        if n == self._len:
+            return self, out
+        new_vals = vals.persistent()
+        holes = len(self._keys) - n
+        if holes > 32 and holes > n:
+            return self._rebuilt(self._keys, new_vals, n), out
+        return self._make(buckets.persistent(), mask, self._keys, new_vals, n), out
+
     def discard(self, key: K) -> OrderedPMap[K, V]:
         return self.remove(key) if key in self else self
 

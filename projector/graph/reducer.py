@@ -13,7 +13,15 @@ from typing import Any
 
 from pyrsistent import pvector
 
-from projector.graph.pmap import OrderedPMap, SmallSet, sset_add, sset_iter, sset_remove
+from projector.graph.pmap import (
+    _SMALL,
+    EMPTY,
+    OrderedPMap,
+    SmallSet,
+    sset_add,
+    sset_iter,
+    sset_remove,
+)
 from projector.graph.state import (
     Columns,
     CommandResult,
@@ -21,7 +29,6 @@ from projector.graph.state import (
     GraphState,
     _make_state,
     build_columns,
-    build_index,
     build_scopes,
     column_values,
 )
@@ -311,44 +318,78 @@ class Tx:
         return item
 
     def retract_many(self, ids: list[str], cause: str | None = "memory.retract") -> None:
-        """Retract existing items in order, with the same events as one retract_item each.
-
-        When they are a large share of the graph, the survivors are rebuilt and reindexed
-        in one O(n) pass instead of paying O(log n) persistent writes per removed item.
-        """
-        if len(ids) * 3 < len(self.items):
-            for iid in ids:
-                self.retract_item(iid, cause)
-            return
-        items, edges = self.items, self.edges
-        for iid in ids:
-            if iid not in items:
-                raise MemoryNotFoundError(iid)
+        """Retract distinct existing items in order, with the same events and the same
+        resulting state as one retract_item each, in one batch: each persistent map is
+        edited once for all of them (``pop_many``), not once per item."""
+        before = self.items
+        if len(ids) == len(before):  # the whole graph (a cascade from its one root)
+            lookup = before.to_dict()
+            try:
+                removed: list[Any] = list(map(lookup.__getitem__, ids))
+            except KeyError as exc:
+                raise MemoryNotFoundError(exc.args[0]) from None
+            items: OrderedPMap[str, MemoryItem] = EMPTY
+        else:
+            try:
+                items, removed = before.pop_many(ids)
+            except KeyError as exc:
+                raise MemoryNotFoundError(exc.args[0]) from None
+        self.items = items
+        if items.slot_count() != before.slot_count():
+            self.slots_stale = True  # compacted: every slot number changed
+            self.scope_pending.clear()
+            self.col_dirty.clear()
         gone = set(ids)
-        dropped: set[str] = set()
         events = self.events
-        for iid in ids:
-            events.append(_event("memory.retracted", cause, item=items[iid]))
-            incident = set(sset_iter(self.outgoing.get(iid))) | set(
-                sset_iter(self.incoming.get(iid))
-            )
-            for eid in sorted(incident - dropped, key=edges.position):
-                dropped.add(eid)
-                edge = edges[eid]
-                if edge.active:
-                    edge = replace(edge, {"active": False})
-                events.append(_event("edge.retracted", cause, edge=edge))
-        new_items = OrderedPMap([(k, v) for k, v in items.items() if k not in gone])
-        new_edges = OrderedPMap([(k, v) for k, v in edges.items() if k not in dropped])
-        idx = build_index(new_items, new_edges)
-        self.items, self.edges = new_items, new_edges
-        self.children, self.outgoing, self.incoming = idx.children, idx.outgoing, idx.incoming
-        self.by_kind, self.stale = idx.active_by_kind, idx.stale
-        self.scopes, self.scope_garbage = idx.scopes, 0
-        self.slots_stale = False
-        self.scope_pending.clear()
-        self.columns = idx.columns
-        self.col_dirty.clear()
+        new, setattr_, ev_cls, fields = _new, _setattr, MemoryLifecycleEvent, _EVENT_FIELDS
+        with_edges = bool(self.outgoing or self.incoming)
+        for iid, item in zip(ids, removed, strict=True):
+            # _event inlined: a cascade emits one per item
+            ev = new(ev_cls)
+            setattr_(ev, "__dict__", {"namespace": "memory", "type": "memory.retracted",
+                                      "item": item, "edge": None, "cause_type": cause})  # fmt: skip
+            setattr_(ev, "__pydantic_fields_set__", fields)
+            setattr_(ev, "__pydantic_extra__", None)
+            setattr_(ev, "__pydantic_private__", None)
+            events.append(ev)
+            if with_edges:
+                out_s, in_s = self.outgoing.get(iid), self.incoming.get(iid)
+                if out_s is not None or in_s is not None:
+                    incident = set(sset_iter(out_s)) | set(sset_iter(in_s))
+                    for eid in sorted(incident, key=self.edges.position):
+                        edge = self._drop_edge(eid)
+                        if edge.active:
+                            edge = replace(edge, {"active": False})
+                        events.append(_event("edge.retracted", cause, edge=edge))
+        if not items:
+            # Nothing stays: no child, nothing stale. The edge indexes were kept above.
+            self.children = self.stale = EMPTY
+            return
+        # Parents that stay lose these children; a retracted item's own entry goes, and
+        # its children that stay become stale.
+        children = self.children
+        for iid, item in zip(ids, removed, strict=True):
+            parents = item.parents  # type: ignore[union-attr]
+            if parents:
+                for p in parents if len(parents) == 1 else set(parents):
+                    if p not in gone:
+                        children = _idx_remove(children, p, iid)
+        stale = self.stale
+        if stale:
+            stale, _ = stale.pop_many(ids, strict=False)
+        if children:
+            children, kid_sets = children.pop_many(ids, strict=False)
+            for iid, kids in zip(ids, kid_sets, strict=True):
+                if kids is None:
+                    continue
+                left = [k for k in sset_iter(kids) if k not in gone]
+                if left:
+                    children = children.set(iid, tuple(left) if len(left) <= _SMALL else
+                                            OrderedPMap((k, True) for k in left))  # fmt: skip
+                    for k in left:
+                        stale = stale.set(k, True)  # its parent is gone now
+        self.children = children
+        self.stale = stale
 
     def _link(self, iid: str, parents: list[str]) -> None:
         items = self.items
