@@ -245,9 +245,12 @@ class Tx:
         items = self.items
         slot = items.slot_count()  # where set_new puts it
         try:
-            self.items = items.set_new(iid, item)
+            self.items = new_items = items.set_new(iid, item)
         except KeyError:
             raise DuplicateMemoryError(iid) from None
+        if new_items.slot_count() != slot + 1:  # growing compacted the holes: renumbered
+            self._slots_renumbered()
+            slot = new_items.slot_count() - 1
         if item.parents:
             self._link(iid, item.parents)
         if self.children:
@@ -296,9 +299,7 @@ class Tx:
                               key=self.edges.position)  # fmt: skip
         self.items = items.remove(iid)
         if self.items.slot_count() != items.slot_count():
-            self.slots_stale = True  # compacted: every slot number changed
-            self.scope_pending.clear()
-            self.col_dirty.clear()
+            self._slots_renumbered()
         if item.parents:
             self._unlink(iid, item.parents)
         stale = self.stale
@@ -336,9 +337,7 @@ class Tx:
                 raise MemoryNotFoundError(exc.args[0]) from None
         self.items = items
         if items.slot_count() != before.slot_count():
-            self.slots_stale = True  # compacted: every slot number changed
-            self.scope_pending.clear()
-            self.col_dirty.clear()
+            self._slots_renumbered()
         gone = set(ids)
         events = self.events
         new, setattr_, ev_cls, fields = _new, _setattr, MemoryLifecycleEvent, _EVENT_FIELDS
@@ -390,6 +389,13 @@ class Tx:
                         stale = stale.set(k, True)  # its parent is gone now
         self.children = children
         self.stale = stale
+
+    def _slots_renumbered(self) -> None:
+        # The items map compacted its holes: every slot number changed, so the pending scope
+        # entries and dirty column slots are meaningless; both indexes are rebuilt at freeze.
+        self.slots_stale = True
+        self.scope_pending.clear()
+        self.col_dirty.clear()
 
     def _link(self, iid: str, parents: list[str]) -> None:
         items = self.items
