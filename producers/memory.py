@@ -11,7 +11,7 @@ from typing import Any, TypeVar, get_args
 from uuid import UUID
 
 from producers.logs import Log, open_log
-from producers.logs.base import Appended, LifecycleRecord
+from producers.logs.base import Appended, LifecycleRecord, PipelinedLog
 from producers.logs.batching import GroupCommitter
 from projector.audit import MemoryState
 from queryd.audit import search
@@ -37,12 +37,24 @@ def _as_uuid(value: UUID | str, field: str) -> UUID:
         raise ValueError(f"{field}: {value!r} is not a UUID") from None
 
 
+def _first_record(appended: list[Appended]) -> AnyEvent:
+    return appended[0].record  # type: ignore[return-value]
+
+
+def _records(appended: list[Appended]) -> list[AnyEvent]:
+    return [a.record for a in appended]  # type: ignore[misc]
+
+
 class Memory:
     """An append-only memory log: a directory path (embedded SQLite) or a kafka:// URL."""
 
     def __init__(self, path: str | PathLike[str]) -> None:
         self.location = str(path)
         self._log: Log = open_log(path)
+        # Kafka pipelines asynchronous appends itself; the embedded log group-commits them.
+        self._pipelined: PipelinedLog | None = (
+            self._log if isinstance(self._log, PipelinedLog) else None
+        )
         self._committer: GroupCommitter | None = None
         self._committer_lock = threading.Lock()
 
@@ -117,10 +129,9 @@ class Memory:
         """
         if not isinstance(event, BaseEvent):
             raise ValueError(f"expected an event, got {type(event).__name__}")
-        with self._committer_lock:
-            if self._committer is None:
-                self._committer = GroupCommitter(self._log)
-            committer = self._committer
+        if self._pipelined is not None:
+            return self._pipelined.submit((event,), _first_record)
+        committer = self._group_committer()
         done: Future[AnyEvent] = Future()
 
         def resolve(appended: Future[Appended]) -> None:
@@ -133,8 +144,44 @@ class Memory:
         committer.submit(event).add_done_callback(resolve)
         return done
 
+    def _group_committer(self) -> GroupCommitter:
+        with self._committer_lock:
+            if self._committer is None:
+                self._committer = GroupCommitter(self._log)
+            return self._committer
+
+    def publish_many(self, events: Iterable[AnyEvent]) -> Future[list[AnyEvent]]:
+        """Append several events, in order, without waiting: a future of the stored events.
+
+        The path for agents that write many events: the batch is checked as `append_many`
+        checks it and published at once; many batches are in flight together and share
+        the log's commits. The future resolves once every event is durable, or with the
+        error that refused the batch (then nothing was appended) or failed a delivery.
+        """
+        batch = list(events)
+        for event in batch:
+            if not isinstance(event, BaseEvent):
+                raise ValueError(f"expected an event, got {type(event).__name__}")
+        if self._pipelined is not None:
+            return self._pipelined.submit(batch, _records)
+        done: Future[list[AnyEvent]] = Future()
+
+        def resolve(appended: Future[list[Appended]]) -> None:
+            exc = appended.exception()
+            if exc is not None:
+                done.set_exception(exc)
+            else:
+                done.set_result(_records(appended.result()))
+
+        # Through the committer, so it is ordered with `publish_async`'s events.
+        self._group_committer().submit_many(batch).add_done_callback(resolve)
+        return done
+
     def flush(self) -> None:
-        """Wait until every event given to `publish_async` is durable (or refused)."""
+        """Wait until every event given to `publish_async` or `publish_many` is durable (or
+        refused)."""
+        if self._pipelined is not None:
+            self._pipelined.drain()
         with self._committer_lock:
             committer, self._committer = self._committer, None
         if committer is not None:

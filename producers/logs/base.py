@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import NamedTuple, Protocol, TypeVar
+from concurrent.futures import Future
+from typing import NamedTuple, Protocol, TypeVar, runtime_checkable
 
 from projector.log_state import (
     Lifecycle,
@@ -25,6 +26,7 @@ from schemas.records import GraphEnvelope, Record
 
 __all__ = [
     "Log",
+    "PipelinedLog",
     "AuditLog",
     "Appended",
     "Transaction",
@@ -37,6 +39,7 @@ __all__ = [
 
 AnyEvent = Message | Document | Recall | Deletion
 T = TypeVar("T")
+R = TypeVar("R")
 
 # Given the state at the log's end, the records to append and a value to hand back.
 Transaction = Callable[[LogState], tuple[Sequence[Record], T]]
@@ -110,6 +113,22 @@ class Log(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class PipelinedLog(Protocol):
+    """A log whose appends can be in flight together (Kafka): `submit` produces and returns
+    at once; the future resolves when the records are durable. Logs without it (the
+    embedded file) get asynchronous appends by group commit (`batching.GroupCommitter`)."""
+
+    def submit(self, records: Sequence[Record], then: Callable[[list[Appended]], R]) -> Future[R]:
+        """Check audit events as `append` does and publish them; a future of `then(appended)`
+        (or of the error that refused them)."""
+        ...
+
+    def drain(self) -> None:
+        """Wait until every submitted append is durable or failed."""
+        ...
 
 
 AuditLog = Log  # the name the embedded log had first

@@ -11,12 +11,20 @@ Two ways in:
   that state, check, produce, flush, take the offsets from the delivery reports, then fold
   up to them, so the outcome returned is exactly what the log says (a record another agent
   made invalid in between is refused by the fold, and its error raised here).
-- `append(records)`: the path of audit appends. Their checks are monotonic (a target, once
-  in the log, stays in it), so they are checked against the state folded so far plus this
-  process's own appends not folded yet; only when that check fails is the log read up to
-  its end and the check repeated, so a target another agent appended before the call is
-  found. The stored event is known from the delivery report; the fold happens when the
-  state is next read. Envelopes always go through `transact`.
+- `append(records)` / `submit(records, then)`: the path of audit appends. Their checks are
+  monotonic (a target, once in the log, stays in it), so they are checked against the state
+  folded so far plus this process's own appends acknowledged and not folded yet; only when
+  that check fails is the log read up to its end and the check repeated, so a target
+  another agent appended before the call is found. A record that names one of this
+  process's appends still in flight waits for its acknowledgement first, so nothing is
+  checked against a record that may yet fail. The stored event is known from the delivery
+  report; the fold happens when the state is next read. Envelopes always go through
+  `transact`.
+
+`submit` is pipelined: it produces and returns a future at once, and the broker's
+acknowledgements resolve the futures (a background thread serves the delivery reports), so
+many batches are in flight together and librdkafka packs them into few requests. A future
+resolves only after ``acks=all`` (invariant 14).
 """
 
 from __future__ import annotations
@@ -25,7 +33,9 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
+from functools import partial
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -52,7 +62,7 @@ from projector.log_state import (
     fold_record,
 )
 from schemas.audit import BaseEvent
-from schemas.codec import KIND_HEADER, decode_record, encode_record, record_kind
+from schemas.codec import KIND_HEADER, KINDS, decode_record, encode_record, record_kind
 from schemas.errors import MemstreamError
 from schemas.records import GraphEnvelope, Record
 
@@ -71,6 +81,7 @@ __all__ = [
 log = logging.getLogger("memstream.producers.kafka")
 _client_log = logging.getLogger("memstream.kafka.client")
 T = TypeVar("T")
+R = TypeVar("R")
 
 # Lifecycle records name the log record that caused them, and their index among its events.
 SEQ_HEADER = "memstream.seq"
@@ -96,8 +107,12 @@ def producer_conf(bootstrap: str, **extra: Any) -> dict[str, Any]:
         **client_conf(bootstrap),
         "enable.idempotence": True,
         "acks": "all",
-        "linger.ms": 1,
+        # A few ms of linger packs pipelined appends into few, large requests (less CPU on
+        # both ends); synchronous appends flush, which sends at once regardless.
+        "linger.ms": 5,
         "max.in.flight.requests.per.connection": 5,
+        # lz4 is cheap to compress, and the broker then writes and replicates fewer bytes.
+        "compression.type": "lz4",
         **extra,
     }
 
@@ -158,6 +173,79 @@ def ensure_topic(admin: AdminClient, topic: str, replication_factor: int) -> Non
         )
 
 
+# The kind header's bytes, made once.
+_KIND_BYTES = {kind: kind.encode() for kind in KINDS}
+
+
+class _Delivery:
+    """The delivery reports of one produced batch, and what to do once all are in.
+
+    Reports are served by whichever thread polls the producer (the background poller or
+    a thread waiting in flush), so the count is kept under the log's `_dr_lock`.
+    """
+
+    __slots__ = ("log", "records", "offsets", "stored", "errors", "remaining", "future",
+                 "then", "track", "finished", "error", "appended")  # fmt: skip
+
+    def __init__(
+        self,
+        owner: KafkaLog,
+        records: list[Record],
+        future: Future[Any] | None,
+        then: Callable[[list[Appended]], Any] | None,
+        *,
+        track: bool,
+    ) -> None:
+        self.log = owner
+        self.records = records
+        self.offsets: list[int | None] = [None] * len(records)
+        self.stored: list[Record | None] = [None] * len(records)
+        self.errors: list[str] = []
+        self.remaining = len(records)
+        self.future = future
+        self.then = then
+        # Own audit appends tracked as in flight / pending (not transact's records).
+        self.track = track
+        self.finished = False
+        self.error: BaseException | None = None
+        self.appended: list[Appended] = []
+
+    def report(self, index: int, err: KafkaError | None, msg: KafkaMessage) -> None:
+        with self.log._dr_lock:
+            if err is not None:
+                self.errors.append(str(err))
+            else:
+                self.offsets[index] = msg.offset()
+            self.remaining -= 1
+            last = self.remaining == 0
+        if last:
+            self._finish()
+
+    def _finish(self) -> None:
+        if self.track:
+            self.log._delivered(self)
+        if self.errors:
+            self.error = KafkaLogError(f"append to {self.log.topic} failed: {self.errors[0]}")
+        elif self.track:
+            self.appended = [
+                Appended(seq, stored, [Lifecycle(seq, "audit", f"{stored.kind}.appended", stored)])  # type: ignore[union-attr,arg-type]
+                for seq, stored in zip(self.offsets, self.stored, strict=True)
+            ]
+        self.finished = True
+        future = self.future
+        if future is None:
+            return
+        if self.error is not None:
+            future.set_exception(self.error)
+            return
+        try:
+            value = self.then(self.appended) if self.then is not None else self.appended
+        except Exception as exc:
+            future.set_exception(exc)
+            return
+        future.set_result(value)
+
+
 class KafkaLog:
     """A log on a Kafka topic, folded into a `LogState` (hydrated from Redis if it can)."""
 
@@ -174,8 +262,13 @@ class KafkaLog:
         self._consumer = Consumer(consumer_conf(location.bootstrap))
         self._state = self._hydrate() if hydrate else empty_state()
         self._consumer.assign([TopicPartition(self.topic, 0, self._state.next_seq)])
-        # Own audit appends delivered but not folded yet (checked against, see `append`).
+        # Own audit appends acknowledged but not folded yet (checked against, see `append`),
+        # and those produced but not acknowledged yet; both guarded by `_dr_lock`.
         self._pending: dict[UUID, BaseEvent] = {}
+        self._inflight: dict[UUID, Record] = {}
+        self._outstanding = 0  # pipelined batches not fully acknowledged
+        self._dr_lock = threading.Lock()
+        self._poller: threading.Thread | None = None
         self._closed = False
 
     def _hydrate(self) -> LogState:
@@ -210,41 +303,66 @@ class KafkaLog:
     # --- writing --------------------------------------------------------------------------
 
     def _produce(self, records: Sequence[Record], encoded: Sequence[bytes]) -> list[int]:
-        offsets: list[int | None] = [None] * len(records)
-        errors: list[str] = []
+        """Produce and wait for every acknowledgement (the path of `transact`)."""
+        delivery = _Delivery(self, list(records), None, None, track=False)
+        self._send(delivery, encoded)
+        self._await(delivery)
+        if delivery.errors:
+            raise KafkaLogError(f"append to {self.topic} failed: {delivery.errors[0]}")
+        return delivery.offsets  # type: ignore[return-value]
 
-        def delivered(index: int) -> Any:
-            def on_delivery(err: KafkaError | None, msg: KafkaMessage) -> None:
-                if err is not None:
-                    errors.append(str(err))
-                else:
-                    offsets[index] = msg.offset()
-
-            return on_delivery
-
-        for i, (record, data) in enumerate(zip(records, encoded, strict=True)):
+    def _send(self, delivery: _Delivery, encoded: Sequence[bytes]) -> None:
+        produce = self._producer.produce
+        topic = self.topic
+        for i, (record, data) in enumerate(zip(delivery.records, encoded, strict=True)):
+            headers = [(KIND_HEADER, _KIND_BYTES[record_kind(record)])]
             while True:
                 try:
-                    self._producer.produce(
-                        self.topic,
-                        value=data,
-                        partition=0,
-                        headers=[(KIND_HEADER, record_kind(record).encode())],
-                        on_delivery=delivered(i),
-                    )
+                    produce(topic, data, partition=0, headers=headers,
+                            on_delivery=partial(delivery.report, i))  # fmt: skip
                     break
                 except BufferError:  # local queue full: let deliveries drain
                     self._producer.poll(0.05)
-        remaining = self._producer.flush(_TIMEOUT_S)
-        if errors or remaining:
-            reason = errors[0] if errors else f"{remaining} records not acknowledged"
-            raise KafkaLogError(f"append to {self.topic} failed: {reason}")
-        if any(o is None for o in offsets):
-            raise KafkaLogError(f"append to {self.topic}: a delivery report is missing")
-        return offsets  # type: ignore[return-value]
+
+    def _await(self, delivery: _Delivery) -> None:
+        """Wait in this thread for a delivery, flushing so the batch is sent at once."""
+        deadline = time.monotonic() + _TIMEOUT_S
+        while not delivery.finished:
+            # flush() ignores linger.ms and serves delivery reports here; short, since
+            # other threads' appends may keep the queue from ever emptying.
+            self._producer.flush(0.01)
+            if time.monotonic() > deadline and not delivery.finished:
+                raise KafkaLogError(f"append to {self.topic}: not acknowledged in time")
+
+    def _wait_inflight(self) -> None:
+        """Until every pipelined append of this process is acknowledged or failed."""
+        deadline = time.monotonic() + _TIMEOUT_S
+        while self._outstanding:
+            self._producer.flush(0.05)
+            if time.monotonic() > deadline and self._outstanding:
+                raise KafkaLogError(f"append to {self.topic}: not acknowledged in time")
+
+    def _delivered(self, delivery: _Delivery) -> None:
+        """Every report of a batch is in: own appends move from in flight to pending."""
+        last = -1 if self._state.last_seq is None else self._state.last_seq
+        with self._dr_lock:
+            inflight, pending = self._inflight, self._pending
+            for i, record in enumerate(delivery.records):
+                if delivery.track:
+                    inflight.pop(record.id, None)  # type: ignore[union-attr]
+                seq = delivery.offsets[i]
+                if seq is not None and delivery.track:
+                    stored = record.with_seq(seq)  # type: ignore[union-attr]
+                    delivery.stored[i] = stored
+                    if seq > last:
+                        pending[stored.id] = stored  # type: ignore[index]
+            if delivery.track:
+                self._outstanding -= 1
 
     def transact(self, build: Transaction[T]) -> tuple[list[Appended], T]:
         with self._lock:
+            # Own pipelined appends first, so the state read below includes them.
+            self._wait_inflight()
             self._fold_until(self.end_offset())
             records, encoded, value = prepare(self._state, build)
             return self._publish_and_fold(records, encoded), value
@@ -316,29 +434,105 @@ class KafkaLog:
     def _prune_pending(self) -> None:
         if self._pending:
             last = -1 if self._state.last_seq is None else self._state.last_seq
-            self._pending = {k: e for k, e in self._pending.items() if e.seq > last}  # type: ignore[operator]
+            with self._dr_lock:
+                self._pending = {k: e for k, e in self._pending.items() if e.seq > last}  # type: ignore[operator]
+
+    def _check(self, records: list[Record]) -> None:
+        """Raise what the fold would refuse (see the module's docstring). Under `_lock`."""
+        inflight = self._inflight
+        if not inflight or not any(r.id in inflight for r in records):  # type: ignore[union-attr]
+            try:
+                check_records(self._state, records, self._pending)
+                return
+            except Exception:
+                pass
+        # A duplicate or a target among own appends in flight, or one another agent wrote:
+        # wait for own acknowledgements, then read to the log's end, checking after each.
+        if self._outstanding:
+            self._wait_inflight()
+            try:
+                check_records(self._state, records, self._pending)
+                return
+            except Exception:
+                pass
+        self._fold_until(self.end_offset())
+        check_records(self._state, records, self._pending)
+
+    def submit(
+        self, records: Sequence[Record], then: Callable[[list[Appended]], R]
+    ) -> Future[R]:
+        """Check and produce audit events without waiting; a future of `then(appended)`.
+
+        The future resolves once every record is acknowledged (``acks=all``), or with the
+        error that refused the batch (nothing produced) or failed a delivery.
+        """
+        records = list(records)
+        future: Future[R] = Future()
+        if not all(isinstance(r, BaseEvent) for r in records):
+            future.set_exception(TypeError("submit takes audit events; envelopes transact"))
+            return future
+        if not records:
+            future.set_result(then([]))
+            return future
+        try:
+            self._enqueue(records, future, then)
+        except Exception as exc:
+            future.set_exception(exc)
+            return future
+        self._start_poller()
+        return future
+
+    def _enqueue(
+        self, records: list[Record], future: Future[Any] | None, then: Callable[..., Any] | None
+    ) -> _Delivery:
+        with self._lock:
+            if self._closed:
+                raise KafkaLogError(f"{self.topic}: the log is closed")
+            self._check(records)
+            encoded = [encode_record(r) for r in records]
+            delivery = _Delivery(self, records, future, then, track=True)
+            with self._dr_lock:
+                for record in records:
+                    self._inflight[record.id] = record  # type: ignore[union-attr,index]
+                self._outstanding += 1
+            self._send(delivery, encoded)
+            return delivery
 
     def append(self, records: Sequence[Record]) -> list[Appended]:
         records = list(records)
         if not all(isinstance(r, BaseEvent) for r in records):
             return self.transact(lambda state: (records, None))[0]
-        with self._lock:
+        if not records:
+            return []
+        delivery = self._enqueue(records, None, None)
+        self._await(delivery)
+        if delivery.error is not None:
+            raise delivery.error
+        return delivery.appended
+
+    def drain(self) -> None:
+        """Wait until every pipelined append of this process is acknowledged or failed."""
+        self._wait_inflight()
+
+    def _start_poller(self) -> None:
+        if self._poller is not None:
+            return
+        with self._dr_lock:
+            if self._poller is not None:
+                return
+            self._poller = threading.Thread(
+                target=self._poll_loop, name=f"memstream-kafka-dr-{self.topic}", daemon=True
+            )
+            self._poller.start()
+
+    def _poll_loop(self) -> None:
+        # Serves delivery reports, which resolve `submit`'s futures; poll() returns as soon
+        # as a report is ready, so the timeout only bounds how late a close is noticed.
+        while not self._closed:
             try:
-                check_records(self._state, records, self._pending)
-            except Exception:
-                # Maybe a target another agent appended: read to the end and check again.
-                self._fold_until(self.end_offset())
-                check_records(self._state, records, self._pending)
-            encoded = [encode_record(r) for r in records]
-            offsets = self._produce(records, encoded)
-            appended = []
-            for seq, record in zip(offsets, records, strict=True):
-                stored = record.with_seq(seq)  # type: ignore[union-attr]
-                if seq > (-1 if self._state.last_seq is None else self._state.last_seq):
-                    self._pending[stored.id] = stored
-                lifecycle = [Lifecycle(seq, "audit", f"{stored.kind}.appended", stored)]
-                appended.append(Appended(seq, stored, lifecycle))
-            return appended
+                self._producer.poll(0.1)
+            except Exception:  # a callback raised: logged, the loop keeps serving
+                log.exception("%s: delivery report handling failed", self.topic)
 
     # --- following ------------------------------------------------------------------------
 
@@ -386,6 +580,8 @@ class KafkaLog:
         with self._lock:
             if self._closed:
                 return
-            self._closed = True
             self._producer.flush(_TIMEOUT_S)
+            self._closed = True
+            if self._poller is not None:
+                self._poller.join()
             self._consumer.close()
