@@ -17,6 +17,7 @@ vectors; holes are compacted away (O(n), amortised) once they outnumber live ent
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from itertools import repeat
 from typing import Any, Generic, TypeVar, cast, overload
 
 from pyrsistent import pvector
@@ -279,6 +280,17 @@ class OrderedPMap(Mapping[K, V], Generic[K, V]):
         """The map without ``keys`` (distinct) and their values, in one batch: the vectors
         are edited in place through evolvers and frozen once, instead of one persistent
         copy per key. An absent key: KeyError if ``strict``, else its value is None."""
+        if isinstance(keys, list | tuple) and 2 * len(keys) >= self._len:
+            # Most of the map goes: popping from a C-level dict copy and building the rest
+            # anew beats editing the vectors key by key.
+            d = self.to_dict()
+            try:
+                out = list(map(d.pop, keys) if strict else map(d.pop, keys, repeat(None)))
+            except KeyError:
+                raise KeyError(next((k for k in keys if k not in self), keys[0])) from None
+            if len(d) == self._len:
+                return self, out
+            return (OrderedPMap(d.items()) if d else EMPTY), out
         buckets = self._buckets.evolver()
         vals = self._vals.evolver()
         mask = self._mask
