@@ -36,8 +36,9 @@ import logging
 from collections import ChainMap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, NamedTuple
-from uuid import UUID, uuid5
+from uuid import UUID
 
 from pydantic import BaseModel, ValidationError
 from pyrsistent import PVector, pvector
@@ -56,7 +57,7 @@ from projector.graph.state import GraphState, create_graph_state
 from projector.graph.tasks import TaskState, apply_task_command, create_task_state
 from projector.graph.transplant import import_slice
 from schemas.audit import BaseEvent, event_to_dict
-from schemas.codec import decode_record
+from schemas.codec import decode_record, encode_envelope_fields, json_text
 from schemas.errors import DecodeError, MemstreamError
 from schemas.graph.commands import EdgeCreate, EdgeRetract, MemoryCommandAdapter, MemoryUpdate
 from schemas.graph.envelopes import parse_iso_ms
@@ -80,6 +81,7 @@ __all__ = [
     "fold_log",
     "lifecycle_payload",
     "lifecycle_envelope",
+    "encode_lifecycle",
 ]
 
 log = logging.getLogger("memstream.projector.fold")
@@ -484,13 +486,11 @@ def lifecycle_envelope(event: Lifecycle, index: int) -> GraphEnvelope:
     """
     subject = event.subject
     if isinstance(subject, BaseEvent):
-        ts = subject.timestamp.strftime("%Y-%m-%dT%H:%M:%S.") + (
-            f"{subject.timestamp.microsecond // 1000:03d}Z"
-        )
+        ts = _ms_iso(subject.timestamp)
     else:
         ts = (event.extra or {}).get("cause_ts") or _EPOCH_TS
     return GraphEnvelope.model_construct(
-        id=str(uuid5(_LIFECYCLE_NS, f"{event.seq}:{index}")),
+        id=_lifecycle_id(event.seq, index),
         namespace=event.namespace,
         type=event.type,
         ts=ts,
@@ -500,6 +500,48 @@ def lifecycle_envelope(event: Lifecycle, index: int) -> GraphEnvelope:
 
 
 _LIFECYCLE_NS = UUID("6d656d73-7472-6561-6d2e-6c6966656379")
+_LIFECYCLE_NS_BYTES = _LIFECYCLE_NS.bytes
+
+
+def _lifecycle_id(seq: int, index: int) -> str:
+    """`str(uuid5(_LIFECYCLE_NS, f"{seq}:{index}"))` without building UUID objects."""
+    digest = bytearray(hashlib.sha1(_LIFECYCLE_NS_BYTES + f"{seq}:{index}".encode()).digest())
+    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
+    digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
+    h = digest[:16].hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def _ms_iso(when: datetime) -> str:
+    """ISO-8601 in UTC to the millisecond, as the memex envelopes write `ts`."""
+    if when.year < 1000:  # strftime's %Y does not pad those; keep its exact form
+        return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+    return (
+        f"{when.year}-{when.month:02d}-{when.day:02d}T{when.hour:02d}:{when.minute:02d}:"
+        f"{when.second:02d}.{when.microsecond // 1000:03d}Z"
+    )
+
+
+def encode_lifecycle(event: Lifecycle, index: int) -> bytes:
+    """`encode_record(lifecycle_envelope(event, index))`, byte for byte, made directly.
+
+    The projector publishes one of these per record; building the envelope model and the
+    payload dict first, then JSON and Avro through the generic paths, costs several times
+    more. Audit subjects are serialized by pydantic's JSON serializer (the same output as
+    `json.dumps` of `model_dump(mode="json")`, compact, non-ASCII kept); the tests check
+    both forms agree.
+    """
+    subject = event.subject
+    if isinstance(subject, BaseEvent) and not event.extra:
+        payload = f'{{"event":{subject.model_dump_json()},"seq":{event.seq}}}'
+        ts = _ms_iso(subject.timestamp)
+    else:
+        envelope = lifecycle_envelope(event, index)
+        return encode_envelope_fields(envelope.id, envelope.namespace, envelope.type,
+                                      envelope.ts, None, json_text(envelope.payload))  # fmt: skip
+    return encode_envelope_fields(
+        _lifecycle_id(event.seq, index), event.namespace, event.type, ts, None, payload
+    )
 
 
 def lifecycle_payload(event: Lifecycle) -> dict[str, Any]:

@@ -45,6 +45,8 @@ __all__ = [
     "encode_event",
     "decode_event",
     "encode_envelope_json",
+    "encode_envelope_fields",
+    "json_text",
 ]
 
 MAGIC = b"\xc3\x01"
@@ -108,32 +110,119 @@ def record_id(record: Record) -> str:
     return str(record.id)
 
 
-def _json_text(value: Any) -> str:
+def json_text(value: Any) -> str:
+    """JSON as the records carry it: compact, non-ASCII kept."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-def encode_record(record: Record) -> bytes:
-    """The record bytes of an event or envelope. An event's `seq` is the log's to give."""
-    kind = record_kind(record)
-    entry = LATEST[kind]
-    if isinstance(record, GraphEnvelope):
-        body: dict[str, Any] = {
-            "id": record.id,
-            "namespace": record.namespace,
-            "type": record.type,
-            "ts": record.ts,
-            "trace_id": record.trace_id,
-            "payload": _json_text(record.payload),
-        }
+_json_text = json_text
+
+
+# The envelope schema is six strings (trace_id nullable), the record on every lifecycle
+# event and graph command: it is written and read here directly, byte for byte what
+# fastavro gives (tests check both ways), since fastavro's per-call set-up costs more than
+# the encoding itself. A future envelope schema of another shape goes through fastavro.
+_ENVELOPE_FIELDS = ["id", "namespace", "type", "ts", "trace_id", "payload"]
+_FAST_ENVELOPE: SchemaEntry | None = (
+    LATEST["envelope"]
+    if [f["name"] for f in LATEST["envelope"].schema["fields"]] == _ENVELOPE_FIELDS
+    and [f["type"] for f in LATEST["envelope"].schema["fields"]]
+    == ["string"] * 4 + [["null", "string"], "string"]
+    else None
+)
+
+
+def _write_str(out: bytearray, text: str) -> None:
+    data = text.encode()
+    n = len(data) << 1  # zigzag of a non-negative length
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    out += data
+
+
+def encode_envelope_fields(
+    id: str, namespace: str, type: str, ts: str, trace_id: str | None, payload_json: str
+) -> bytes:
+    """The record bytes of an envelope given its fields, the payload as JSON text."""
+    entry = _FAST_ENVELOPE
+    if entry is None:
+        body = {"id": id, "namespace": namespace, "type": type, "ts": ts,
+                "trace_id": trace_id, "payload": payload_json}  # fmt: skip
+        return _fastavro_bytes(LATEST["envelope"], body)
+    out = bytearray(MAGIC)
+    out += entry.fingerprint
+    _write_str(out, id)
+    _write_str(out, namespace)
+    _write_str(out, type)
+    _write_str(out, ts)
+    if trace_id is None:
+        out.append(0)
     else:
-        body = dict(record.__dict__)
-        body.pop("seq", None)
-        body.pop("kind", None)
+        out.append(2)  # union branch 1, zigzag
+        _write_str(out, trace_id)
+    _write_str(out, payload_json)
+    return bytes(out)
+
+
+def _read_long(data: bytes, pos: int) -> tuple[int, int]:
+    n = shift = 0
+    while True:
+        b = data[pos]  # IndexError when truncated
+        pos += 1
+        n |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (n >> 1) ^ -(n & 1), pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint longer than 10 bytes")
+
+
+def _read_str(data: bytes, pos: int) -> tuple[str, int]:
+    size, pos = _read_long(data, pos)
+    end = pos + size
+    if size < 0 or end > len(data):
+        raise ValueError(f"string of {size} bytes at {pos} past the end ({len(data)})")
+    return data[pos:end].decode(), end
+
+
+def _decode_envelope_fast(data: bytes) -> dict[str, Any]:
+    id_, pos = _read_str(data, HEADER_LEN)
+    namespace, pos = _read_str(data, pos)
+    type_, pos = _read_str(data, pos)
+    ts, pos = _read_str(data, pos)
+    branch, pos = _read_long(data, pos)
+    if branch == 0:
+        trace_id = None
+    elif branch == 1:
+        trace_id, pos = _read_str(data, pos)
+    else:
+        raise ValueError(f"union branch {branch} of ['null', 'string']")
+    payload, pos = _read_str(data, pos)
+    if pos != len(data):
+        raise DecodeError(f"envelope v{_FAST_ENVELOPE.version}: {len(data) - pos} trailing bytes")  # type: ignore[union-attr]
+    return {"id": id_, "namespace": namespace, "type": type_, "ts": ts,
+            "trace_id": trace_id, "payload": payload}  # fmt: skip
+
+
+def _fastavro_bytes(entry: SchemaEntry, body: dict[str, Any]) -> bytes:
     out = io.BytesIO()
     out.write(MAGIC)
     out.write(entry.fingerprint)
     schemaless_writer(out, entry.schema, body)
     return out.getvalue()
+
+
+def encode_record(record: Record) -> bytes:
+    """The record bytes of an event or envelope. An event's `seq` is the log's to give."""
+    if isinstance(record, GraphEnvelope):
+        return encode_envelope_fields(record.id, record.namespace, record.type, record.ts,
+                                      record.trace_id, _json_text(record.payload))  # fmt: skip
+    body = dict(record.__dict__)
+    body.pop("seq", None)
+    body.pop("kind", None)
+    return _fastavro_bytes(LATEST[record.kind], body)
 
 
 def encode_event(event: BaseEvent) -> bytes:
@@ -193,10 +282,16 @@ def decode_record(data: bytes, seq: int | None = None) -> Record:
         raise DecodeError(f"unknown schema fingerprint {fp.hex()}")
     reader = LATEST[entry.kind].schema
     try:
-        stream = io.BytesIO(data)
-        stream.seek(HEADER_LEN)
-        body = schemaless_reader(stream, entry.schema, reader)
-        rest = len(data) - stream.tell()
+        if entry is _FAST_ENVELOPE:
+            body = _decode_envelope_fast(data)
+            rest = 0
+        else:
+            stream = io.BytesIO(data)
+            stream.seek(HEADER_LEN)
+            body = schemaless_reader(stream, entry.schema, reader)
+            rest = len(data) - stream.tell()
+    except DecodeError:
+        raise
     except Exception as exc:  # fastavro raises many types on truncated or bad bodies
         raise DecodeError(
             f"{entry.kind} v{entry.version}: Avro body unreadable: {type(exc).__name__}: {exc}"

@@ -1,0 +1,161 @@
+"""The direct envelope codec and lifecycle encoder give exactly the generic paths' bytes."""
+
+from __future__ import annotations
+
+import io
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from fastavro import schemaless_reader, schemaless_writer
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from projector.log_state import (
+    Lifecycle,
+    _lifecycle_id,
+    empty_state,
+    encode_lifecycle,
+    fold_decoded,
+    fold_record,
+    lifecycle_envelope,
+)
+from schemas.audit import Deletion, Document, Message, Recall
+from schemas.codec import (
+    HEADER_LEN,
+    LATEST,
+    MAGIC,
+    decode_record,
+    encode_envelope_fields,
+    encode_record,
+)
+from schemas.errors import DecodeError
+from schemas.records import GraphEnvelope
+
+# Any text a Python str may hold that UTF-8 can carry (no lone surrogates).
+text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
+nonempty = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=40)
+times = st.datetimes(
+    min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=st.just(UTC)
+)
+
+
+def _fastavro(body: dict[str, Any]) -> bytes:
+    out = io.BytesIO()
+    out.write(MAGIC + LATEST["envelope"].fingerprint)
+    schemaless_writer(out, LATEST["envelope"].schema, body)
+    return out.getvalue()
+
+
+@settings(max_examples=300, deadline=None)
+@given(text, text, text, text, st.none() | text, text)
+def test_envelope_bytes_equal_fastavros(
+    id: str, namespace: str, type: str, ts: str, trace_id: str | None, payload: str
+) -> None:
+    body = {"id": id, "namespace": namespace, "type": type, "ts": ts, "trace_id": trace_id,
+            "payload": payload}  # fmt: skip
+    data = encode_envelope_fields(id, namespace, type, ts, trace_id, payload)
+    assert data == _fastavro(body)
+    stream = io.BytesIO(data[HEADER_LEN:])
+    assert schemaless_reader(stream, LATEST["envelope"].schema) == body
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(text, st.none() | st.integers() | text | st.lists(text)), st.none() | text)
+def test_envelopes_round_trip(payload: dict[str, Any], trace_id: str | None) -> None:
+    envelope = GraphEnvelope(id=str(uuid.uuid4()), namespace="memory", type="memory.create",
+                             ts="2024-01-01T00:00:00.000Z", trace_id=trace_id,
+                             payload=payload)  # fmt: skip
+    assert decode_record(encode_record(envelope)) == envelope
+
+
+def test_truncated_or_padded_envelopes_are_decode_errors() -> None:
+    data = encode_envelope_fields("i", "n", "t", "ts", "trace", '{"a":1}')
+    for end in range(HEADER_LEN, len(data)):
+        with pytest.raises(DecodeError):
+            decode_record(data[:end])
+    with pytest.raises(DecodeError, match="trailing"):
+        decode_record(data + b"\x00")
+    bad_branch = bytearray(encode_envelope_fields("i", "n", "t", "ts", None, "{}"))
+    bad_branch[HEADER_LEN + 2 + 2 + 2 + 3] = 4  # trace_id's union index: 2
+    with pytest.raises(DecodeError):
+        decode_record(bytes(bad_branch))
+    with pytest.raises(DecodeError):
+        decode_record(MAGIC + LATEST["envelope"].fingerprint + b"\xff" * 12)
+
+
+@given(st.integers(min_value=0, max_value=2**62), st.integers(min_value=0, max_value=1000))
+def test_lifecycle_ids_are_uuid5(seq: int, index: int) -> None:
+    ns = uuid.UUID("6d656d73-7472-6561-6d2e-6c6966656379")
+    assert _lifecycle_id(seq, index) == str(uuid.uuid5(ns, f"{seq}:{index}"))
+
+
+def _assert_same(event: Lifecycle, index: int) -> None:
+    fast = encode_lifecycle(event, index)
+    assert fast == encode_record(lifecycle_envelope(event, index))
+    assert decode_record(fast) == lifecycle_envelope(event, index)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(["message", "document", "recall", "deletion"]),
+    nonempty,
+    nonempty,
+    st.none() | text,
+    st.none() | text,
+    times,
+    st.none() | times,
+    st.integers(min_value=0, max_value=2**40),
+)
+def test_audit_lifecycle_bytes_equal_the_generic_path(
+    kind: str,
+    a: str,
+    b: str,
+    session: str | None,
+    actor: str | None,
+    when: datetime,
+    until: datetime | None,
+    seq: int,
+) -> None:
+    common: dict[str, Any] = {"session_id": session, "actor": actor, "timestamp": when,
+                              "source": b}  # fmt: skip
+    event: Any
+    if kind == "message":
+        event = Message(speaker=a, content=b, retain_until=until, **common)
+    elif kind == "document":
+        event = Document(name=a, text=b, sha256=session, retain_until=until, **common)
+    elif kind == "recall":
+        event = Recall(query=a, recalled=(uuid.uuid4(), uuid.uuid4()), **common)
+    else:
+        event = Deletion(targets=(uuid.uuid4(),), reason=a, requested_by=actor, **common)
+    stored = event.with_seq(seq)
+    _assert_same(Lifecycle(seq, "audit", f"{kind}.appended", stored), 0)
+
+
+def test_timestamps_on_whole_seconds_and_early_years() -> None:
+    for when in (datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC),
+                 datetime(999, 1, 1, 0, 0, 0, 999, tzinfo=UTC),
+                 datetime(1, 1, 1, 23, 59, 59, 999999, tzinfo=UTC),
+                 datetime(2024, 5, 1, tzinfo=UTC) + timedelta(microseconds=1)):  # fmt: skip
+        stored = Message(speaker="s", content="c\n\"\\\u2028é\x00\x7f", timestamp=when).with_seq(3)
+        _assert_same(Lifecycle(3, "audit", "message.appended", stored), 2)
+
+
+def test_graph_operation_and_rejection_lifecycles_equal_the_generic_path() -> None:
+    item = {"id": str(uuid.uuid4()), "scope": "s", "kind": "observation", "content": {"v": "é"},
+            "author": "a", "source_kind": "observed", "authority": 0.5}  # fmt: skip
+    create = GraphEnvelope(id=str(uuid.uuid4()), namespace="memory", type="memory.create",
+                           ts="2024-01-01T00:00:00.000Z",
+                           payload={"type": "memory.create", "item": item})  # fmt: skip
+    state, events = fold_decoded(empty_state(), 0, create)
+    cascade = GraphEnvelope(id=str(uuid.uuid4()), namespace="memstream",
+                            type="memstream.cascade_retract", ts="2024-01-01T00:00:01.000Z",
+                            payload={"item_id": item["id"], "author": "a"})  # fmt: skip
+    state, more = fold_decoded(state, 1, cascade)
+    state, rejected = fold_record(state, 2, b"garbage")
+    assert events and more and rejected
+    for index, event in enumerate([*events, *more, *rejected]):
+        _assert_same(event, index)
+    payload = decode_record(encode_lifecycle(rejected[0], 0)).payload  # type: ignore[union-attr]
+    assert payload["seq"] == 2 and "not an Avro" in payload["reason"]
