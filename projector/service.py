@@ -37,9 +37,9 @@ from producers.logs.kafka import (
     producer_conf,
 )
 from producers.logs.location import KafkaLocation, parse_kafka_location
-from projector.log_state import LogState, empty_state, fold_record, lifecycle_envelope
+from projector.log_state import LogState, empty_state, encode_lifecycle, fold_record
 from projector.snapshot import Entry, SnapshotLost, SnapshotStore, entry_of
-from schemas.codec import KIND_HEADER, encode_record
+from schemas.codec import KIND_HEADER
 
 __all__ = ["Projector", "ProjectorStats", "last_published"]
 
@@ -56,6 +56,28 @@ class ProjectorStats:
     skipped: int = 0
     snapshots: int = 0
     rebuilds: int = 0
+
+
+class _Acks:
+    """Counts the lifecycle producer's delivery reports (served by the loop's poll), so a
+    snapshot can wait for its records' lifecycle events without flushing the producer."""
+
+    def __init__(self) -> None:
+        self.acked = 0
+        self.error: KafkaError | None = None
+
+    def report(self, err: KafkaError | None, msg: object) -> None:
+        if err is not None:
+            self.error = self.error or err
+        else:
+            self.acked += 1
+
+
+# The kind header of every lifecycle record, and index headers, made once.
+_ENVELOPE_KIND = (KIND_HEADER, b"envelope")
+_INDEX_HEADERS = [(INDEX_HEADER, str(i).encode()) for i in range(64)]
+# A snapshot waits this long at most for its lifecycle acknowledgements before flushing.
+_ACK_WAIT_S = 2.0
 
 
 class _Rebuild(Exception):
@@ -92,6 +114,7 @@ class Projector:
         *,
         every_records: int = 20_000,
         every_ms: int = 100,
+        linger_ms: int = 2,
         lease_ms: int = 3_000,
         progress: Progress | None = None,
     ) -> None:
@@ -100,6 +123,7 @@ class Projector:
         )
         self.every_records = every_records
         self.every_ms = every_ms
+        self.linger_ms = linger_ms
         self.lease_ms = lease_ms
         self.progress = progress
         self.owner = uuid.uuid4().hex
@@ -110,6 +134,8 @@ class Projector:
         ensure_topic(admin, self.loc.topic, self.loc.replication_factor)
         ensure_topic(admin, self.loc.lifecycle_topic, self.loc.replication_factor)
         self.store = SnapshotStore.connect(self.loc)
+        self.compact_every_s = 1.0
+        self._compactor: tuple[threading.Event, threading.Thread] | None = None
 
     # --- pieces -------------------------------------------------------------------------------
 
@@ -125,6 +151,7 @@ class Projector:
 
     def _start_state(self) -> LogState:
         loaded = self.store.load()
+        self._start_compactor()
         if loaded is None:
             self.store.start_epoch()
             log.info("%s: no snapshot; folding the log from seq 0", self.loc.topic)
@@ -132,6 +159,32 @@ class Projector:
         self.store.adopt()
         log.info("%s: resumed from the snapshot at seq %s", self.loc.topic, loaded.last_seq)
         return loaded
+
+    def _start_compactor(self) -> None:
+        """Merge small snapshot chunks in the background, so that they stay few."""
+        done = threading.Event()
+
+        def loop() -> None:
+            while not done.wait(self.compact_every_s):
+                position = self.store.position
+                if position is None or not position.chunks:
+                    continue
+                try:
+                    self.store.compact(position.epoch)
+                except Exception:  # a cache: the next round (or the next run) merges
+                    log.warning("%s: merging snapshot chunks failed", self.loc.topic,
+                                exc_info=True)  # fmt: skip
+
+        thread = threading.Thread(target=loop, name="snapshot-compactor", daemon=True)
+        thread.start()
+        self._compactor = (done, thread)
+
+    def _stop_compactor(self) -> None:
+        if self._compactor is not None:
+            done, thread = self._compactor
+            done.set()
+            thread.join(30)
+            self._compactor = None
 
     # --- the loop -----------------------------------------------------------------------------
 
@@ -147,7 +200,15 @@ class Projector:
         self._take_lease(stop)
         started = time.monotonic()
         consumer = Consumer(consumer_conf(self.loc.bootstrap))
-        producer = Producer(producer_conf(self.loc.bootstrap, **{"linger.ms": 5}))
+        acks = _Acks()
+        # Lifecycle events are latency-bound (subscribers wait on them): a short linger.
+        producer = Producer(producer_conf(self.loc.bootstrap, **{"linger.ms": self.linger_ms,
+                                                                 "on_delivery": acks.report}))
+        produced = 0
+        # A snapshot cut but not written: (lifecycle events produced up to it, state, first
+        # seq, entries, when cut). Written once those events are acknowledged, so the loop
+        # never stops to flush the producer.
+        cut: tuple[int, LogState, int, list[Entry], float] | None = None
         tp = TopicPartition(self.loc.topic, 0)
         try:
             state = self._start_state()
@@ -160,11 +221,12 @@ class Projector:
             last_progress = 0.0
             lifecycle_topic = self.loc.lifecycle_topic
             while stop is None or not stop.is_set():
-                if until_caught_up and state.next_seq >= end and not buffer:
+                if until_caught_up and state.next_seq >= end and not buffer and cut is None:
                     break
                 if max_seconds is not None and time.monotonic() - started > max_seconds:
                     break
-                messages = consumer.consume(num_messages=500, timeout=0.01)
+                # Short waits: a snapshot due on acknowledgements is noticed promptly too.
+                messages = consumer.consume(num_messages=1000, timeout=0.005)
                 for message in messages:
                     error = message.error()
                     if error is not None:
@@ -182,51 +244,61 @@ class Projector:
                         if (seq, index) <= self._published:
                             self.stats.skipped += 1
                             continue
-                        envelope = lifecycle_envelope(event, index)
+                        data = encode_lifecycle(event, index)
                         headers = [
-                            (KIND_HEADER, b"envelope"),
+                            _ENVELOPE_KIND,
                             (SEQ_HEADER, str(seq).encode()),
-                            (INDEX_HEADER, str(index).encode()),
+                            _INDEX_HEADERS[index]
+                            if index < 64
+                            else (INDEX_HEADER, str(index).encode()),
                         ]
                         while True:
                             try:
-                                producer.produce(
-                                    lifecycle_topic, encode_record(envelope), partition=0,
-                                    headers=headers,
-                                )  # fmt: skip
+                                producer.produce(lifecycle_topic, data, partition=0,
+                                                 headers=headers)  # fmt: skip
                                 break
                             except BufferError:
                                 producer.poll(0.05)
+                        produced += 1
                         self.stats.published += 1
                         self._published = (seq, index)
                     producer.poll(0)
                 now = time.monotonic()
-                if buffer and (
+                if acks.error is not None:
+                    raise KafkaLogError(f"{lifecycle_topic}: delivery failed: {acks.error}")
+                if cut is None and buffer and (
                     len(buffer) >= self.every_records or (now - last_write) * 1000 >= self.every_ms
                 ):
+                    cut = (produced, state, first, buffer, now)
+                    first, buffer, last_write = state.next_seq, [], now
+                if cut is not None and (acks.acked >= cut[0] or now - cut[4] > _ACK_WAIT_S):
                     try:
-                        first = self._snapshot(producer, state, first, buffer)
+                        # Acknowledged: no flush. Waited too long: _snapshot flushes.
+                        self._snapshot(producer if acks.acked < cut[0] else None, *cut[1:4])
+                        cut = None
                     except _Rebuild:
                         consumer.close()
                         consumer = Consumer(consumer_conf(self.loc.bootstrap))
                         consumer.assign([TopicPartition(self.loc.topic, 0, 0)])
-                        state, first = empty_state(), 0
-                    buffer = []
-                    last_write = now
+                        state, first, buffer, cut = empty_state(), 0, [], None
                 if self.progress is not None and now - last_progress > 0.25:
                     last_progress = now
                     if state.next_seq >= end:
                         end = consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1]
                     self.progress(state.next_seq, max(end, state.next_seq))
-            if buffer:
+            if cut is not None or buffer:
                 try:
-                    self._snapshot(producer, state, first, buffer)
+                    if cut is not None:
+                        self._snapshot(producer, *cut[1:4])
+                    if buffer:
+                        self._snapshot(producer, state, first, buffer)
                 except _Rebuild:
                     log.warning("%s: stopping with the snapshot lost; the next run rebuilds",
                                 self.loc.topic)  # fmt: skip
             self.state = state
             return state
         finally:
+            self._stop_compactor()
             producer.flush(30)
             consumer.close()
             try:
@@ -235,16 +307,17 @@ class Projector:
                 log.debug("lease release failed", exc_info=True)
 
     def _snapshot(
-        self, producer: Producer, state: LogState, first: int, buffer: list[Entry]
+        self, producer: Producer | None, state: LogState, first: int, buffer: list[Entry]
     ) -> int:
         """Make the buffered records' lifecycle durable, then write their chunk."""
-        remaining = producer.flush(30)
+        # No producer: the caller saw these records' lifecycle events acknowledged.
+        remaining = producer.flush(30) if producer is not None else 0
         if remaining:
             raise KafkaLogError(f"{self.loc.lifecycle_topic}: {remaining} events unacknowledged")
         try:
             if not self.store.acquire(self.owner, self.lease_ms):
                 raise KafkaLogError(f"{self.loc.topic}: lost the projector lease")
-            self.store.write(first, buffer)
+            self.store.write(first, buffer, state)
             self.stats.snapshots += 1
             return state.next_seq
         except SnapshotLost as exc:

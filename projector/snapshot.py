@@ -2,19 +2,34 @@
 
 The audit state is essentially the log's content, so a snapshot is incremental: each
 write adds ONE chunk holding the records folded since the previous one, and rewrites the
-position key, both in one MULTI/EXEC (invariant 10: state and position are one). A chunk
-is a pickle of compact tuples, one entry per seq:
+position key, both in one MULTI/EXEC (invariant 10: state and position are one).
 
-- ``(seq, kind, fields...)`` for an audit event the fold accepted (kind 0..3), restored
-  without validation (trusted data the fold already checked);
-- ``(seq, -1, bytes)`` for any other record (graph envelopes, refused records), restored
-  by folding its bytes with the same `fold_record`, so the graphs and the rejections come
-  back exactly.
+A chunk is stored in the shape the reader merges it in, so hydrating is bulk list and
+dict operations, with no validation, no re-tokenizing and no event models built:
 
-Keys (prefix ``memstream:LOG:``): ``pos`` = JSON ``{"epoch", "chunks", "last_seq"}``;
-``EPOCH:chunk:I`` = the I-th chunk of that epoch. A rebuild (Redis was flushed, or the
-projector starts over) uses a new epoch, so a reader never mixes chunks of two builds. A
-reader that finds a chunk missing treats the snapshot as absent and folds the log.
+- the accepted audit events as compact rows (`projector.audit.rows`), with the positions
+  of the messages, documents and other events among them;
+- the word index's fragment for those rows: ``seq -> words`` and ``word -> [seq]``;
+- ``extras``, the other records in seq order: ``(seq, -2, reason, error)`` for a refused
+  record (restored as its `Rejection`), ``(seq, -1, bytes)`` for an accepted graph
+  envelope (restored by folding its bytes with the same `fold_record`: the graph fold
+  does not read the audit state, so envelopes refold alone);
+- now and then a graph checkpoint ``(seq, graph, intents, tasks, graph_seq)``: the three
+  graphs as of that seq (persistent maps, pickled whole), so a reader refolds only the
+  envelopes after the last one.
+
+Small chunks are merged in the background (`compact`): four adjacent chunks of similar
+size become one, so each record is rewritten a few times at most and a long-running
+projector leaves a few dozen chunks, not thousands. A merge swaps the chunk list in the
+position key under WATCH/MULTI like a write; the replaced chunks expire a minute later,
+so a reader that read the old position still finds them.
+
+Keys (prefix ``memstream:LOG:``): ``pos`` = JSON ``{"v", "epoch", "chunks", "last_seq"}``
+with ``chunks`` the ``[first_seq, last_seq]`` of each chunk in order; ``EPOCH:chunk:F-L``
+= the chunk of seqs F..L. A rebuild (Redis was flushed, or the projector starts over) uses
+a new epoch, so a reader never mixes chunks of two builds. A reader that finds a chunk
+missing, or a position or chunk of another format, treats the snapshot as absent and
+folds the log.
 """
 
 from __future__ import annotations
@@ -23,140 +38,238 @@ import json
 import logging
 import pickle
 import uuid
-from collections.abc import Iterable, Sequence
+from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from typing import Any
-from uuid import UUID
 
 import redis
+from pyrsistent import pvector
 
 from producers.logs.location import KafkaLocation
-from projector.audit import fold
-from projector.log_state import Lifecycle, LogState, empty_state, fold_record
-from schemas.audit import BaseEvent, Deletion, Document, Message, Recall
-from schemas.graph._fast import construct
+from projector.audit.index import WordIndex
+from projector.audit.rows import DOCUMENT, MESSAGE, Row, row_of
+from projector.audit.state import Ledger, MemoryState, no_gc
+from projector.log_state import Lifecycle, LogState, Rejection, empty_state, fold_record
+from schemas.audit import BaseEvent
 
 __all__ = [
     "SnapshotStore",
+    "SnapshotLost",
     "Position",
     "Entry",
+    "Chunk",
     "entry_of",
-    "restore",
     "encode_chunk",
     "decode_chunk",
+    "merge_chunks",
 ]
 
 log = logging.getLogger("memstream.projector.snapshot")
 
 Entry = tuple[Any, ...]
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _RAW = -1
-_MESSAGE, _DOCUMENT, _RECALL, _DELETION = 0, 1, 2, 3
-
-
-def _us(value: datetime | None) -> int | None:
-    if value is None:
-        return None
-    return (value - _EPOCH) // timedelta(microseconds=1)
-
-
-def _dt(us: int | None) -> datetime | None:
-    return None if us is None else _EPOCH + timedelta(microseconds=us)
+_REJECTED = -2
+_FORMAT = 2
+# Merge four adjacent chunks of one size class (sizes in powers of four), up to this many
+# records in one chunk.
+_MERGE_RUN = 4
+_MERGE_MAX_RECORDS = 1 << 18
+# Chunks replaced by a merge stay readable this long for readers mid-load.
+_REPLACED_TTL_MS = 60_000
 
 
 def entry_of(seq: int, data: bytes, lifecycle: Sequence[Lifecycle]) -> Entry:
     """The snapshot entry of the record at `seq`, given what its fold emitted."""
-    if lifecycle and lifecycle[0].namespace == "audit":
-        e = lifecycle[0].subject
-        head = (seq, e.id.bytes, _us(e.timestamp), e.session_id, e.source, e.actor)
-        if isinstance(e, Message):
-            return (*head[:1], _MESSAGE, *head[1:], e.speaker, e.content, _us(e.retain_until))
-        if isinstance(e, Document):
-            return (*head[:1], _DOCUMENT, *head[1:], e.name, e.text, e.media_type, e.sha256,
-                    _us(e.retain_until))  # fmt: skip
-        if isinstance(e, Recall):
-            return (*head[:1], _RECALL, *head[1:], e.query, tuple(r.bytes for r in e.recalled))
-        if isinstance(e, Deletion):
-            return (*head[:1], _DELETION, *head[1:], tuple(t.bytes for t in e.targets),
-                    e.reason, e.requested_by)  # fmt: skip
+    if lifecycle:
+        first = lifecycle[0]
+        if first.namespace == "audit" and isinstance(first.subject, BaseEvent):
+            return row_of(seq, first.subject)
+        if first.type == "record.rejected" and first.extra is not None:
+            return (seq, _REJECTED, first.extra["reason"], first.extra["error"])
     return (seq, _RAW, bytes(data))
 
 
-def _event(entry: Entry) -> BaseEvent:
-    seq, kind, idb, ts, session_id, source, actor = entry[:7]
-    base = {
-        "id": UUID(bytes=idb),
-        "timestamp": _dt(ts),
-        "seq": seq,
-        "session_id": session_id,
-        "source": source,
-        "actor": actor,
-    }
-    rest = entry[7:]
-    if kind == _MESSAGE:
-        speaker, content, retain = rest
-        return construct(Message, {**base, "kind": "message", "speaker": speaker,
-                                   "content": content, "retain_until": _dt(retain)})  # fmt: skip
-    if kind == _DOCUMENT:
-        name, text, media_type, sha256, retain = rest
-        return construct(Document, {**base, "kind": "document", "name": name, "text": text,
-                                    "media_type": media_type, "sha256": sha256,
-                                    "retain_until": _dt(retain)})  # fmt: skip
-    if kind == _RECALL:
-        query, recalled = rest
-        return construct(Recall, {**base, "kind": "recall", "query": query,
-                                  "recalled": tuple(UUID(bytes=b) for b in recalled)})  # fmt: skip
-    targets, reason, requested_by = rest
-    return construct(Deletion, {**base, "kind": "deletion",
-                                "targets": tuple(UUID(bytes=b) for b in targets),
-                                "reason": reason, "requested_by": requested_by})  # fmt: skip
+@dataclass
+class Chunk:
+    """One chunk, decoded: see the module's docstring."""
+
+    first: int
+    last: int
+    rows: list[Row]
+    message_rel: list[int]
+    document_rel: list[int]
+    other_rel: list[int]
+    words_of: dict[int, tuple[str, ...]]
+    postings: dict[str, list[int]]
+    extras: list[Entry]
+    checkpoint: tuple[Any, ...] | None = None
+
+    def cut(self, up_to_seq: int) -> Chunk:
+        """This chunk without the seqs after `up_to_seq`."""
+        if up_to_seq >= self.last:
+            return self
+        n = bisect_right([r[0] for r in self.rows], up_to_seq)
+
+        def below(rel: list[int]) -> list[int]:
+            return rel[: bisect_left(rel, n)]
+
+        postings = {}
+        for word, posting in self.postings.items():
+            kept = posting[: bisect_right(posting, up_to_seq)]
+            if kept:
+                postings[word] = kept
+        checkpoint = self.checkpoint
+        if checkpoint is not None and checkpoint[0] > up_to_seq:
+            checkpoint = None
+        return Chunk(
+            self.first,
+            up_to_seq,
+            self.rows[:n],
+            below(self.message_rel),
+            below(self.document_rel),
+            below(self.other_rel),
+            {s: w for s, w in self.words_of.items() if s <= up_to_seq},
+            postings,
+            [e for e in self.extras if e[0] <= up_to_seq],
+            checkpoint,
+        )
 
 
-def restore(state: LogState, entries: Iterable[Entry], up_to_seq: int | None = None) -> LogState:
-    """Fold snapshot entries onto `state` (entries must continue it, one per seq)."""
-    memory = state.memory
-    last = state.last_seq
+def _fragment(rows: list[Row], rel: list[int], index: WordIndex | None) -> WordIndex:
+    """An index of the content rows at `rel`, from `index` where it has them."""
+    out = WordIndex()
+    for r in rel:
+        row = rows[r]
+        seq = row[0]
+        found = None if index is None else index.words_of.get(seq)
+        if found is not None:
+            out.add_words(seq, found)
+        else:  # (speaker, content) of a message, (name, text) of a document
+            out.add(seq, (row[7], row[8]))
+    return out
+
+
+def build_chunk(
+    entries: Sequence[Entry], index: WordIndex | None, checkpoint: tuple[Any, ...] | None = None
+) -> Chunk:
+    """A chunk of consecutive entries; `index` gives the words (tokenized when absent)."""
+    rows: list[Row] = []
+    rels: tuple[list[int], list[int], list[int]] = ([], [], [])
+    extras: list[Entry] = []
     for entry in entries:
-        seq = entry[0]
-        if up_to_seq is not None and seq > up_to_seq:
-            break
-        if entry[1] == _RAW:
-            state = state.with_(memory=memory, last_seq=last)
-            state = fold_record(state, seq, entry[2]).state
-            memory = state.memory
+        kind = entry[1]
+        if kind >= 0:
+            rels[0 if kind == MESSAGE else 1 if kind == DOCUMENT else 2].append(len(rows))
+            rows.append(entry)
         else:
-            memory = fold(memory, _event(entry))  # type: ignore[arg-type]
-        last = seq
-    return state.with_(memory=memory, last_seq=last)
+            extras.append(entry)
+    content = sorted(rels[0] + rels[1])
+    words = _fragment(rows, content, index)
+    return Chunk(entries[0][0], entries[-1][0], rows, rels[0], rels[1], rels[2],
+                 words.words_of, words.postings, extras, checkpoint)  # fmt: skip
 
 
-def encode_chunk(first_seq: int, entries: Sequence[Entry]) -> bytes:
-    return pickle.dumps((1, first_seq, list(entries)), protocol=pickle.HIGHEST_PROTOCOL)
+def encode_chunk(chunk: Chunk) -> bytes:
+    return pickle.dumps(
+        (_FORMAT, chunk.first, chunk.last, chunk.rows, chunk.message_rel, chunk.document_rel,
+         chunk.other_rel, chunk.words_of, chunk.postings, chunk.extras, chunk.checkpoint),
+        protocol=pickle.HIGHEST_PROTOCOL,
+    )  # fmt: skip
 
 
-def decode_chunk(data: bytes) -> tuple[int, list[Entry]]:
-    version, first_seq, entries = pickle.loads(data)  # noqa: S301 - our own Redis keys
-    if version != 1:
-        raise ValueError(f"snapshot chunk format {version} is not readable here")
-    return first_seq, entries
+def decode_chunk(data: bytes) -> Chunk:
+    value = pickle.loads(data)  # noqa: S301 - our own Redis keys
+    if not isinstance(value, tuple) or not value or value[0] != _FORMAT:
+        raise ValueError("snapshot chunk of another format")
+    return Chunk(*value[1:])
+
+
+def merge_chunks(chunks: Sequence[Chunk]) -> Chunk:
+    """Adjacent chunks as one."""
+    rows: list[Row] = []
+    rels: tuple[list[int], list[int], list[int]] = ([], [], [])
+    words_of: dict[int, tuple[str, ...]] = {}
+    postings: dict[str, list[int]] = {}
+    extras: list[Entry] = []
+    checkpoint = None
+    for chunk in chunks:
+        offset = len(rows)
+        rows.extend(chunk.rows)
+        for out, rel in zip(rels, (chunk.message_rel, chunk.document_rel, chunk.other_rel),
+                            strict=True):  # fmt: skip
+            out.extend(map(offset.__add__, rel))
+        words_of.update(chunk.words_of)
+        for word, posting in chunk.postings.items():
+            have = postings.get(word)
+            if have is None:
+                postings[word] = list(posting)
+            else:
+                have.extend(posting)
+        extras.extend(chunk.extras)
+        checkpoint = chunk.checkpoint or checkpoint
+    return Chunk(chunks[0].first, chunks[-1].last, rows, rels[0], rels[1], rels[2], words_of,
+                 postings, extras, checkpoint)  # fmt: skip
+
+
+def hydrate(chunks: Sequence[Chunk]) -> LogState:
+    """The state the chunks (consecutive, from seq 0) hold."""
+    ledger = Ledger()
+    rejections: list[Rejection] = []
+    # The graph side: from the last checkpoint, then its later envelopes refolded.
+    graph = empty_state()
+    since = -1
+    for chunk in reversed(chunks):
+        if chunk.checkpoint is not None:
+            seq, g, intents, tasks, graph_seq = chunk.checkpoint
+            graph = graph.with_(graph=g, intents=intents, tasks=tasks, last_seq=seq,
+                                graph_seq=graph_seq)  # fmt: skip
+            since = seq
+            break
+    for chunk in chunks:
+        ledger.extend_rows(chunk.rows, chunk.message_rel, chunk.document_rel, chunk.other_rel,
+                           chunk.words_of, chunk.postings)  # fmt: skip
+        for entry in chunk.extras:
+            seq = entry[0]
+            if entry[1] == _REJECTED:
+                rejections.append(Rejection(seq, entry[2], entry[3]))
+            elif seq > since:
+                graph = fold_record(graph, seq, entry[2]).state
+                if graph.rejections:  # the fold is deterministic: this does not happen
+                    rejections.extend(graph.rejections)
+                    graph = graph.with_(rejections=pvector())
+    return LogState(
+        memory=MemoryState(ledger),
+        graph=graph.graph,
+        intents=graph.intents,
+        tasks=graph.tasks,
+        rejections=pvector(rejections),
+        last_seq=chunks[-1].last if chunks else None,
+        graph_seq=graph.graph_seq,
+    )
 
 
 @dataclass(frozen=True)
 class Position:
     epoch: str
-    chunks: int
+    chunks: tuple[tuple[int, int], ...]
     last_seq: int | None
 
     def dumps(self) -> str:
-        return json.dumps({"epoch": self.epoch, "chunks": self.chunks, "last_seq": self.last_seq})
+        return json.dumps({"v": _FORMAT, "epoch": self.epoch,
+                           "chunks": [list(c) for c in self.chunks],
+                           "last_seq": self.last_seq})  # fmt: skip
 
     @classmethod
     def loads(cls, raw: bytes | str | None) -> Position | None:
         if raw is None:
             return None
         data = json.loads(raw)
-        return cls(data["epoch"], int(data["chunks"]), data["last_seq"])
+        if data.get("v") != _FORMAT:
+            # Another format: nothing readable here (its epoch is kept, to drop its keys).
+            return cls(str(data.get("epoch")), (), None)
+        return cls(data["epoch"], tuple((int(f), int(t)) for f, t in data["chunks"]),
+                   data["last_seq"])  # fmt: skip
 
 
 class SnapshotLost(Exception):
@@ -164,8 +277,17 @@ class SnapshotLost(Exception):
     writer): the writer must rebuild."""
 
 
+def _graph_size(state: LogState) -> int:
+    return (len(state.graph.items) + len(state.graph.edges) + len(state.intents.intents)
+            + len(state.tasks.tasks))  # fmt: skip
+
+
 class SnapshotStore:
     """Reads and writes one log's snapshots in Redis."""
+
+    # Envelopes a reader may have to refold before the writer adds a graph checkpoint (or
+    # a quarter of the graph's size, when larger: a checkpoint costs the graph's size).
+    checkpoint_every = 20_000
 
     def __init__(self, client: redis.Redis, prefix: str) -> None:
         self.redis = client
@@ -173,6 +295,7 @@ class SnapshotStore:
         self.pos_key = f"{prefix}pos"
         self.lock_key = f"{prefix}projector"
         self.position: Position | None = None  # what this writer last wrote
+        self.envelopes_since_checkpoint = 0  # of the snapshot last loaded or written
 
     @classmethod
     def connect(cls, location: KafkaLocation) -> SnapshotStore:
@@ -181,46 +304,80 @@ class SnapshotStore:
         )
         return cls(client, location.key_prefix)
 
-    def chunk_key(self, epoch: str, index: int) -> str:
-        return f"{self.prefix}{epoch}:chunk:{index}"
+    def chunk_key(self, epoch: str, span: tuple[int, int]) -> str:
+        return f"{self.prefix}{epoch}:chunk:{span[0]}-{span[1]}"
 
     # --- reading ----------------------------------------------------------------------------
 
     def read_position(self) -> Position | None:
         return Position.loads(self.redis.get(self.pos_key))
 
+    def _read_chunks(self, pos: Position, spans: Sequence[tuple[int, int]]) -> list[Chunk] | None:
+        keys = [self.chunk_key(pos.epoch, span) for span in spans]
+        chunks: list[Chunk] = []
+        with no_gc(spans[-1][1] - spans[0][0] if spans else 0):
+            for start in range(0, len(keys), 64):
+                for raw in self.redis.mget(keys[start : start + 64]):
+                    if raw is None:
+                        return None
+                    try:
+                        chunks.append(decode_chunk(raw))
+                    except Exception as exc:  # a cache: unreadable means absent
+                        log.warning("%s: unreadable snapshot chunk (%s)", self.prefix, exc)
+                        return None
+        return chunks
+
+    def load_chunks(self, up_to_seq: int | None = None) -> list[Chunk] | None:
+        """The snapshot's chunks (cut at `up_to_seq` when given); None if absent."""
+        for _ in range(3):  # a merge may replace chunks while we read: read again
+            pos = self.read_position()
+            if pos is None or not pos.chunks:
+                return None
+            spans = [s for s in pos.chunks if up_to_seq is None or s[0] <= up_to_seq]
+            if not spans:
+                return None
+            chunks = self._read_chunks(pos, spans)
+            if chunks is not None:
+                break
+            log.info("%s: a snapshot chunk is missing; reading the position again", self.prefix)
+        else:
+            log.warning("%s: snapshot chunks missing; ignoring the snapshot", self.prefix)
+            return None
+        expected = 0
+        for chunk in chunks:
+            if chunk.first != expected:
+                log.warning("%s: snapshot chunks do not follow each other (%d after %d)",
+                            self.prefix, chunk.first, expected - 1)  # fmt: skip
+                return None
+            expected = chunk.last + 1
+        if up_to_seq is not None:
+            chunks[-1] = chunks[-1].cut(up_to_seq)
+        return chunks
+
     def load(self, up_to_seq: int | None = None) -> LogState | None:
         """The snapshot's state (at or before `up_to_seq` when given); None if absent."""
-        pos = self.read_position()
-        if pos is None or pos.chunks == 0:
+        chunks = self.load_chunks(up_to_seq)
+        if chunks is None:
             return None
-        keys = [self.chunk_key(pos.epoch, i) for i in range(pos.chunks)]
-        state = empty_state()
-        for start in range(0, len(keys), 256):
-            raws = self.redis.mget(keys[start : start + 256])
-            for raw in raws:
-                if raw is None:
-                    log.warning("%s: a snapshot chunk is missing; ignoring the snapshot",
-                                self.prefix)  # fmt: skip
-                    return None
-                first, entries = decode_chunk(raw)
-                if first != state.next_seq:
-                    log.warning("%s: snapshot chunks do not follow each other (%d after %s)",
-                                self.prefix, first, state.last_seq)  # fmt: skip
-                    return None
-                if up_to_seq is not None and first > up_to_seq:
-                    return state
-                state = restore(state, entries, up_to_seq)
-                if up_to_seq is not None and state.last_seq is not None:
-                    if state.last_seq >= up_to_seq:
-                        return state
-        return state
+        since = -1
+        envelopes = 0
+        for chunk in reversed(chunks):
+            if chunk.checkpoint is not None:
+                since = chunk.checkpoint[0]
+                break
+        for chunk in chunks:
+            if chunk.last > since:
+                envelopes += sum(1 for e in chunk.extras if e[1] == _RAW and e[0] > since)
+        self.envelopes_since_checkpoint = envelopes
+        with no_gc(chunks[-1].last):
+            return hydrate(chunks)
 
     # --- writing (the projector) ------------------------------------------------------------
 
     def start_epoch(self) -> Position:
         """A new, empty snapshot generation (written with the first chunk)."""
-        self.position = Position(uuid.uuid4().hex[:12], 0, None)
+        self.position = Position(uuid.uuid4().hex[:12], (), None)
+        self.envelopes_since_checkpoint = 0
         return self.position
 
     def adopt(self) -> Position | None:
@@ -228,39 +385,137 @@ class SnapshotStore:
         self.position = self.read_position()
         return self.position
 
-    def write(self, first_seq: int, entries: Sequence[Entry]) -> Position:
+    def write(
+        self, first_seq: int, entries: Sequence[Entry], state: LogState | None = None
+    ) -> Position:
         """Add one chunk and move the position, atomically. SnapshotLost if the position
-        in Redis is not the one this writer last wrote."""
+        in Redis is not the one this writer last wrote.
+
+        `state`: the state after `entries` (its word index spares tokenizing; its graphs
+        make a checkpoint now and then)."""
         mine = self.position
         if mine is None:
             raise SnapshotLost("no epoch started")
         last_seq = entries[-1][0]
-        new = Position(mine.epoch, mine.chunks + 1, last_seq)
-        data = encode_chunk(first_seq, entries)
-        with self.redis.pipeline(transaction=True) as pipe:
-            try:
-                pipe.watch(self.pos_key)
-                current = Position.loads(pipe.get(self.pos_key))
-                if mine.chunks > 0 and current != mine:
-                    raise SnapshotLost(f"position is {current}, expected {mine}")
-                if mine.chunks == 0 and current is not None and current.epoch != mine.epoch:
-                    # A fresh epoch replaces whatever was there (the writer rebuilds).
-                    pass
-                pipe.multi()
-                pipe.set(self.chunk_key(mine.epoch, mine.chunks), data)
-                pipe.set(self.pos_key, new.dumps())
-                pipe.execute()
-            except redis.WatchError:
-                raise SnapshotLost("the position changed while writing") from None
-        if mine.chunks == 0 and current is not None and current.epoch != mine.epoch:
-            self._drop_epoch(current)
+        if entries[0][0] != first_seq:
+            raise ValueError(f"chunk starts at {entries[0][0]}, expected {first_seq}")
+        envelopes = self.envelopes_since_checkpoint + sum(1 for e in entries if e[1] == _RAW)
+        checkpoint = None
+        if state is not None and state.last_seq == last_seq and envelopes:
+            if envelopes >= max(self.checkpoint_every, _graph_size(state) // 4):
+                checkpoint = (last_seq, state.graph, state.intents, state.tasks,
+                              state.graph_seq)  # fmt: skip
+        chunk = build_chunk(entries, None if state is None else state.memory.index, checkpoint)
+        data = encode_chunk(chunk)
+        span = (first_seq, last_seq)
+        current: Position | None = None
+        for _ in range(50):
+            with self.redis.pipeline(transaction=True) as pipe:
+                try:
+                    pipe.watch(self.pos_key)
+                    current = Position.loads(pipe.get(self.pos_key))
+                    if mine.chunks and (
+                        current is None
+                        or current.epoch != mine.epoch
+                        or current.last_seq != mine.last_seq
+                    ):
+                        raise SnapshotLost(f"position is {current}, expected {mine}")
+                    # A merge may have changed the chunk list since: keep what it made.
+                    if current is not None and current.epoch == mine.epoch:
+                        spans = current.chunks
+                    else:
+                        spans = ()  # a fresh epoch replaces whatever was there
+                    new = Position(mine.epoch, (*spans, span), last_seq)
+                    pipe.multi()
+                    pipe.set(self.chunk_key(mine.epoch, span), data)
+                    pipe.set(self.pos_key, new.dumps())
+                    pipe.execute()
+                    break
+                except redis.WatchError:
+                    continue  # the position moved (a merge): check it again
+        else:
+            raise SnapshotLost("the position kept changing while writing")
+        if not mine.chunks and current is not None and current.epoch != mine.epoch:
+            self._drop_epoch(current.epoch)
+        self.envelopes_since_checkpoint = 0 if checkpoint is not None else envelopes
         self.position = new
         return new
 
-    def _drop_epoch(self, old: Position) -> None:
-        keys = [self.chunk_key(old.epoch, i) for i in range(old.chunks)]
+    def _drop_epoch(self, epoch: str) -> None:
+        keys = list(self.redis.scan_iter(match=f"{self.prefix}{epoch}:chunk:*", count=1000))
         for start in range(0, len(keys), 1000):
             self.redis.delete(*keys[start : start + 1000])
+
+    # --- merging small chunks (the projector, in the background) ----------------------------
+
+    @staticmethod
+    def _size_class(span: tuple[int, int]) -> int:
+        return ((span[1] - span[0] + 1).bit_length() + 1) // 2  # about log4(records)
+
+    def _pick_run(self, spans: Sequence[tuple[int, int]]) -> tuple[int, int] | None:
+        """[i, j): the first run of `_MERGE_RUN` adjacent chunks of one size class."""
+        classes = [self._size_class(s) for s in spans]
+        for i in range(len(spans) - _MERGE_RUN + 1):
+            j = i + _MERGE_RUN
+            if len(set(classes[i:j])) == 1:
+                if spans[j - 1][1] - spans[i][0] + 1 <= _MERGE_MAX_RECORDS:
+                    return i, j
+        return None
+
+    def compact(self, epoch: str | None = None) -> int:
+        """Merge runs of small chunks until none is left; how many merges were made.
+
+        `epoch`: merge only in that epoch (the writer's)."""
+        merges = 0
+        while True:
+            pos = self.read_position()
+            if pos is None or (epoch is not None and pos.epoch != epoch):
+                return merges
+            picked = self._pick_run(pos.chunks)
+            if picked is None:
+                return merges
+            i, j = picked
+            run = pos.chunks[i:j]
+            chunks = self._read_chunks(pos, run)
+            if chunks is None:
+                return merges
+            merged = merge_chunks(chunks)
+            span = (merged.first, merged.last)
+            data = encode_chunk(merged)
+            old_keys = [self.chunk_key(pos.epoch, s) for s in run]
+            done = False
+            for _ in range(50):
+                with self.redis.pipeline(transaction=True) as pipe:
+                    try:
+                        pipe.watch(self.pos_key)
+                        current = Position.loads(pipe.get(self.pos_key))
+                        if current is None or current.epoch != pos.epoch:
+                            return merges
+                        spans = current.chunks
+                        try:
+                            at = spans.index(run[0])
+                        except ValueError:
+                            return merges
+                        if spans[at : at + len(run)] != run:
+                            return merges
+                        new = Position(current.epoch, (*spans[:at], span,
+                                                       *spans[at + len(run):]),
+                                       current.last_seq)  # fmt: skip
+                        pipe.multi()
+                        pipe.set(self.chunk_key(pos.epoch, span), data)
+                        pipe.set(self.pos_key, new.dumps())
+                        for key in old_keys:
+                            pipe.pexpire(key, _REPLACED_TTL_MS)
+                        pipe.execute()
+                        done = True
+                        break
+                    except redis.WatchError:
+                        continue  # the writer added a chunk: check again
+            if not done:
+                return merges
+            merges += 1
+
+    # --- the lease ---------------------------------------------------------------------------
 
     def acquire(self, owner: str, ttl_ms: int) -> bool:
         """Take (or renew) the one-projector-per-log lease."""

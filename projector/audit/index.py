@@ -31,7 +31,10 @@ class WordIndex:
 
     def add(self, seq: int, texts: Iterable[str]) -> None:
         # Interned: one string object per distinct word, shared by every item holding it.
-        found = tuple(map(sys.intern, frozenset().union(*map(words, texts))))
+        self.add_words(seq, tuple(map(sys.intern, frozenset().union(*map(words, texts)))))
+
+    def add_words(self, seq: int, found: tuple[str, ...]) -> None:
+        """Index `seq` under words already found (a snapshot's, or another index's)."""
         self.words_of[seq] = found
         postings = self.postings
         for word in found:
@@ -48,3 +51,33 @@ class WordIndex:
             if seq <= up_to_seq:
                 copy.add(seq, found)
         return copy
+
+    def fragment(
+        self, seqs: Iterable[int]
+    ) -> tuple[dict[int, tuple[str, ...]], dict[str, list[int]]]:
+        """What `seqs` (increasing) added: their words and their postings, for a snapshot."""
+        words_of = self.words_of
+        found = {seq: words_of[seq] for seq in seqs if seq in words_of}
+        postings: dict[str, list[int]] = {}
+        for seq, ws in found.items():
+            for word in ws:
+                posting = postings.get(word)
+                if posting is None:
+                    postings[word] = [seq]
+                else:
+                    posting.append(seq)
+        return found, postings
+
+    def merge(self, words_of: dict[int, tuple[str, ...]], postings: dict[str, list[int]]) -> None:
+        """Add a fragment whose seqs all follow this index's, in bulk: no re-tokenizing.
+
+        Takes ownership of the fragment's lists (they become posting lists here).
+        """
+        self.words_of.update(words_of)
+        mine = self.postings
+        for word, posting in postings.items():
+            have = mine.get(word)
+            if have is None:
+                mine[sys.intern(word)] = posting
+            else:
+                have.extend(posting)

@@ -8,20 +8,47 @@ Either way the input state never changes: what it shows is fixed by its own last
 
 from __future__ import annotations
 
+import gc
 import threading
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import datetime
 from functools import cached_property
+from operator import itemgetter
 from typing import Any, NamedTuple
 from uuid import UUID
 
 from projector.audit.index import WordIndex
+from projector.audit.rows import Row, event_of
 from schemas.audit import Deletion, Document, Message, Recall
 
 __all__ = ["Ledger", "MemoryState", "RecallStats", "fold", "replay"]
 
 AnyEvent = Message | Document | Recall | Deletion
+
+
+_SEQ = itemgetter(0)
+# Below this many new objects, a full collection is not worth avoiding.
+_BULK = 10_000
+
+
+@contextmanager
+def no_gc(objects: int) -> Iterator[None]:
+    """Collection paused while building `objects` long-lived objects in bulk.
+
+    Every object built here is kept, yet each burst of allocations makes Python walk the
+    whole heap (hundreds of ms on a hydrated 1M-event ledger) for nothing to free.
+    """
+    if objects < _BULK or not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+_ID = itemgetter(2)
 
 
 class RecallStats(NamedTuple):
@@ -32,17 +59,24 @@ class RecallStats(NamedTuple):
 
 
 class Ledger:
-    """Everything folded from one log, append-only, indexed for the reads."""
+    """Everything folded from one log, append-only, indexed for the reads.
+
+    ``events`` holds, per position, the event model or its compact row (`rows`): a ledger
+    hydrated from a snapshot keeps rows and builds each model on first read, in place.
+    The other structures name events by position (their index in ``events``), so building
+    a model never has to update them.
+    """
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.events: list[AnyEvent] = []
+        self.events: list[AnyEvent | Row] = []
         self.seqs: list[int] = []
-        self.by_id: dict[UUID, AnyEvent] = {}
-        self.content_by_seq: dict[int, Message | Document] = {}
-        self.messages: list[Message] = []
+        # UUID.int (cheap to hash, no UUID objects to build at hydrate) -> position of the
+        # first event with that id.
+        self.by_id: dict[int, int] = {}
+        self.message_pos: list[int] = []
         self.message_seqs: list[int] = []
-        self.documents: list[Document] = []
+        self.document_pos: list[int] = []
         self.document_seqs: list[int] = []
         # The first Deletion of each id is the one that did it; later ones change nothing.
         self.deleted: dict[UUID, Deletion] = {}
@@ -50,12 +84,40 @@ class Ledger:
         self.recall_seqs: dict[UUID, list[int]] = {}
         self.recall_times: dict[UUID, list[datetime]] = {}
         self.index = WordIndex()
+        self._built = 0  # every entry of events[: _built] is a model
 
     @property
     def last_seq(self) -> int | None:
         return self.seqs[-1] if self.seqs else None
 
-    def append(self, event: AnyEvent) -> None:
+    def event(self, pos: int) -> AnyEvent:
+        """The event at `pos`, its model built now if it was still a row."""
+        event = self.events[pos]
+        if type(event) is tuple:
+            # Two threads may build the same row: equal models, either one is kept.
+            event = self.events[pos] = event_of(event)
+        return event  # type: ignore[return-value]
+
+    def built(self, count: int) -> list[AnyEvent]:
+        """Build every model among the first `count` events; return the live list."""
+        events = self.events
+        if self._built < count:
+            with no_gc(count - self._built):
+                for pos in range(self._built, count):
+                    if type(events[pos]) is tuple:
+                        events[pos] = event_of(events[pos])  # type: ignore[arg-type]
+            self._built = count
+        return events  # type: ignore[return-value]
+
+    def models(self, positions: list[int]) -> tuple[AnyEvent, ...]:
+        """The events at increasing `positions`, as models."""
+        if not positions:
+            return ()
+        events = self.built(positions[-1] + 1)
+        return tuple(map(events.__getitem__, positions))
+
+    def append(self, event: AnyEvent, found: tuple[str, ...] | None = None) -> None:
+        """Fold one event. `found`: its words, when already known (no re-tokenizing)."""
         seq = event.seq
         if seq is None:
             raise ValueError(f"cannot replay event {event.id}: it has no seq")
@@ -64,32 +126,90 @@ class Ledger:
             raise ValueError(
                 f"cannot replay event {event.id}: seq {seq} does not follow seq {last}"
             )
+        pos = len(self.events)
         self.events.append(event)
         self.seqs.append(seq)
-        self.by_id.setdefault(event.id, event)
+        self.by_id.setdefault(event.id.int, pos)
         if isinstance(event, Message):
-            self.messages.append(event)
+            self.message_pos.append(pos)
             self.message_seqs.append(seq)
-            self.content_by_seq[seq] = event
-            self.index.add(seq, (event.speaker, event.content))
+            if found is None:
+                self.index.add(seq, (event.speaker, event.content))
+            else:
+                self.index.add_words(seq, found)
         elif isinstance(event, Document):
-            self.documents.append(event)
+            self.document_pos.append(pos)
             self.document_seqs.append(seq)
-            self.content_by_seq[seq] = event
-            self.index.add(seq, (event.name, event.text))
-        elif isinstance(event, Recall):
-            for item_id in dict.fromkeys(event.recalled):
-                self.recall_seqs.setdefault(item_id, []).append(seq)
-                self.recall_times.setdefault(item_id, []).append(event.timestamp)
+            if found is None:
+                self.index.add(seq, (event.name, event.text))
+            else:
+                self.index.add_words(seq, found)
         else:
+            self._note(event)
+
+    def _note(self, event: AnyEvent) -> None:
+        """What a Recall or a Deletion adds (both are rare next to content)."""
+        seq = event.seq
+        if isinstance(event, Recall):
+            for item_id in dict.fromkeys(event.recalled):
+                self.recall_seqs.setdefault(item_id, []).append(seq)  # type: ignore[arg-type]
+                self.recall_times.setdefault(item_id, []).append(event.timestamp)
+        elif isinstance(event, Deletion):
             for target in event.targets:
                 self.deleted.setdefault(target, event)
+
+    def extend_rows(
+        self,
+        rows: list[Row],
+        message_rel: list[int],
+        document_rel: list[int],
+        other_rel: list[int],
+        words_of: dict[int, tuple[str, ...]],
+        postings: dict[str, list[int]],
+    ) -> None:
+        """Fold accepted events given as rows (in seq order), in bulk.
+
+        `message_rel`/`document_rel`/`other_rel`: the positions in `rows` of the messages,
+        the documents, the recalls and deletions; `words_of`/`postings`: the word index's
+        fragment for these rows (`WordIndex.fragment`). Takes ownership of the lists.
+        """
+        if not rows:
+            return
+        seqs = list(map(_SEQ, rows))
+        last = self.last_seq
+        if last is not None and seqs[0] <= last:
+            raise ValueError(f"cannot replay seq {seqs[0]}: it does not follow seq {last}")
+        base = len(self.events)
+        self.events.extend(rows)
+        self.seqs.extend(seqs)
+        ids = list(map(_ID, rows))
+        by_id = self.by_id
+        if by_id.keys().isdisjoint(ids):
+            size = len(by_id)
+            by_id.update(zip(ids, range(base, base + len(rows)), strict=True))
+            if len(by_id) != size + len(rows):  # an id twice in these rows: first one wins
+                for rel in range(len(rows) - 1, -1, -1):
+                    by_id[ids[rel]] = base + rel
+        else:
+            for rel, idi in enumerate(ids):
+                by_id.setdefault(idi, base + rel)
+        shift = base.__add__
+        getseq = seqs.__getitem__
+        self.message_pos.extend(map(shift, message_rel))
+        self.message_seqs.extend(map(getseq, message_rel))
+        self.document_pos.extend(map(shift, document_rel))
+        self.document_seqs.extend(map(getseq, document_rel))
+        for rel in other_rel:
+            self._note(self.event(base + rel))
+        self.index.merge(words_of, postings)
 
     def branch(self, count: int) -> Ledger:
         """A private ledger holding the first `count` events of this one."""
         ledger = Ledger()
-        for event in self.events[:count]:
-            ledger.append(event)
+        words_of = self.index.words_of
+        for pos in range(count):
+            event = self.event(pos)
+            ledger.append(event, words_of.get(self.seqs[pos]))
         return ledger
 
 
@@ -146,12 +266,14 @@ class MemoryState:
     @cached_property
     def messages(self) -> tuple[Message, ...]:
         ledger = self._ledger
-        return tuple(ledger.messages[: bisect_right(ledger.message_seqs, self._horizon)])
+        n = bisect_right(ledger.message_seqs, self._horizon)
+        return ledger.models(ledger.message_pos[:n])
 
     @cached_property
     def documents(self) -> tuple[Document, ...]:
         ledger = self._ledger
-        return tuple(ledger.documents[: bisect_right(ledger.document_seqs, self._horizon)])
+        n = bisect_right(ledger.document_seqs, self._horizon)
+        return ledger.models(ledger.document_pos[:n])
 
     @property
     def visible_messages(self) -> tuple[Message, ...]:
@@ -184,17 +306,21 @@ class MemoryState:
     @property
     def events(self) -> list[AnyEvent]:
         """Every folded event in log order (a copy: the ledger stays private)."""
-        return self._ledger.events[: self._count]
+        return self._ledger.built(self._count)[: self._count]
 
     def __len__(self) -> int:
         return self._count
 
     def get(self, event_id: UUID) -> AnyEvent | None:
         """The event with this id as of this state, deleted or not."""
-        event = self._ledger.by_id.get(event_id)
-        if event is None or event.seq > self._horizon:  # type: ignore[operator]
+        try:
+            pos = self._ledger.by_id.get(event_id.int)
+        except AttributeError:  # not a UUID: no event has it
             return None
-        return event
+        # Positions follow seqs, so the first `_count` positions are this state's.
+        if pos is None or pos >= self._count:
+            return None
+        return self._ledger.event(pos)
 
     def at(self, up_to_seq: int | None) -> MemoryState:
         """The state as it stood after `up_to_seq` (itself when that is at or past its end)."""
@@ -208,7 +334,14 @@ class MemoryState:
         return self._ledger.index
 
     def content_at(self, seq: int) -> Message | Document:
-        return self._ledger.content_by_seq[seq]
+        ledger = self._ledger
+        pos = bisect_left(ledger.seqs, seq)
+        if pos == len(ledger.seqs) or ledger.seqs[pos] != seq:
+            raise KeyError(seq)
+        event = ledger.event(pos)
+        if not isinstance(event, Message | Document):
+            raise KeyError(seq)
+        return event
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, MemoryState):

@@ -1,0 +1,116 @@
+"""The compact row of a folded audit event, and the event it stands for.
+
+A ledger hydrated from a snapshot keeps rows (plain tuples, which pickle and unpickle at C
+speed) and builds an event model only when something reads it: a restarted projector or
+a reader opening a log never pays for models nobody looks at.
+
+A row is ``(seq, kind, id, timestamp, session_id, source, actor, *fields)`` with ``id`` as
+``UUID.int``, times as microseconds since the epoch (UTC), and per kind:
+
+- message: ``speaker, content, retain_until``
+- document: ``name, text, media_type, sha256, retain_until``
+- recall: ``query, recalled`` (a tuple of ``UUID.int``)
+- deletion: ``targets`` (a tuple of ``UUID.int``), ``reason, requested_by``
+
+Rows hold data the fold already accepted, so events are rebuilt without validation.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import UUID, SafeUUID
+
+from schemas.audit import BaseEvent, Deletion, Document, Message, Recall
+
+__all__ = ["Row", "MESSAGE", "DOCUMENT", "RECALL", "DELETION", "row_of", "event_of", "uuid_of"]
+
+Row = tuple[Any, ...]
+MESSAGE, DOCUMENT, RECALL, DELETION = 0, 1, 2, 3
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_US = timedelta(microseconds=1)
+_new = object.__new__
+_set = object.__setattr__
+_UNKNOWN = SafeUUID.unknown
+
+
+def _us(value: datetime | None) -> int | None:
+    return None if value is None else (value - _EPOCH) // _US
+
+
+def _dt(us: int | None) -> datetime | None:
+    return None if us is None else _EPOCH + timedelta(microseconds=us)
+
+
+def uuid_of(value: int) -> UUID:
+    """``UUID(int=value)`` without its range checks (the value came from a UUID)."""
+    u = _new(UUID)
+    _set(u, "int", value)
+    _set(u, "is_safe", _UNKNOWN)
+    return u
+
+
+def row_of(seq: int, e: BaseEvent) -> Row:
+    head = (seq, e.id.int, _us(e.timestamp), e.session_id, e.source, e.actor)
+    if isinstance(e, Message):
+        return (seq, MESSAGE, *head[1:], e.speaker, e.content, _us(e.retain_until))
+    if isinstance(e, Document):
+        return (seq, DOCUMENT, *head[1:], e.name, e.text, e.media_type, e.sha256,
+                _us(e.retain_until))  # fmt: skip
+    if isinstance(e, Recall):
+        return (seq, RECALL, *head[1:], e.query, tuple(r.int for r in e.recalled))
+    if isinstance(e, Deletion):
+        return (seq, DELETION, *head[1:], tuple(t.int for t in e.targets), e.reason,
+                e.requested_by)  # fmt: skip
+    raise TypeError(f"not an audit event: {type(e).__name__}")
+
+
+_FIELDS: dict[tuple[type, tuple[bool, ...]], frozenset[str]] = {}
+
+
+def _make(cls: type[Any], values: dict[str, Any], shape: tuple[bool, ...]) -> Any:
+    """`construct` with a fields set shared by every event of one shape (`shape`: which
+    optional fields are None; the models are frozen, so nothing mutates the set)."""
+    obj = _new(cls)
+    _set(obj, "__dict__", values)
+    fields = _FIELDS.get((cls, shape))
+    if fields is None:
+        fields = _FIELDS[cls, shape] = frozenset(k for k, v in values.items() if v is not None)
+    _set(obj, "__pydantic_fields_set__", fields)
+    _set(obj, "__pydantic_extra__", None)
+    _set(obj, "__pydantic_private__", None)
+    return obj
+
+
+def event_of(row: Row) -> Message | Document | Recall | Deletion:
+    kind = row[1]
+    if kind == MESSAGE:
+        seq, _, idi, ts, session_id, source, actor, speaker, content, retain = row
+        return _make(Message, {  # type: ignore[no-any-return]
+            "id": uuid_of(idi), "timestamp": _EPOCH + timedelta(microseconds=ts), "seq": seq,
+            "session_id": session_id, "source": source, "actor": actor, "kind": "message",
+            "speaker": speaker, "content": content,
+            "retain_until": None if retain is None else _EPOCH + timedelta(microseconds=retain),
+        }, (session_id is None, actor is None, retain is None))  # fmt: skip
+    if kind == DOCUMENT:
+        seq, _, idi, ts, session_id, source, actor, name, text, media_type, sha256, retain = row
+        return _make(Document, {  # type: ignore[no-any-return]
+            "id": uuid_of(idi), "timestamp": _dt(ts), "seq": seq, "session_id": session_id,
+            "source": source, "actor": actor, "kind": "document", "name": name, "text": text,
+            "media_type": media_type, "sha256": sha256, "retain_until": _dt(retain),
+        }, (session_id is None, actor is None, media_type is None, sha256 is None,
+            retain is None))  # fmt: skip
+    if kind == RECALL:
+        seq, _, idi, ts, session_id, source, actor, query, recalled = row
+        return _make(Recall, {  # type: ignore[no-any-return]
+            "id": uuid_of(idi), "timestamp": _dt(ts), "seq": seq, "session_id": session_id,
+            "source": source, "actor": actor, "kind": "recall", "query": query,
+            "recalled": tuple(map(uuid_of, recalled)),
+        }, (session_id is None, actor is None, query is None))  # fmt: skip
+    seq, _, idi, ts, session_id, source, actor, targets, reason, requested_by = row
+    return _make(Deletion, {  # type: ignore[no-any-return]
+        "id": uuid_of(idi), "timestamp": _dt(ts), "seq": seq, "session_id": session_id,
+        "source": source, "actor": actor, "kind": "deletion",
+        "targets": tuple(map(uuid_of, targets)), "reason": reason, "requested_by": requested_by,
+    }, (session_id is None, actor is None, reason is None, requested_by is None))  # fmt: skip
