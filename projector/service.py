@@ -32,6 +32,7 @@ from producers.logs.kafka import (
     INDEX_HEADER,
     SEQ_HEADER,
     KafkaLogError,
+    consume_ready,
     consumer_conf,
     ensure_topic,
     producer_conf,
@@ -225,8 +226,9 @@ class Projector:
                     break
                 if max_seconds is not None and time.monotonic() - started > max_seconds:
                     break
-                # Short waits: a snapshot due on acknowledgements is noticed promptly too.
-                messages = consumer.consume(num_messages=1000, timeout=0.005)
+                # At once what is ready, else the first record to come: a batch consume
+                # would wait out its timeout. Short, so a cut snapshot is written promptly.
+                messages = consume_ready(consumer, 1000, 0.01)
                 for message in messages:
                     error = message.error()
                     if error is not None:
@@ -244,7 +246,7 @@ class Projector:
                         if (seq, index) <= self._published:
                             self.stats.skipped += 1
                             continue
-                        data = encode_lifecycle(event, index)
+                        lifecycle = encode_lifecycle(event, index)
                         headers = [
                             _ENVELOPE_KIND,
                             (SEQ_HEADER, str(seq).encode()),
@@ -254,7 +256,7 @@ class Projector:
                         ]
                         while True:
                             try:
-                                producer.produce(lifecycle_topic, data, partition=0,
+                                producer.produce(lifecycle_topic, lifecycle, partition=0,
                                                  headers=headers)  # fmt: skip
                                 break
                             except BufferError:
