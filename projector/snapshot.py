@@ -453,11 +453,12 @@ class SnapshotStore:
         return ((span[1] - span[0] + 1).bit_length() + 1) // 2  # about log4(records)
 
     def _pick_run(self, spans: Sequence[tuple[int, int]]) -> tuple[int, int] | None:
-        """[i, j): the first run of `_MERGE_RUN` adjacent chunks of one size class."""
+        """[i, j): the first run of `_MERGE_RUN` adjacent chunks of about one size (their
+        size classes at most one apart: chunks written every T ms vary in size)."""
         classes = [self._size_class(s) for s in spans]
         for i in range(len(spans) - _MERGE_RUN + 1):
             j = i + _MERGE_RUN
-            if len(set(classes[i:j])) == 1:
+            if max(classes[i:j]) - min(classes[i:j]) <= 1:
                 if spans[j - 1][1] - spans[i][0] + 1 <= _MERGE_MAX_RECORDS:
                     return i, j
         return None
