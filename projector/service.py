@@ -286,7 +286,10 @@ class Projector:
                 if self.progress is not None and now - last_progress > 0.25:
                     last_progress = now
                     if state.next_seq >= end:
-                        end = consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1]
+                        # The high watermark the fetches brought: no broker round trip on
+                        # the loop while following (-1001: none known yet).
+                        cached = consumer.get_watermark_offsets(tp, cached=True)[1]
+                        end = max(end, cached)
                     self.progress(state.next_seq, max(end, state.next_seq))
             if cut is not None or buffer:
                 try:

@@ -600,6 +600,7 @@ class KafkaLog:
                 return
             self._producer.flush(_TIMEOUT_S)
             self._closed = True
-            if self._poller is not None:
-                self._poller.join()
             self._consumer.close()
+        # Outside the lock: a future's callback on the poller thread may still want it.
+        if self._poller is not None and self._poller is not threading.current_thread():
+            self._poller.join()
