@@ -356,6 +356,12 @@ class SnapshotStore:
 
     def load(self, up_to_seq: int | None = None) -> LogState | None:
         """The snapshot's state (at or before `up_to_seq` when given); None if absent."""
+        # One pause of the collector for the whole load: each pause ends with a walk over
+        # everything built during it.
+        with no_gc(1 << 30):
+            return self._load(up_to_seq)
+
+    def _load(self, up_to_seq: int | None) -> LogState | None:
         chunks = self.load_chunks(up_to_seq)
         if chunks is None:
             return None
@@ -369,8 +375,7 @@ class SnapshotStore:
             if chunk.last > since:
                 envelopes += sum(1 for e in chunk.extras if e[1] == _RAW and e[0] > since)
         self.envelopes_since_checkpoint = envelopes
-        with no_gc(chunks[-1].last):
-            return hydrate(chunks)
+        return hydrate(chunks)
 
     # --- writing (the projector) ------------------------------------------------------------
 
@@ -453,15 +458,18 @@ class SnapshotStore:
         return ((span[1] - span[0] + 1).bit_length() + 1) // 2  # about log4(records)
 
     def _pick_run(self, spans: Sequence[tuple[int, int]]) -> tuple[int, int] | None:
-        """[i, j): the first run of `_MERGE_RUN` adjacent chunks of about one size (their
-        size classes at most one apart: chunks written every T ms vary in size)."""
+        """[i, j): the smallest run of `_MERGE_RUN` adjacent chunks of about one size (size
+        classes at most one apart: chunks written every T ms vary in size). Smallest first:
+        merging small chunks is cheap and is what keeps their number down."""
         classes = [self._size_class(s) for s in spans]
+        best: tuple[int, int] | None = None
+        best_size = _MERGE_MAX_RECORDS + 1
         for i in range(len(spans) - _MERGE_RUN + 1):
             j = i + _MERGE_RUN
-            if max(classes[i:j]) - min(classes[i:j]) <= 1:
-                if spans[j - 1][1] - spans[i][0] + 1 <= _MERGE_MAX_RECORDS:
-                    return i, j
-        return None
+            size = spans[j - 1][1] - spans[i][0] + 1
+            if size < best_size and max(classes[i:j]) - min(classes[i:j]) <= 1:
+                best, best_size = (i, j), size
+        return best
 
     def compact(self, epoch: str | None = None) -> int:
         """Merge runs of small chunks until none is left; how many merges were made.

@@ -17,6 +17,7 @@ Rows hold data the fold already accepted, so events are rebuilt without validati
 
 from __future__ import annotations
 
+import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID, SafeUUID
@@ -51,12 +52,19 @@ def uuid_of(value: int) -> UUID:
     return u
 
 
+def _intern(value: str | None) -> str | None:
+    return None if value is None else sys.intern(value)
+
+
 def row_of(seq: int, e: BaseEvent) -> Row:
-    head = (seq, e.id.int, _us(e.timestamp), e.session_id, e.source, e.actor)
+    # The short fields repeat across events: interned, a chunk's pickle stores each once
+    # and loading it builds one string object instead of one per row.
+    head = (seq, e.id.int, _us(e.timestamp), _intern(e.session_id), sys.intern(e.source),
+            _intern(e.actor))  # fmt: skip
     if isinstance(e, Message):
-        return (seq, MESSAGE, *head[1:], e.speaker, e.content, _us(e.retain_until))
+        return (seq, MESSAGE, *head[1:], sys.intern(e.speaker), e.content, _us(e.retain_until))
     if isinstance(e, Document):
-        return (seq, DOCUMENT, *head[1:], e.name, e.text, e.media_type, e.sha256,
+        return (seq, DOCUMENT, *head[1:], e.name, e.text, sys.intern(e.media_type), e.sha256,
                 _us(e.retain_until))  # fmt: skip
     if isinstance(e, Recall):
         return (seq, RECALL, *head[1:], e.query, tuple(r.int for r in e.recalled))
