@@ -23,6 +23,7 @@ import logging
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -79,8 +80,80 @@ class _Acks:
 # The kind header of every lifecycle record, and index headers, made once.
 _ENVELOPE_KIND = (KIND_HEADER, b"envelope")
 _INDEX_HEADERS = [(INDEX_HEADER, str(i).encode()) for i in range(64)]
-# A snapshot waits this long at most for its lifecycle acknowledgements before flushing.
-_ACK_WAIT_S = 2.0
+# A snapshot cut waits this long at most for its lifecycle acknowledgements.
+_ACK_WAIT_S = 30.0
+
+
+class _SnapshotWriter:
+    """Writes the loop's snapshot cuts, in order, on a thread of its own: each once the
+    lifecycle events of its records are acknowledged (counted by `_Acks`; the loop's poll
+    serves the reports). Redis round trips and chunk encoding then never stall the loop,
+    where any stall is lag for every record behind it.
+
+    A lost snapshot (Redis flushed, position moved) is reported through `lost` (the
+    generation of the cut that found it); the loop then refolds from seq 0 under the next
+    generation, and cuts left from the lost one are dropped.
+    """
+
+    def __init__(self, projector: Projector, acks: _Acks) -> None:
+        self._projector = projector
+        self._acks = acks
+        self._cuts: deque[tuple[int, int, LogState, int, list[Entry]]] = deque()
+        self._cond = threading.Condition()
+        self._closing = False
+        self.lost = -1
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="snapshot-writer", daemon=True)
+        self._thread.start()
+
+    def pending(self) -> int:
+        return len(self._cuts)
+
+    def put(
+        self, generation: int, produced: int, state: LogState, first: int, entries: list[Entry]
+    ) -> None:
+        with self._cond:
+            self._cuts.append((generation, produced, state, first, entries))
+            self._cond.notify()
+
+    def close(self, timeout: float = 60.0) -> None:
+        """Write what is queued (its acknowledgements must come), then stop."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._cuts and not self._closing:
+                    self._cond.wait()
+                if not self._cuts:
+                    return
+                generation, produced, state, first, entries = self._cuts[0]
+            if generation <= self.lost:
+                self._cuts.popleft()
+                continue
+            deadline = time.monotonic() + _ACK_WAIT_S
+            # Only the loop serves delivery reports; look at the count now and then.
+            while self._acks.acked < produced and self._acks.error is None:
+                if time.monotonic() > deadline:
+                    self.error = KafkaLogError(
+                        f"{self._projector.loc.lifecycle_topic}: lifecycle events not "
+                        f"acknowledged in {_ACK_WAIT_S:.0f} s"
+                    )
+                    return
+                time.sleep(0.002)
+            if self._acks.error is not None:
+                return  # the loop raises it
+            try:
+                self._projector._snapshot(None, state, first, entries)
+            except _Rebuild:
+                self.lost = generation
+            except Exception as exc:
+                self.error = exc
+                return
+            self._cuts.popleft()
 
 
 # Audit events from which a hydrated state is frozen for the collector.
@@ -217,11 +290,9 @@ class Projector:
         # Lifecycle events are latency-bound (subscribers wait on them): a short linger.
         producer = Producer(producer_conf(self.loc.bootstrap, **{"linger.ms": self.linger_ms,
                                                                  "on_delivery": acks.report}))
-        produced = 0
-        # A snapshot cut but not written: (lifecycle events produced up to it, state, first
-        # seq, entries, when cut). Written once those events are acknowledged, so the loop
-        # never stops to flush the producer.
-        cut: tuple[int, LogState, int, list[Entry], float] | None = None
+        produced = 0  # lifecycle events produced, against which `acks` are counted
+        generation = 0  # bumped on each rebuild from seq 0
+        writer: _SnapshotWriter | None = None
         tp = TopicPartition(self.loc.topic, 0)
         try:
             state = self._start_state()
@@ -233,9 +304,10 @@ class Projector:
             last_write = time.monotonic()
             last_progress = 0.0
             lifecycle_topic = self.loc.lifecycle_topic
+            writer = _SnapshotWriter(self, acks)
             while stop is None or not stop.is_set():
-                if until_caught_up and state.next_seq >= end and not buffer and cut is None:
-                    break
+                if until_caught_up and state.next_seq >= end:
+                    break  # what is buffered is written on the way out
                 if max_seconds is not None and time.monotonic() - started > max_seconds:
                     break
                 # At once what is ready, else the first record to come: a batch consume
@@ -280,21 +352,20 @@ class Projector:
                 now = time.monotonic()
                 if acks.error is not None:
                     raise KafkaLogError(f"{lifecycle_topic}: delivery failed: {acks.error}")
-                if cut is None and buffer and (
+                if writer.error is not None:
+                    raise writer.error
+                if writer.lost == generation:
+                    consumer.close()
+                    consumer = Consumer(consumer_conf(self.loc.bootstrap))
+                    consumer.assign([TopicPartition(self.loc.topic, 0, 0)])
+                    state, first, buffer = empty_state(), 0, []
+                    generation += 1
+                # A writer still busy with the last cut: the buffer grows into a bigger one.
+                if buffer and writer.pending() == 0 and (
                     len(buffer) >= self.every_records or (now - last_write) * 1000 >= self.every_ms
                 ):
-                    cut = (produced, state, first, buffer, now)
+                    writer.put(generation, produced, state, first, buffer)
                     first, buffer, last_write = state.next_seq, [], now
-                if cut is not None and (acks.acked >= cut[0] or now - cut[4] > _ACK_WAIT_S):
-                    try:
-                        # Acknowledged: no flush. Waited too long: _snapshot flushes.
-                        self._snapshot(producer if acks.acked < cut[0] else None, *cut[1:4])
-                        cut = None
-                    except _Rebuild:
-                        consumer.close()
-                        consumer = Consumer(consumer_conf(self.loc.bootstrap))
-                        consumer.assign([TopicPartition(self.loc.topic, 0, 0)])
-                        state, first, buffer, cut = empty_state(), 0, [], None
                 if self.progress is not None and now - last_progress > 0.25:
                     last_progress = now
                     if state.next_seq >= end:
@@ -303,20 +374,25 @@ class Projector:
                         cached = consumer.get_watermark_offsets(tp, cached=True)[1]
                         end = max(end, cached)
                     self.progress(state.next_seq, max(end, state.next_seq))
-            if cut is not None or buffer:
-                try:
-                    if cut is not None:
-                        self._snapshot(producer, *cut[1:4])
-                    if buffer:
-                        self._snapshot(producer, state, first, buffer)
-                except _Rebuild:
-                    log.warning("%s: stopping with the snapshot lost; the next run rebuilds",
-                                self.loc.topic)  # fmt: skip
+            if buffer:
+                writer.put(generation, produced, state, first, buffer)
+            producer.flush(30)  # serves the reports the queued cuts wait for
+            writer.close()
+            writer, closed = None, writer
+            if closed.error is not None:
+                raise closed.error
+            if acks.error is not None:
+                raise KafkaLogError(f"{lifecycle_topic}: delivery failed: {acks.error}")
+            if closed.lost == generation:
+                log.warning("%s: stopping with the snapshot lost; the next run rebuilds",
+                            self.loc.topic)  # fmt: skip
             self.state = state
             return state
         finally:
             self._stop_compactor()
             producer.flush(30)
+            if writer is not None:  # leaving on an error: write what is acknowledged
+                writer.close(5.0)
             consumer.close()
             try:
                 self.store.release(self.owner)
