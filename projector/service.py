@@ -366,6 +366,12 @@ class Projector:
                 ):
                     writer.put(generation, produced, state, first, buffer)
                     first, buffer, last_write = state.next_seq, [], now
+                    # What survived until now is the state: out of the cyclic collector's
+                    # sight, else a full collection walks all of it (tens of ms on a small
+                    # log, seconds on a large one), stalling every record behind it.
+                    # Refcounting still frees it; only cyclic garbage made before this
+                    # point would stay (the fold makes none on purpose).
+                    gc.freeze()
                 if self.progress is not None and now - last_progress > 0.25:
                     last_progress = now
                     if state.next_seq >= end:
@@ -389,6 +395,7 @@ class Projector:
             self.state = state
             return state
         finally:
+            gc.unfreeze()  # the frozen state is garbage now, as far as this run goes
             self._stop_compactor()
             producer.flush(30)
             if writer is not None:  # leaving on an error: write what is acknowledged
