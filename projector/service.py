@@ -215,6 +215,7 @@ class Projector:
         ensure_topic(admin, self.loc.lifecycle_topic, self.loc.replication_factor)
         self.store = SnapshotStore.connect(self.loc)
         self.compact_every_s = 1.0
+        self.compact_at_chunks = 48
         self._compactor: tuple[threading.Event, threading.Thread] | None = None
 
     # --- pieces -------------------------------------------------------------------------------
@@ -253,10 +254,12 @@ class Projector:
         def loop() -> None:
             while not done.wait(self.compact_every_s):
                 position = self.store.position
-                if position is None or not position.chunks:
+                # Merging holds the GIL for its pickles (a pause for the fold loop): only
+                # once chunks have piled up, so a live projector merges rarely, in bursts.
+                if position is None or len(position.chunks) < self.compact_at_chunks:
                     continue
                 try:
-                    self.store.compact(position.epoch)
+                    self.store.compact(position.epoch, done)
                 except Exception:  # a cache: the next round (or the next run) merges
                     log.warning("%s: merging snapshot chunks failed", self.loc.topic,
                                 exc_info=True)  # fmt: skip
@@ -269,7 +272,9 @@ class Projector:
         if self._compactor is not None:
             done, thread = self._compactor
             done.set()
-            thread.join(30)
+            # Not waited for: a merge is one MULTI/EXEC, atomic however it ends, and the
+            # thread stops after it (a daemon: process exit may cut it short, harmlessly).
+            thread.join(0.05)
             self._compactor = None
 
     # --- the loop -----------------------------------------------------------------------------

@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import logging
 import pickle
+import threading
 import uuid
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
@@ -471,12 +472,12 @@ class SnapshotStore:
                 best, best_size = (i, j), size
         return best
 
-    def compact(self, epoch: str | None = None) -> int:
+    def compact(self, epoch: str | None = None, stop: threading.Event | None = None) -> int:
         """Merge runs of small chunks until none is left; how many merges were made.
 
-        `epoch`: merge only in that epoch (the writer's)."""
+        `epoch`: merge only in that epoch (the writer's); `stop`: checked between merges."""
         merges = 0
-        while True:
+        while stop is None or not stop.is_set():
             pos = self.read_position()
             if pos is None or (epoch is not None and pos.epoch != epoch):
                 return merges
@@ -523,6 +524,7 @@ class SnapshotStore:
             if not done:
                 return merges
             merges += 1
+        return merges
 
     # --- the lease ---------------------------------------------------------------------------
 
