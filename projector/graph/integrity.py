@@ -12,12 +12,22 @@ from projector.graph.state import CommandResult, GraphState, child_ids, in_edge_
 from schemas.graph._gc import no_cyclic_gc
 from schemas.graph.commands import MemoryLifecycleEvent
 from schemas.graph.errors import MemoryNotFoundError
-from schemas.graph.items import create_edge
+from schemas.graph.items import Edge, create_edge
 
 # The seed leaves the provenance of system-made edges open: they are deterministic
 # consequences of the caller's decision, fully trusted as records of that decision.
 _SYSTEM_SOURCE = "derived_deterministic"
 _SYSTEM_AUTHORITY = 1.0
+
+
+def _system_edge(
+    from_: str, to: str, kind: str, author: str, meta: dict[str, Any] | None
+) -> Edge:
+    """An edge the integrity operations mint: derived deterministically, full authority."""
+    return create_edge(
+        from_=from_, to=to, kind=kind, author=author, source_kind=_SYSTEM_SOURCE,
+        authority=_SYSTEM_AUTHORITY, meta=meta,
+    )
 LOSER_AUTHORITY_FACTOR = 0.1
 
 
@@ -44,17 +54,7 @@ def mark_contradiction(
     """Add a CONTRADICTS edge a -> b. MemoryNotFoundError if either item is absent."""
     _require(state, item_id_a, item_id_b)
     tx = Tx(state)
-    tx.create_edge(
-        create_edge(
-            from_=item_id_a,
-            to=item_id_b,
-            kind="CONTRADICTS",
-            author=author,
-            source_kind=_SYSTEM_SOURCE,
-            authority=_SYSTEM_AUTHORITY,
-            meta=meta,
-        )
-    )
+    tx.create_edge(_system_edge(item_id_a, item_id_b, "CONTRADICTS", author, meta))
     return tx.result()
 
 
@@ -87,17 +87,8 @@ def resolve_contradiction(
     tx = Tx(state)
     for eid in contradicts:
         tx.retract_edge(eid)
-    tx.create_edge(
-        create_edge(
-            from_=winner_id,
-            to=loser_id,
-            kind="SUPERSEDES",
-            author=author,
-            source_kind=_SYSTEM_SOURCE,
-            authority=_SYSTEM_AUTHORITY,
-            meta=None if reason is None else {"reason": reason},
-        )
-    )
+    meta = None if reason is None else {"reason": reason}
+    tx.create_edge(_system_edge(winner_id, loser_id, "SUPERSEDES", author, meta))
     loser = tx.items.get(loser_id)
     if loser is not None:
         tx.update_item(loser_id, {"authority": loser.authority * LOSER_AUTHORITY_FACTOR})
@@ -117,17 +108,7 @@ def mark_alias(
     _require(state, item_id_a, item_id_b)
     tx = Tx(state)
     for src, dst in ((item_id_a, item_id_b), (item_id_b, item_id_a)):
-        tx.create_edge(
-            create_edge(
-                from_=src,
-                to=dst,
-                kind="ALIAS",
-                author=author,
-                source_kind=_SYSTEM_SOURCE,
-                authority=_SYSTEM_AUTHORITY,
-                meta=meta,
-            )
-        )
+        tx.create_edge(_system_edge(src, dst, "ALIAS", author, meta))
     return tx.result()
 
 
