@@ -14,7 +14,7 @@ import logging
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 from uuid import UUID
 
 from fastapi import Depends, FastAPI, Header, Path, Query, Request, Response
@@ -68,6 +68,9 @@ class DaemonSettings:
 
 
 # --- errors -------------------------------------------------------------------------------------
+
+
+T = TypeVar("T")
 
 
 class ApiError(Exception):
@@ -210,14 +213,17 @@ def create_app(
         response.headers[SEQ_HEADER] = _seq_text(state.last_seq)
         return state.last_seq
 
+    def found_or_404(found: T | None, field: str, what: str, key: object,
+                     state: LogState, handle: LogHandle) -> T:  # fmt: skip
+        """`found`, or a 404 naming the field and the id that matched nothing."""
+        if found is None:
+            raise ApiError(404, f"{field}: no {what} {key!r} in log {handle.name!r}",
+                           seq=state.last_seq)  # fmt: skip
+        return found
+
     def item_or_404(state: LogState, handle: LogHandle, item_id: str) -> MemoryItem:
-        item = state.graph.items.get(item_id)
-        if item is None:
-            raise ApiError(
-                404, f"item_id: no memory item {item_id!r} in log {handle.name!r}",
-                seq=state.last_seq,
-            )  # fmt: skip
-        return item  # type: ignore[no-any-return]
+        return found_or_404(state.graph.items.get(item_id), "item_id", "memory item",
+                            item_id, state, handle)  # fmt: skip
 
     def pure(call: Any, *args: Any, **kwargs: Any) -> Any:
         """Run a pure query; what it refuses of the client's input is a 422."""
@@ -280,11 +286,8 @@ def create_app(
         handle: Handle, event_id: UUID, response: Response, min_seq: MinSeq = None
     ) -> m.EventAnswer:
         state = await state_of(handle, min_seq)
-        event = state.memory.get(event_id)
-        if event is None:
-            raise ApiError(
-                404, f"event_id: no event {event_id} in log {handle.name!r}", seq=state.last_seq
-            )
+        event = found_or_404(state.memory.get(event_id), "event_id", "event", str(event_id),
+                             state, handle)  # fmt: skip
         return m.EventAnswer.model_construct(seq=seq_of(response, state), event=event)
 
     @app.get("/logs/{log}/events", tags=["audit"], summary="the log in seq order, filtered, paged")
@@ -556,10 +559,8 @@ def create_app(
         handle: Handle, edge_id: str, response: Response, min_seq: MinSeq = None
     ) -> m.EdgeAnswer:
         state = await state_of(handle, min_seq)
-        edge = get_edge_by_id(state.graph, edge_id)
-        if edge is None:
-            raise ApiError(404, f"edge_id: no edge {edge_id!r} in log {handle.name!r}",
-                           seq=state.last_seq)  # fmt: skip
+        edge = found_or_404(get_edge_by_id(state.graph, edge_id), "edge_id", "edge", edge_id,
+                            state, handle)  # fmt: skip
         return m.EdgeAnswer.model_construct(seq=seq_of(response, state), edge=edge)
 
     @app.post("/logs/{log}/graph/intents/query", tags=["graph"], summary="get_intents")
@@ -576,10 +577,8 @@ def create_app(
         handle: Handle, intent_id: str, response: Response, min_seq: MinSeq = None
     ) -> m.IntentAnswer:
         state = await state_of(handle, min_seq)
-        intent = get_intent_by_id(state.intents, intent_id)
-        if intent is None:
-            raise ApiError(404, f"intent_id: no intent {intent_id!r} in log {handle.name!r}",
-                           seq=state.last_seq)  # fmt: skip
+        intent = found_or_404(get_intent_by_id(state.intents, intent_id), "intent_id", "intent",
+                              intent_id, state, handle)  # fmt: skip
         return m.IntentAnswer.model_construct(seq=seq_of(response, state), intent=intent)
 
     @app.post("/logs/{log}/graph/tasks/query", tags=["graph"], summary="get_tasks")
@@ -596,10 +595,8 @@ def create_app(
         handle: Handle, task_id: str, response: Response, min_seq: MinSeq = None
     ) -> m.TaskAnswer:
         state = await state_of(handle, min_seq)
-        task = get_task_by_id(state.tasks, task_id)
-        if task is None:
-            raise ApiError(404, f"task_id: no task {task_id!r} in log {handle.name!r}",
-                           seq=state.last_seq)  # fmt: skip
+        task = found_or_404(get_task_by_id(state.tasks, task_id), "task_id", "task", task_id,
+                            state, handle)  # fmt: skip
         return m.TaskAnswer.model_construct(seq=seq_of(response, state), task=task)
 
     @app.get("/logs/{log}/graph/stats", tags=["graph"], summary="get_stats")
