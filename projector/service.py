@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import gc
 import logging
+import multiprocessing
+import signal
 import threading
 import time
 import uuid
@@ -51,6 +53,11 @@ log = logging.getLogger("memstream.projector")
 
 # (position, end) while catching up; called at most a few times a second.
 Progress = Callable[[int, int], None]
+
+
+def _compact(location: KafkaLocation, epoch: str) -> None:
+    """The compactor child: merge runs of small snapshot chunks of `epoch`."""
+    SnapshotStore.connect(location).compact(epoch)
 
 
 @dataclass
@@ -258,11 +265,21 @@ class Projector:
                 # once chunks have piled up, so a live projector merges rarely, in bursts.
                 if position is None or len(position.chunks) < self.compact_at_chunks:
                     continue
-                try:
-                    self.store.compact(position.epoch, done)
-                except Exception:  # a cache: the next round (or the next run) merges
-                    log.warning("%s: merging snapshot chunks failed", self.loc.topic,
-                                exc_info=True)  # fmt: skip
+                # In a child process: unpickling and pickling chunks would otherwise hold
+                # this process's GIL for up to a second, a pause in the fold loop.
+                child = multiprocessing.get_context("spawn").Process(
+                    target=_compact, args=(self.loc, position.epoch), daemon=True
+                )
+                child.start()
+                while child.is_alive() and not done.wait(0.05):
+                    pass
+                if child.is_alive():  # stopping: a merge is one MULTI/EXEC, atomic if cut
+                    child.terminate()
+                child.join()
+                if child.exitcode not in (0, -signal.SIGTERM):
+                    # a cache: the next round (or the next run) merges
+                    log.warning("%s: merging snapshot chunks failed (exit code %s)",
+                                self.loc.topic, child.exitcode)  # fmt: skip
 
         thread = threading.Thread(target=loop, name="snapshot-compactor", daemon=True)
         thread.start()
@@ -353,7 +370,9 @@ class Projector:
                         produced += 1
                         self.stats.published += 1
                         self._published = (seq, index)
-                    producer.poll(0)
+                # Every round, busy or idle: delivery reports are served only here, and the
+                # writer's last cut waits for them even when no record follows.
+                producer.poll(0)
                 now = time.monotonic()
                 if acks.error is not None:
                     raise KafkaLogError(f"{lifecycle_topic}: delivery failed: {acks.error}")
