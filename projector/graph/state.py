@@ -79,6 +79,21 @@ class _Zero:
 _ZERO: Any = _Zero()
 
 
+ColumnLists = tuple[list[float], list[float], list[float], list[Any], bool]
+
+
+def column_lists(state: GraphState) -> ColumnLists:
+    """The state's columns as lists (authority, conviction, importance, ts, ts_has_none),
+    copied once per state and cached on its items map: a list indexes several times
+    faster than a pvector, and sorts and scores index 10k-100k times a query. The items
+    map changes whenever a column does, so the cache cannot go stale. Read only."""
+    cols = state.index.columns
+    items: Any = state.items
+    return items.derived("column_lists", lambda _m: (  # type: ignore[no-any-return]
+        list(cols.authority), list(cols.conviction), list(cols.importance), list(cols.ts),
+        cols.ts_has_none))  # fmt: skip
+
+
 def build_columns(items: OrderedPMap[str, MemoryItem]) -> Columns:
     auth, conv, imp, ts, has_none = column_values(items.slot_values())
     return Columns(pvector(auth), pvector(conv), pvector(imp), pvector(ts), has_none)
@@ -285,6 +300,7 @@ __all__ = [
     "GraphState",
     "active_edge_ids",
     "build_columns",
+    "column_lists",
     "build_index",
     "build_scopes",
     "child_ids",

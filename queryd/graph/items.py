@@ -12,7 +12,7 @@ from operator import attrgetter, eq, is_not
 from typing import Any
 
 from projector.graph.pmap import HOLE
-from projector.graph.state import GraphState
+from projector.graph.state import GraphState, column_lists
 from queryd.graph.decay import check_decay, decay_at
 from schemas.graph._gc import no_cyclic_gc
 from schemas.graph.coerce import coerce, coerce_opt
@@ -205,6 +205,7 @@ def _scope_slots(state: GraphState, scope: str | None, prefix: str | None
 
 
 _SCOPE_FIELDS = frozenset({"scope", "scope_prefix"})
+_SORT_FIELDS = frozenset({"authority", "conviction", "importance", "recency"})
 _OTHER_FIELDS = tuple(n for n in MemoryFilter.model_fields if n not in _SCOPE_FIELDS)
 
 
@@ -215,23 +216,25 @@ def _sorted_by_scope(state: GraphState, f: MemoryFilter, opts: QueryOptions
     if any(getattr(f, n) is not None for n in _OTHER_FIELDS):
         return None
     keys = opts.sort if isinstance(opts.sort, list) else [opts.sort]
-    cols = state.index.columns
-    by_field = {"authority": cols.authority, "conviction": cols.conviction,
-                "importance": cols.importance, "recency": cols.ts}  # fmt: skip
     for opt in keys:
         if opt.order not in ("asc", "desc"):
             raise ValueError(f"unknown sort order: {opt.order!r}")
-        if opt.field not in by_field:
+        if opt.field not in _SORT_FIELDS:
             raise ValueError(f"unknown sort field: {opt.field!r}")
-        if opt.field == "recency" and cols.ts_has_none:
-            return None  # unknown timestamps sort as 0: the item-by-item path handles it
     slots, exact = _scope_slots(state, f.scope, f.scope_prefix)
     if not exact:
         return None
+    authority, conviction, importance, ts, ts_has_none = column_lists(state)
+    if ts_has_none and any(opt.field == "recency" for opt in keys):
+        return None  # unknown timestamps sort as 0: the item-by-item path handles it
+    by_field = {"authority": authority, "conviction": conviction, "importance": importance,
+                "recency": ts}  # fmt: skip
     items: Any = state.items
-    vals = items.slot_values()
     if items.has_holes():
+        vals = items.slot_values()
         slots = list(compress(slots, map(is_not, map(vals.__getitem__, slots), repeat(HOLE))))
+    else:
+        vals = items.values_tuple()  # without holes, slot i is the i-th value
     # As sort_items: one stable sort per key, least significant first.
     for opt in reversed(keys):
         slots.sort(key=by_field[opt.field].__getitem__, reverse=opt.order == "desc")
