@@ -232,6 +232,26 @@ class OrderedPMap(Mapping[K, V], Generic[K, V]):
                     raise KeyError(key)
         return self._append(h, b, key, value)
 
+    def extend_new(self, keys: list[K], values: list[V]) -> OrderedPMap[K, V]:
+        """``set_new`` of each pair in order, in one batch: each vector is extended or
+        edited once, not copied once per key. The caller guarantees the keys are distinct
+        and absent (nothing is checked here)."""
+        if not keys:
+            return self
+        first = len(self._keys)
+        all_keys = self._keys.extend(keys)
+        vals = self._vals.extend(values)
+        n = self._len + len(keys)
+        if n > self._mask + 1:
+            return self._rebuilt(all_keys, vals, n)
+        mask = self._mask
+        buckets = self._buckets.evolver()
+        for slot, key in enumerate(keys, first):
+            h = hash(key) & mask
+            b = buckets[h]
+            buckets[h] = (key, slot) if b is None else b + (key, slot)
+        return self._make(buckets.persistent(), mask, all_keys, vals, n)
+
     def _append(self, h: int, b: Any, key: K, value: V) -> OrderedPMap[K, V]:
         keys = self._keys
         slot = len(keys)

@@ -9,6 +9,7 @@ Bulk callers (replay, cascade, apply_many) run many commands in one Tx and freez
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from itertools import repeat
 from typing import Any
 
 from pyrsistent import pvector
@@ -263,6 +264,57 @@ class Tx:
             self.scope_pending[item.scope] = [slot]
         else:
             group.append(slot)
+
+    def create_many(self, items: list[MemoryItem], cause: str | None = "memory.create"
+                    ) -> list[tuple[int, Exception]]:  # fmt: skip
+        """``create_item`` of each item in order, with the same events and resulting state,
+        and each failure (a repeated id) returned with its position instead of raised. The
+        plain items (no parents, named by no child) are added to the items map in one
+        batch; any other item first flushes the batch, then takes ``create_item``."""
+        failures: list[tuple[int, Exception]] = []
+        keys: list[str] = []
+        batch: list[MemoryItem] = []
+        # An id is taken if the map had it when we began, or this call added it: a C-level
+        # set lookup, and no map lookup at all when folding onto an empty graph.
+        before = self.items if self.items else None
+        added: set[str] = set()
+        for pos, item in enumerate(items):
+            iid = item.id
+            if iid in added or (before is not None and iid in before):
+                failures.append((pos, DuplicateMemoryError(iid)))
+                continue
+            added.add(iid)
+            if item.parents or (self.children and iid in self.children):
+                self._create_batch(keys, batch, cause)
+                self.create_item(item, cause)
+            else:
+                keys.append(iid)
+                batch.append(item)
+        self._create_batch(keys, batch, cause)
+        return failures
+
+    def _create_batch(self, keys: list[str], batch: list[MemoryItem], cause: str | None
+                      ) -> None:  # fmt: skip
+        """Add distinct, absent, parentless items no child names (``create_many``); empties
+        both lists."""
+        if not keys:
+            return
+        before = self.items
+        first = before.slot_count()
+        self.items = after = before.extend_new(keys, batch)
+        self.events.extend(map(_event, repeat("memory.created"), repeat(cause), batch))
+        if after.slot_count() != first + len(keys):  # growing compacted the holes
+            self._slots_renumbered()
+        else:
+            pending = self.scope_pending
+            for slot, item in enumerate(batch, first):
+                group = pending.get(item.scope)
+                if group is None:
+                    pending[item.scope] = [slot]
+                else:
+                    group.append(slot)
+        keys.clear()
+        batch.clear()
 
     def update_item(self, iid: str, partial: Mapping[str, Any],
                     cause: str | None = "memory.update") -> MemoryItem:  # fmt: skip

@@ -39,32 +39,45 @@ def _fold(
     tx = Tx(state if state is not None else create_graph_state())
     skipped: list[ReplayFailure] = []
     apply = tx.apply
-    create = tx.create_item
     snapshot = tx.snapshot
     validate = MemoryCommandAdapter.validate_python
+    # A run of plain creates, validated and waiting to be added in one batch; flushed
+    # before any other command, so every command still sees all that came before it.
+    run: list[MemoryItem] = []
+    run_entries: list[tuple[int, Any, Any]] = []
+
+    def flush() -> None:
+        for pos, exc in tx.create_many(run, "memory.create"):
+            index, cmd, envelope = run_entries[pos]
+            skipped.append(ReplayFailure(index, exc, command=cmd, envelope=envelope))
+        run.clear()
+        run_entries.clear()
+
     with no_cyclic_gc():
-        for index, cmd, envelope in entries:
+        for entry in entries:
+            cmd = entry[1]
             if (type(cmd) is dict and cmd.get("type") == "memory.create"
                     and cmd.keys() == _CREATE_KEYS):  # fmt: skip
                 # The log's common entry: validate just the item (what MemoryCreate would do,
-                # without building the command), and no snapshot: create_item checks before
+                # without building the command), and no snapshot: create_many checks before
                 # it writes. Anything invalid takes the general path for its exact error.
                 try:
                     item = _validate_item(cmd["item"])
                 except Exception:
                     pass
                 else:
-                    try:
-                        create(item, "memory.create")
-                    except Exception as exc:
-                        skipped.append(ReplayFailure(index, exc, command=cmd, envelope=envelope))
+                    run.append(item)
+                    run_entries.append(entry)
                     continue
+            if run:
+                flush()
             snap = snapshot()
             try:
                 apply(validate(cmd) if type(cmd) is dict else coerce_command(cmd))
             except Exception as exc:  # the fold is total: a bad command is recorded, skipped
                 tx.restore(snap)  # O(1): the persistent maps before the command
-                skipped.append(ReplayFailure(index, exc, command=cmd, envelope=envelope))
+                skipped.append(ReplayFailure(entry[0], exc, command=cmd, envelope=entry[2]))
+        flush()
         return ReplayResult(tx.freeze(), tx.events, skipped)
 
 

@@ -281,3 +281,52 @@ def test_scored_items_over_columns_equal_compute_score(kind: str) -> None:
     full[0].contradicted_by = []
     assert full[1].contradicted_by is None
     assert full[0].model_dump()["contradicted_by"] == []
+
+
+def _create_runs(seed: int, n: int) -> list[dict[str, Any]]:
+    """Long runs of creates as the replay batches them, with what breaks a batch: repeated
+    ids (in the run and before it), children named before their parents, missing parents,
+    and retracts between the runs (holes, then compaction as the map grows)."""
+    rng = random.Random(seed)
+    cmds: list[dict[str, Any]] = []
+    made: list[str] = []
+    for i in range(n):
+        r = rng.random()
+        iid = rng.choice(made) if r < 0.08 and made else f"c{i}"  # or a duplicate
+        it = {"id": iid, "scope": rng.choice(SCOPES), "kind": "k", "content": {"i": i},
+              "author": "a", "source_kind": "observed", "authority": 0.5,
+              "created_at": 1000 + i}  # fmt: skip
+        if rng.random() < 0.15:
+            # a child named before its parent (created up to 30 steps later), or a ghost
+            it["parents"] = [rng.choice([f"c{i + rng.randint(1, 30)}", "ghost", *made[-3:]])]
+        cmds.append({"type": "memory.create", "item": it})
+        made.append(iid)
+        if rng.random() < 0.03 and made:
+            cmds.append({"type": "memory.retract", "item_id": rng.choice(made), "author": "a"})
+    return cmds
+
+
+@pytest.mark.parametrize("seed", [4, 5, 6])
+def test_batched_creates_match_one_by_one(seed: int) -> None:
+    cmds = _create_runs(seed, 600)
+    base = replay_commands(cmds[:50]).state  # also onto a non-empty graph
+    for start, rest in ((None, cmds), (base, cmds[50:])):
+        st = start if start is not None else create_graph_state()
+        events: list[tuple[str, str]] = []
+        failures: list[tuple[int, str]] = []
+        for i, c in enumerate(rest):
+            try:
+                st, evs = apply_command(st, c)
+            except Exception as exc:
+                failures.append((i, type(exc).__name__))
+                continue
+            events += [(e.type, (e.item or e.edge).id if e.item else e.edge.edge_id)  # type: ignore[union-attr]
+                       for e in evs]  # fmt: skip
+        res = replay_commands(rest, state=start)
+        assert [(f.index, type(f.error).__name__) for f in res.skipped] == failures
+        assert any(name == "DuplicateMemoryError" for _, name in failures)
+        got = [(e.type, e.item.id if e.item else e.edge.edge_id) for e in res.events]  # type: ignore[union-attr]
+        assert got == events
+        assert list(res.state.items.items()) == list(st.items.items())
+        assert set(res.state.index.stale) == set(st.index.stale) != set()
+        _check_indexes(res.state, random.Random(seed))
