@@ -8,6 +8,7 @@ from typing import Any
 
 from projector.graph.reducer import Tx, coerce_command
 from projector.graph.state import GraphState, create_graph_state
+from schemas.graph._fast import share_fields_set
 from schemas.graph._gc import no_cyclic_gc
 from schemas.graph.commands import MemoryCommandAdapter, MemoryLifecycleEvent
 from schemas.graph.envelopes import EventEnvelope, parse_iso_ms
@@ -61,11 +62,14 @@ def _fold(
                 # The log's common entry: validate just the item (what MemoryCreate would do,
                 # without building the command), and no snapshot: create_many checks before
                 # it writes. Anything invalid takes the general path for its exact error.
+                raw = cmd["item"]
                 try:
-                    item = _validate_item(cmd["item"])
+                    item = _validate_item(raw)
                 except Exception:
                     pass
                 else:
+                    if type(raw) is dict:
+                        share_fields_set(item, tuple(raw))
                     run.append(item)
                     run_entries.append(entry)
                     continue

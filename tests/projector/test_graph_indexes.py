@@ -330,3 +330,16 @@ def test_batched_creates_match_one_by_one(seed: int) -> None:
         assert list(res.state.items.items()) == list(st.items.items())
         assert set(res.state.index.stale) == set(st.index.stale) != set()
         _check_indexes(res.state, random.Random(seed))
+
+
+def test_replayed_items_share_one_fields_set_safely() -> None:
+    base = {"scope": "s", "kind": "k", "content": {}, "author": "a", "source_kind": "observed",
+            "authority": 0.5}  # fmt: skip
+    cmds = [{"type": "memory.create", "item": {"id": f"s{i}", **base}} for i in range(3)]
+    cmds.append({"type": "memory.create", "item": {**base, "id": "t", "importance": 0.2}})
+    items = list(replay_commands(cmds).state.items.values())
+    assert items[0].__pydantic_fields_set__ is items[1].__pydantic_fields_set__
+    assert items[3].__pydantic_fields_set__ == {*base, "id", "importance"}
+    edited = items[0].model_copy(update={"importance": 0.9})  # pydantic copies the set
+    assert "importance" in edited.model_fields_set
+    assert items[1].model_dump(exclude_unset=True) == {"id": "s1", **base}
