@@ -9,7 +9,7 @@ from typing import Any
 from projector.graph.reducer import Tx
 from projector.graph.state import CommandResult, GraphState
 from queryd.graph.items import filter_items, get_items
-from schemas.graph._gc import no_cyclic_gc
+from schemas.graph._gc import cyclic_gc_paused, no_cyclic_gc
 from schemas.graph.coerce import coerce
 from schemas.graph.filters import MemoryFilter, QueryOptions, ScoreAdjustment
 from schemas.graph.ids import now_ms
@@ -46,6 +46,7 @@ def _clamp(x: float) -> float:
     return 0.0 if x < 0.0 else 1.0 if x > 1.0 else x
 
 
+@cyclic_gc_paused
 def bulk_adjust_scores(
     state: GraphState,
     criteria: MemoryFilter | Mapping[str, Any],
@@ -77,6 +78,7 @@ def bulk_adjust_scores(
     return tx.result()
 
 
+@cyclic_gc_paused
 def decay_importance(
     state: GraphState,
     older_than_ms: int,

@@ -9,7 +9,7 @@ from typing import Any
 from projector.graph.pmap import sset_iter
 from projector.graph.reducer import Tx
 from projector.graph.state import CommandResult, GraphState, child_ids, in_edge_order
-from schemas.graph._gc import no_cyclic_gc
+from schemas.graph._gc import cyclic_gc_paused, no_cyclic_gc
 from schemas.graph.commands import MemoryLifecycleEvent
 from schemas.graph.errors import MemoryNotFoundError
 from schemas.graph.items import Edge, create_edge
@@ -44,6 +44,7 @@ def _require(state: GraphState, *ids: str) -> None:
             raise MemoryNotFoundError(i)
 
 
+@cyclic_gc_paused
 def mark_contradiction(
     state: GraphState,
     item_id_a: str,
@@ -72,6 +73,7 @@ def _pair_edge_ids(state: GraphState, a: str, b: str, kind: str) -> list[str]:
     return in_edge_order(state, found)
 
 
+@cyclic_gc_paused
 def resolve_contradiction(
     state: GraphState,
     winner_id: str,
@@ -95,6 +97,7 @@ def resolve_contradiction(
     return tx.result()
 
 
+@cyclic_gc_paused
 def mark_alias(
     state: GraphState,
     item_id_a: str,

@@ -22,6 +22,8 @@ from typing import Any, Generic, TypeVar, cast, overload
 
 from pyrsistent import pvector
 
+from schemas.graph._gc import untrack_large
+
 K = TypeVar("K")
 V = TypeVar("V")
 D = TypeVar("D")
@@ -163,6 +165,10 @@ class OrderedPMap(Mapping[K, V], Generic[K, V]):
         """Allocated slots (live + holes); the next ``set_new`` fills slot ``slot_count()``."""
         return len(self._keys)
 
+    def vectors(self) -> tuple[Any, Any, Any]:
+        """The three pvectors behind the map (for ``untrack_large``)."""
+        return self._buckets, self._keys, self._vals
+
     def has_holes(self) -> bool:
         return len(self._keys) != self._len
 
@@ -174,6 +180,7 @@ class OrderedPMap(Mapping[K, V], Generic[K, V]):
                 cache = tuple(self._vals)
             else:
                 cache = tuple(v for v in self._vals if v is not _HOLE)
+            untrack_large((cache,))
             self._cache = cache
         return cache
 

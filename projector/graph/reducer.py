@@ -34,6 +34,7 @@ from projector.graph.state import (
     column_values,
 )
 from schemas.graph._fast import replace
+from schemas.graph._gc import cyclic_gc_paused, untrack_large
 from schemas.graph.commands import (
     MEMORY_COMMAND_TYPES,
     MemoryCommand,
@@ -172,7 +173,9 @@ class Tx:
             scopes = self.scopes
             for name, slots in pending.items():
                 vec = scopes.get(name)
-                scopes = scopes.set(name, pvector(slots) if vec is None else vec.extend(slots))
+                vec = pvector(slots) if vec is None else vec.extend(slots)
+                untrack_large((vec,))
+                scopes = scopes.set(name, vec)
             self.scopes = scopes
         pending.clear()
         return self.scopes
@@ -530,6 +533,7 @@ class Tx:
         return edge
 
 
+@cyclic_gc_paused
 def apply_command(state: GraphState, cmd: MemoryCommand | Mapping[str, Any]) -> CommandResult:
     """Apply one memory command; the input state is never modified.
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import chain
 from operator import attrgetter
 from typing import Any, NamedTuple
 
@@ -24,6 +25,7 @@ from projector.graph.pmap import (
     sset_iter,
     sset_remove,
 )
+from schemas.graph._gc import untrack_large
 from schemas.graph.commands import MemoryLifecycleEvent
 from schemas.graph.items import Edge, MemoryItem, item_timestamp
 
@@ -89,9 +91,13 @@ def column_lists(state: GraphState) -> ColumnLists:
     map changes whenever a column does, so the cache cannot go stale. Read only."""
     cols = state.index.columns
     items: Any = state.items
-    return items.derived("column_lists", lambda _m: (  # type: ignore[no-any-return]
-        list(cols.authority), list(cols.conviction), list(cols.importance), list(cols.ts),
-        cols.ts_has_none))  # fmt: skip
+    def build(_m: Any) -> ColumnLists:
+        lists = (list(cols.authority), list(cols.conviction), list(cols.importance),
+                 list(cols.ts))  # fmt: skip
+        untrack_large(lists)
+        return (*lists, cols.ts_has_none)
+
+    return items.derived("column_lists", build)  # type: ignore[no-any-return]
 
 
 def build_columns(items: OrderedPMap[str, MemoryItem]) -> Columns:
@@ -147,6 +153,7 @@ class GraphState:
             object.__setattr__(self, "edges", edges)
         if self._index is None:
             object.__setattr__(self, "_index", build_index(items, edges))
+        _untrack(items, edges, self.index)
 
     @property
     def index(self) -> GraphIndex:
@@ -155,10 +162,22 @@ class GraphState:
         return idx
 
 
+def _untrack(items: OrderedPMap[str, MemoryItem], edges: OrderedPMap[str, Edge],
+             index: GraphIndex) -> None:  # fmt: skip
+    """Keep the cyclic GC from walking a state's big vectors (see ``untrack_large``); a
+    command makes a few new ones, the rest were untracked with an earlier state."""
+    c = index.columns
+    untrack_large(chain.from_iterable(m.vectors() for m in (
+        items, edges, index.children, index.outgoing, index.incoming, index.active_by_kind,
+        index.stale, index.scopes)))  # fmt: skip
+    untrack_large((c.authority, c.conviction, c.importance, c.ts))
+
+
 def _make_state(
     items: OrderedPMap[str, MemoryItem], edges: OrderedPMap[str, Edge], index: GraphIndex
 ) -> GraphState:
     # Bypasses __post_init__ normalisation: the reducer's maps and index are already right.
+    _untrack(items, edges, index)
     st = object.__new__(GraphState)
     object.__setattr__(st, "items", items)
     object.__setattr__(st, "edges", edges)
@@ -233,7 +252,9 @@ def build_scopes(items: OrderedPMap[str, MemoryItem]) -> OrderedPMap[str, Any]:
             groups[item.scope] = [slot]
         else:
             g.append(slot)
-    return OrderedPMap((k, pvector(v)) for k, v in groups.items())
+    vecs = {k: pvector(v) for k, v in groups.items()}
+    untrack_large(vecs.values())
+    return OrderedPMap(vecs)
 
 
 def _sets(groups: dict[str, list[str]]) -> OrderedPMap[str, SmallSet]:

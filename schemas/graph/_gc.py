@@ -1,17 +1,50 @@
-"""Pause the cyclic garbage collector around bulk work that allocates many objects.
+"""Keep the cyclic garbage collector off the graph's bulk work and big containers.
 
 Folds and large queries allocate hundreds of thousands of acyclic objects (models, pvector
 nodes, result rows). Each allocation burst triggers collections that traverse the whole
 heap, which on a 100k-item graph costs several times the work itself. Reference counting
 still frees everything; only the cycle detector waits until the outermost guard exits.
+
+A collection also traverses every element of each container it examines: a new 100k-entry
+pvector of a state costs a walk of all 100k entries at the next young collection, and
+again at the next middle one, whatever the command changed. ``untrack_large`` takes such
+containers out of the collector's lists (CPython's ``PyObject_GC_UnTrack``). That is safe:
+what they hold counts as referenced from outside, so nothing is ever freed early; the only
+cost is that a reference cycle running through one (an item whose content holds its own
+state) would not be collected.
 """
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import gc
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Sized
 from contextlib import contextmanager
+from typing import ParamSpec, TypeVar
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+try:
+    _untrack = ctypes.pythonapi.PyObject_GC_UnTrack
+    _untrack.argtypes = [ctypes.py_object]
+    _untrack.restype = None
+except AttributeError:  # not CPython: leave everything tracked
+    _untrack = None
+
+UNTRACK_MIN = 512  # below this a traversal is cheaper than the call that avoids it
+
+
+def untrack_large(containers: Iterable[Sized]) -> None:
+    """Stop the cyclic GC traversing those of ``containers`` with ``UNTRACK_MIN`` entries
+    or more. Only for immutable containers that nothing refers back to."""
+    if _untrack is None:
+        return
+    for c in containers:
+        if len(c) >= UNTRACK_MIN and gc.is_tracked(c):
+            _untrack(c)
 
 _lock = threading.Lock()
 _depth = 0
@@ -35,4 +68,16 @@ def no_cyclic_gc() -> Iterator[None]:
                 gc.enable()
 
 
-__all__ = ["no_cyclic_gc"]
+def cyclic_gc_paused(fn: Callable[P, R]) -> Callable[P, R]:
+    """Run ``fn`` inside ``no_cyclic_gc``. For functions that build a new state: its new big
+    vectors are untracked before it returns, so no collection can catch them tracked."""
+
+    @functools.wraps(fn)
+    def paused(*args: P.args, **kwargs: P.kwargs) -> R:
+        with no_cyclic_gc():
+            return fn(*args, **kwargs)
+
+    return paused
+
+
+__all__ = ["UNTRACK_MIN", "cyclic_gc_paused", "no_cyclic_gc", "untrack_large"]
