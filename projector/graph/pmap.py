@@ -184,6 +184,11 @@ class OrderedPMap(Mapping[K, V], Generic[K, V]):
             self._cache = cache
         return cache
 
+    def derived_if_built(self, name: str) -> Any:
+        """What ``derived(name, ...)`` cached, or None if it has not been built."""
+        cache = self._derived
+        return None if cache is None else cache.get(name)
+
     def derived(self, name: str, build: Callable[[OrderedPMap[K, V]], D]) -> D:
         """``build(self)``, computed once per (immutable) map and cached under ``name``.
 

@@ -81,23 +81,29 @@ class _Zero:
 _ZERO: Any = _Zero()
 
 
-ColumnLists = tuple[list[float], list[float], list[float], list[Any], bool]
+COLUMN_NAMES = ("authority", "conviction", "importance", "ts")
 
 
-def column_lists(state: GraphState) -> ColumnLists:
-    """The state's columns as lists (authority, conviction, importance, ts, ts_has_none),
-    copied once per state and cached on its items map: a list indexes several times
-    faster than a pvector, and sorts and scores index 10k-100k times a query. The items
-    map changes whenever a column does, so the cache cannot go stale. Read only."""
-    cols = state.index.columns
+def column_list(state: GraphState, name: str, *, copy: bool = True) -> Any:
+    """One of the state's columns (``COLUMN_NAMES``) as a list, copied once per state and
+    cached on its items map: a list indexes several times faster than a pvector, and
+    sorts and scores index 10k-100k times a query. The items map changes whenever a
+    column does, so the cache cannot go stale. Read only.
+
+    ``copy=False``: the cached list if there is one, else the pvector itself (for a query
+    touching few slots, which would not repay a copy)."""
+    vec = getattr(state.index.columns, name)
     items: Any = state.items
-    def build(_m: Any) -> ColumnLists:
-        lists = (list(cols.authority), list(cols.conviction), list(cols.importance),
-                 list(cols.ts))  # fmt: skip
-        untrack_large(lists)
-        return (*lists, cols.ts_has_none)
+    if not copy:
+        got = items.derived_if_built("column:" + name)
+        return vec if got is None else got
 
-    return items.derived("column_lists", build)  # type: ignore[no-any-return]
+    def build(_m: Any) -> list[Any]:
+        out = list(vec)
+        untrack_large((out,))
+        return out
+
+    return items.derived("column:" + name, build)  # type: ignore[no-any-return]
 
 
 def build_columns(items: OrderedPMap[str, MemoryItem]) -> Columns:
@@ -321,7 +327,8 @@ __all__ = [
     "GraphState",
     "active_edge_ids",
     "build_columns",
-    "column_lists",
+    "COLUMN_NAMES",
+    "column_list",
     "build_index",
     "build_scopes",
     "child_ids",

@@ -12,7 +12,7 @@ from operator import attrgetter, eq, is_not
 from typing import Any
 
 from projector.graph.pmap import HOLE
-from projector.graph.state import GraphState, column_lists
+from projector.graph.state import GraphState, column_list
 from queryd.graph.decay import check_decay, decay_at
 from schemas.graph._gc import no_cyclic_gc
 from schemas.graph.coerce import coerce, coerce_opt
@@ -224,17 +224,22 @@ def _sorted_by_scope(state: GraphState, f: MemoryFilter, opts: QueryOptions
     slots, exact = _scope_slots(state, f.scope, f.scope_prefix)
     if not exact:
         return None
-    authority, conviction, importance, ts, ts_has_none = column_lists(state)
-    if ts_has_none and any(opt.field == "recency" for opt in keys):
+    cols = state.index.columns
+    if cols.ts_has_none and any(opt.field == "recency" for opt in keys):
         return None  # unknown timestamps sort as 0: the item-by-item path handles it
-    by_field = {"authority": authority, "conviction": conviction, "importance": importance,
-                "recency": ts}  # fmt: skip
     items: Any = state.items
+    vals = items.slot_values()
     if items.has_holes():
-        vals = items.slot_values()
         slots = list(compress(slots, map(is_not, map(vals.__getitem__, slots), repeat(HOLE))))
-    else:
+    many = len(slots) * 16 >= len(vals)
+    if many and not items.has_holes():
         vals = items.values_tuple()  # without holes, slot i is the i-th value
+    by_field: dict[str, Any] = {}
+    for opt in keys:
+        name = "ts" if opt.field == "recency" else opt.field
+        # Many hits: a list copy of the column (indexed several times faster than a
+        # pvector), made once per state. Few: the pvector, no copy of 100k for 1k hits.
+        by_field[opt.field] = column_list(state, name, copy=many)
     # As sort_items: one stable sort per key, least significant first.
     for opt in reversed(keys):
         slots.sort(key=by_field[opt.field].__getitem__, reverse=opt.order == "desc")

@@ -9,7 +9,7 @@ from operator import is_not
 from typing import Any
 
 from projector.graph.pmap import HOLE
-from projector.graph.state import GraphState, column_lists, column_values
+from projector.graph.state import COLUMN_NAMES, GraphState, column_list, column_values
 from queryd.graph.decay import check_decay, compute_decay_multiplier, decay_at
 from queryd.graph.items import compile_filter, filter_items
 from schemas.graph._gc import no_cyclic_gc
@@ -124,13 +124,14 @@ def get_scored_items(
 def _live_columns(state: GraphState) -> tuple[Sequence[MemoryItem], Cols]:
     """Every item and its columns, read from the reducer's columns (C-level copies)."""
     items: Any = state.items
-    cols: Cols = column_lists(state)
-    if not items.has_holes():
-        return items.values_tuple(), cols
-    vals = items.slot_values()
-    live = list(compress(range(len(vals)), map(is_not, vals, repeat(HOLE))))
-    picked = tuple(list(map(col.__getitem__, live)) for col in cols[:4])
-    return items.values_tuple(), (*picked, cols[4])
+    lists = [column_list(state, name) for name in COLUMN_NAMES]
+    has_none = state.index.columns.ts_has_none
+    if items.has_holes():
+        vals = items.slot_values()
+        live = list(compress(range(len(vals)), map(is_not, vals, repeat(HOLE))))
+        lists = [list(map(col.__getitem__, live)) for col in lists]
+    auth, conv, imp, ts = lists
+    return items.values_tuple(), (auth, conv, imp, ts, has_none)
 
 
 def _scored(state: GraphState, w: ScoreWeights, o: ScoredQueryOptions) -> list[ScoredItem]:

@@ -343,3 +343,22 @@ def test_replayed_items_share_one_fields_set_safely() -> None:
     edited = items[0].model_copy(update={"importance": 0.9})  # pydantic copies the set
     assert "importance" in edited.model_fields_set
     assert items[1].model_dump(exclude_unset=True) == {"id": "s1", **base}
+
+
+def test_scope_sort_with_few_and_many_hits_matches_a_scan() -> None:
+    rng = random.Random(11)
+    cmds = [{"type": "memory.create", "item": {
+        "id": f"i{i}", "scope": "rare" if i % 50 == 7 else "big", "kind": "k", "content": {},
+        "author": "a", "source_kind": "observed", "authority": rng.choice([0.1, 0.5, 0.9]),
+        "importance": rng.choice([None, 0.2, 0.8]), "created_at": 1000 + i % 17}}
+        for i in range(400)]  # fmt: skip
+    st = replay_commands(cmds).state
+    sort = [{"field": "importance", "order": "desc"}, {"field": "recency", "order": "asc"}]
+    want_rare = _ref_items(st, {"scope": "rare"}, sort)
+    assert len(want_rare) * 16 < len(st.items)  # few hits: read from the pvectors
+    assert [it.id for it in get_items(st, {"scope": "rare"}, {"sort": sort})] == want_rare
+    # many hits: list copies of the columns, cached on the state ...
+    want_big = _ref_items(st, {"scope_prefix": "b"}, sort)
+    assert [it.id for it in get_items(st, {"scope_prefix": "b"}, {"sort": sort})] == want_big
+    # ... which the few-hits query then reuses, with the same answer
+    assert [it.id for it in get_items(st, {"scope": "rare"}, {"sort": sort})] == want_rare
