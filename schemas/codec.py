@@ -19,7 +19,9 @@ from __future__ import annotations
 import io
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -214,11 +216,103 @@ def _fastavro_bytes(entry: SchemaEntry, body: dict[str, Any]) -> bytes:
     return out.getvalue()
 
 
+# Audit events are written directly too, by writers compiled from their schemas at import:
+# fastavro's per-call set-up (and the body dict it needs) cost more than the encoding, on
+# every append. Only the field types the audit models hold are compiled, each as fastavro
+# writes it (tests compare the bytes); a schema with any other type goes through fastavro.
+_Writer = Callable[[bytearray, Any], None]
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def _write_long(out: bytearray, value: int) -> None:
+    n = (value << 1) ^ (value >> 63)  # zigzag (int64)
+    while n > 0x7F:  # 7 bits a byte, low first, high bit set on all but the last
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+
+
+def _write_uuid(out: bytearray, value: Any) -> None:
+    _write_str(out, str(value))  # fastavro's uuid logical type: str() of a UUID
+
+
+def _write_micros(out: bytearray, value: datetime) -> None:
+    # The models hold aware datetimes only; fastavro computes the same exact integer.
+    _write_long(out, (value - _EPOCH) // _MICROSECOND)
+
+
+def _optional(write: _Writer) -> _Writer:
+    def write_optional(out: bytearray, value: Any) -> None:
+        if value is None:
+            out.append(0)
+        else:
+            out.append(2)  # union branch 1, zigzag
+            write(out, value)
+
+    return write_optional
+
+
+def _array(write: _Writer) -> _Writer:
+    def write_array(out: bytearray, values: Any) -> None:
+        if values:
+            _write_long(out, len(values))
+            for value in values:
+                write(out, value)
+        out.append(0)  # the end of the (only) block
+
+    return write_array
+
+
+def _compile(schema: Any) -> _Writer | None:
+    """A writer for one field type, or None when it is not one the audit models use."""
+    if schema == "string":
+        return _write_str
+    if isinstance(schema, dict):
+        if schema == {"type": "string", "logicalType": "uuid"}:
+            return _write_uuid
+        if schema == {"type": "long", "logicalType": "timestamp-micros"}:
+            return _write_micros
+        if schema.get("type") == "array" and schema.keys() == {"type", "items"}:
+            items = _compile(schema["items"])
+            return None if items is None else _array(items)
+        return None
+    if isinstance(schema, list) and len(schema) == 2 and schema[0] == "null":
+        inner = _compile(schema[1])
+        return None if inner is None else _optional(inner)
+    return None
+
+
+def _compile_record(entry: SchemaEntry) -> tuple[tuple[str, _Writer], ...] | None:
+    fields = []
+    for f in entry.schema["fields"]:
+        write = _compile(f["type"])
+        if write is None:
+            return None
+        fields.append((f["name"], write))
+    return tuple(fields)
+
+
+_FAST_AUDIT: dict[str, tuple[bytes, tuple[tuple[str, _Writer], ...]]] = {
+    kind: (MAGIC + LATEST[kind].fingerprint, fields)
+    for kind in _AUDIT_MODELS
+    if (fields := _compile_record(LATEST[kind])) is not None
+}
+
+
 def encode_record(record: Record) -> bytes:
     """The record bytes of an event or envelope. An event's `seq` is the log's to give."""
     if isinstance(record, GraphEnvelope):
         return encode_envelope_fields(record.id, record.namespace, record.type, record.ts,
                                       record.trace_id, _json_text(record.payload))  # fmt: skip
+    fast = _FAST_AUDIT.get(record.kind)
+    if fast is not None:
+        header, fields = fast
+        out = bytearray(header)
+        values = record.__dict__
+        for name, write in fields:
+            write(out, values[name])
+        return bytes(out)
     body = dict(record.__dict__)
     body.pop("seq", None)
     body.pop("kind", None)

@@ -61,6 +61,52 @@ def test_envelope_bytes_equal_fastavros(
     assert schemaless_reader(stream, LATEST["envelope"].schema) == body
 
 
+def _audit_event(kind: str, a: str, b: str, session: str | None, actor: str | None,
+                 when: datetime, until: datetime | None, ids: list[uuid.UUID]) -> Any:
+    common: dict[str, Any] = {"session_id": session, "actor": actor, "timestamp": when,
+                              "source": b}  # fmt: skip
+    if kind == "message":
+        return Message(speaker=a, content=b, retain_until=until, **common)
+    if kind == "document":
+        return Document(name=a, text=b, media_type=b, sha256=session, retain_until=until,
+                        **common)  # fmt: skip
+    if kind == "recall":
+        return Recall(query=a, recalled=tuple(ids), **common)
+    return Deletion(targets=(uuid.uuid4(), *ids), reason=a, requested_by=actor, **common)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.sampled_from(["message", "document", "recall", "deletion"]),
+    nonempty,
+    nonempty,
+    st.none() | text,
+    st.none() | text,
+    times,
+    st.none() | times,
+    st.lists(st.uuids(), max_size=3),
+)
+def test_audit_event_bytes_equal_fastavros(
+    kind: str,
+    a: str,
+    b: str,
+    session: str | None,
+    actor: str | None,
+    when: datetime,
+    until: datetime | None,
+    ids: list[uuid.UUID],
+) -> None:
+    event = _audit_event(kind, a, b, session, actor, when, until, ids)
+    body = dict(event.__dict__)
+    del body["seq"], body["kind"]
+    out = io.BytesIO()
+    out.write(MAGIC + LATEST[kind].fingerprint)
+    schemaless_writer(out, LATEST[kind].schema, body)
+    data = encode_record(event)
+    assert data == out.getvalue()
+    assert decode_record(data, 5) == event.with_seq(5)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.dictionaries(text, st.none() | st.integers() | text | st.lists(text)), st.none() | text)
 def test_envelopes_round_trip(payload: dict[str, Any], trace_id: str | None) -> None:
