@@ -35,7 +35,7 @@ import hashlib
 import logging
 from collections import ChainMap
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, NamedTuple
 from uuid import UUID
@@ -143,17 +143,16 @@ class LogState:
         return 0 if self.last_seq is None else self.last_seq + 1
 
     def with_(self, **changes: Any) -> LogState:
-        values = {
-            "memory": self.memory,
-            "graph": self.graph,
-            "intents": self.intents,
-            "tasks": self.tasks,
-            "rejections": self.rejections,
-            "last_seq": self.last_seq,
-            "graph_seq": self.graph_seq,
-        }
+        unknown = changes.keys() - _LOG_STATE_FIELDS
+        if unknown:
+            raise TypeError(f"LogState has no field {sorted(unknown)[0]!r}")
+        # Copied, not rebuilt through the frozen __init__ (a setattr per field): this runs
+        # for every folded record.
+        new = object.__new__(LogState)
+        values = new.__dict__
+        values.update(self.__dict__)
         values.update(changes)
-        return LogState(**values)
+        return new
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, LogState):
@@ -179,6 +178,9 @@ class LogState:
             f"intents={len(self.intents.intents)}, tasks={len(self.tasks.tasks)}, "
             f"rejections={len(self.rejections)})"
         )
+
+
+_LOG_STATE_FIELDS = frozenset(f.name for f in fields(LogState))
 
 
 class FoldResult(NamedTuple):
@@ -352,18 +354,25 @@ def _audit_lifecycle(seq: int, event: AuditEvent) -> Lifecycle:
     return Lifecycle(seq, "audit", f"{event.kind}.appended", event)
 
 
-def apply_record(state: LogState, seq: int, record: Record) -> FoldResult:
+def apply_record(
+    state: LogState, seq: int, record: Record, *, checked: bool = False
+) -> FoldResult:
     """Fold one decoded record, raising when the fold would refuse it (the strict form).
 
-    An audit event must have no seq (or this one); it is checked with `check_append`.
+    An audit event must have no seq (or this one); it is checked with `check_append`,
+    unless `checked`: a log folding its own append, which `check_records` has just checked
+    against this very state (and which holds no seq), need not check it twice.
     """
     last = state.last_seq
     if last is not None and seq <= last:
         raise ValueError(f"seq {seq} does not follow seq {last}")
     if isinstance(record, BaseEvent):
-        event = record if record.seq is None else record.model_copy(update={"seq": None})
-        check_append(state.memory, event)
-        stored = event.with_seq(seq)
+        if checked:
+            stored = record.with_seq(seq)
+        else:
+            event = record if record.seq is None else record.model_copy(update={"seq": None})
+            check_append(state.memory, event)
+            stored = event.with_seq(seq)
         memory = fold(state.memory, stored)  # type: ignore[arg-type]
         return FoldResult(
             state.with_(memory=memory, last_seq=seq),

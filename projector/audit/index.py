@@ -30,8 +30,10 @@ class WordIndex:
         self.words_of: dict[int, tuple[str, ...]] = {}
 
     def add(self, seq: int, texts: Iterable[str]) -> None:
+        # One pass over the texts joined by a space: no word spans it and lowercasing
+        # stops at it, so these are the words of each text, found in one regex call.
         # Interned: one string object per distinct word, shared by every item holding it.
-        self.add_words(seq, tuple(map(sys.intern, frozenset().union(*map(words, texts)))))
+        self.add_words(seq, tuple(map(sys.intern, words(" ".join(texts)))))
 
     def add_words(self, seq: int, found: tuple[str, ...]) -> None:
         """Index `seq` under words already found (a snapshot's, or another index's)."""

@@ -126,14 +126,15 @@ class Ledger:
         seq = event.seq
         if seq is None:
             raise ValueError(f"cannot replay event {event.id}: it has no seq")
-        last = self.last_seq
-        if last is not None and seq <= last:
+        seqs = self.seqs
+        if seqs and seq <= seqs[-1]:
             raise ValueError(
-                f"cannot replay event {event.id}: seq {seq} does not follow seq {last}"
+                f"cannot replay event {event.id}: seq {seq} does not follow seq {seqs[-1]}"
             )
-        pos = len(self.events)
-        self.events.append(event)
-        self.seqs.append(seq)
+        events = self.events
+        pos = len(events)
+        events.append(event)
+        seqs.append(seq)
         self.by_id.setdefault(event.id.int, pos)
         if isinstance(event, Message):
             self.message_pos.append(pos)

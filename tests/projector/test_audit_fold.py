@@ -6,8 +6,11 @@ from datetime import UTC, datetime
 from uuid import uuid4
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from projector.audit import MemoryState, RecallStats, fold, replay
+from projector.audit.index import WordIndex, words
 from schemas.audit import Deletion, Document, Message, Recall
 
 
@@ -113,3 +116,12 @@ def test_get_respects_the_horizon() -> None:
 
 def test_empty_state_constructor() -> None:
     assert MemoryState().last_seq is None
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.text(), max_size=4))
+def test_the_index_finds_each_texts_words_in_one_pass(texts: list[str]) -> None:
+    # `WordIndex.add` tokenizes the texts joined by a space, in one regex call.
+    index = WordIndex()
+    index.add(0, texts)
+    assert set(index.words_of[0]) == frozenset().union(*map(words, texts))

@@ -251,3 +251,20 @@ def test_edges_and_intents_and_tasks_share_the_log() -> None:
     assert edge.edge_id in state.graph.edges
     assert state.tasks.tasks["t"].status == "running"
     assert state.intents.intents["g"].label == "goal"
+
+
+def test_with_copies_the_state_and_refuses_unknown_fields() -> None:
+    state = fold_log([(0, encode_record(Message(speaker="a", content="b")))])
+    moved = state.with_(last_seq=5, graph_seq=3)
+    assert (moved.last_seq, moved.graph_seq, moved.memory) == (5, 3, state.memory)
+    assert (state.last_seq, state.graph_seq) == (0, None)
+    with pytest.raises(TypeError, match="no field 'nope'"):
+        state.with_(nope=1)
+
+
+def test_a_checked_fold_equals_the_strict_one() -> None:
+    # What a log folds for its own append, already checked by `check_records`.
+    state = fold_log([(0, encode_record(Message(speaker="a", content="b")))])
+    event = Message(speaker="c", content="d")
+    check_records(state, [event])
+    assert apply_record(state, 1, event, checked=True) == apply_record(state, 1, event)
