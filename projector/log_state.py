@@ -455,6 +455,9 @@ def fold_log(records: Sequence[tuple[int, bytes]] | Any, state: LogState | None 
     return state
 
 
+_NOTHING: Mapping[UUID, BaseEvent] = {}
+
+
 def check_records(
     state: LogState, records: Sequence[Record], pending: Mapping[UUID, BaseEvent] | None = None
 ) -> None:
@@ -464,6 +467,10 @@ def check_records(
     already appended after `state` but not folded yet) plus the batch before them;
     envelopes are applied to the (persistent) graph states, which are discarded.
     """
+    if len(records) == 1 and isinstance(records[0], BaseEvent):
+        # The common append, one audit event: no batch to remember it in.
+        check_append(state.memory, records[0], pending or _NOTHING)
+        return
     batch: dict[UUID, BaseEvent] = {}
     seen: Mapping[UUID, BaseEvent] = ChainMap(batch, pending) if pending else batch  # type: ignore[arg-type]
     states = (state.graph, state.intents, state.tasks)
