@@ -3,7 +3,8 @@
 Folds and large queries allocate hundreds of thousands of acyclic objects (models, pvector
 nodes, result rows). Each allocation burst triggers collections that traverse the whole
 heap, which on a 100k-item graph costs several times the work itself. Reference counting
-still frees everything; only the cycle detector waits until the outermost guard exits.
+still frees everything; only the cycle detector waits until the outermost guard exits,
+which hands a large batch of new objects to the oldest generation (see ``no_cyclic_gc``).
 
 A collection also traverses every element of each container it examines: a new 100k-entry
 pvector of a state costs a walk of all 100k entries at the next young collection, and
@@ -35,6 +36,7 @@ except AttributeError:  # not CPython: leave everything tracked
     _untrack = None
 
 UNTRACK_MIN = 512  # below this a traversal is cheaper than the call that avoids it
+AGE_MIN = 10_000  # new objects past which a guard moves them to the oldest generation
 
 
 def untrack_large(containers: Iterable[Sized]) -> None:
@@ -65,6 +67,13 @@ def no_cyclic_gc() -> Iterator[None]:
         with _lock:
             _depth -= 1
             if _depth == 0 and _was_enabled:
+                if gc.get_count()[0] >= AGE_MIN and not gc.get_freeze_count():
+                    # Straight into the oldest generation (two list splices): re-enabled as
+                    # is, the next young collection would walk every object just built,
+                    # results a caller frees by reference count a moment later included.
+                    # Not when the process froze objects itself: unfreeze would undo that.
+                    gc.freeze()
+                    gc.unfreeze()
                 gc.enable()
 
 

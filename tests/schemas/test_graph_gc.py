@@ -49,3 +49,19 @@ def test_a_replayed_state_keeps_its_big_vectors_out_of_the_gc() -> None:
     assert not gc.is_tracked(st.index.scopes["s"])
     gc.collect()
     assert len(st.items) == n and st.items[f"i{n - 1}"].id == f"i{n - 1}"
+
+
+def test_a_guard_hands_a_large_batch_of_new_objects_to_the_oldest_generation() -> None:
+    from schemas.graph._gc import AGE_MIN, no_cyclic_gc
+
+    if gc.get_freeze_count():
+        gc.unfreeze()
+    gc.collect()
+    with no_cyclic_gc():
+        kept = [[] for _ in range(AGE_MIN)]
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    assert gc.get_count()[0] < AGE_MIN  # not left for the next young collection to walk
+    gen0 = {id(o) for o in gc.get_objects(0)}
+    assert not any(id(o) in gen0 for o in kept[:100])
+    assert any(o is kept[0] for o in gc.get_objects(2))
