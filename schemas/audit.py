@@ -12,6 +12,8 @@ from uuid import UUID, uuid4
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
 
+from schemas.fields import shared_fields_set
+
 __all__ = [
     "BaseEvent",
     "Message",
@@ -63,7 +65,9 @@ class BaseEvent(BaseModel):
         values = self.__dict__.copy()
         values["seq"] = seq
         object.__setattr__(copy, "__dict__", values)
-        object.__setattr__(copy, "__pydantic_fields_set__", self.__pydantic_fields_set__ | {"seq"})
+        object.__setattr__(
+            copy, "__pydantic_fields_set__", shared_fields_set(self.__pydantic_fields_set__, "seq")
+        )
         object.__setattr__(copy, "__pydantic_extra__", None)
         object.__setattr__(copy, "__pydantic_private__", None)
         return copy

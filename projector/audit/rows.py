@@ -23,6 +23,7 @@ from typing import Any
 from uuid import UUID, SafeUUID
 
 from schemas.audit import BaseEvent, Deletion, Document, Message, Recall
+from schemas.fields import shared_fields_set
 
 __all__ = ["Row", "MESSAGE", "DOCUMENT", "RECALL", "DELETION", "row_of", "event_of", "uuid_of"]
 
@@ -74,17 +75,19 @@ def row_of(seq: int, e: BaseEvent) -> Row:
     raise TypeError(f"not an audit event: {type(e).__name__}")
 
 
-_FIELDS: dict[tuple[type, tuple[bool, ...]], frozenset[str]] = {}
+_FIELDS: dict[tuple[type, tuple[bool, ...]], set[str]] = {}
 
 
 def _make(cls: type[Any], values: dict[str, Any], shape: tuple[bool, ...]) -> Any:
     """`construct` with a fields set shared by every event of one shape (`shape`: which
-    optional fields are None; the models are frozen, so nothing mutates the set)."""
+    optional fields are None). A set, as pydantic's own: `model_copy(update=...)` copies
+    it and adds the updated names (a frozenset would fail there)."""
     obj = _new(cls)
     _set(obj, "__dict__", values)
     fields = _FIELDS.get((cls, shape))
     if fields is None:
-        fields = _FIELDS[cls, shape] = frozenset(k for k, v in values.items() if v is not None)
+        fields = _FIELDS[cls, shape] = shared_fields_set(
+            {k for k, v in values.items() if v is not None})
     _set(obj, "__pydantic_fields_set__", fields)
     _set(obj, "__pydantic_extra__", None)
     _set(obj, "__pydantic_private__", None)

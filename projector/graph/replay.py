@@ -8,7 +8,7 @@ from typing import Any
 
 from projector.graph.reducer import Tx, coerce_command
 from projector.graph.state import GraphState, create_graph_state
-from schemas.graph._fast import share_fields_set
+from schemas.fields import share_fields_set_by_keys
 from schemas.graph._gc import no_cyclic_gc
 from schemas.graph.commands import MemoryCommandAdapter, MemoryLifecycleEvent
 from schemas.graph.envelopes import EventEnvelope, parse_iso_ms
@@ -69,7 +69,7 @@ def _fold(
                     pass
                 else:
                     if type(raw) is dict:
-                        share_fields_set(item, tuple(raw))
+                        share_fields_set_by_keys(item, tuple(raw))
                     run.append(item)
                     run_entries.append(entry)
                     continue

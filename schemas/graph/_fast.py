@@ -38,21 +38,3 @@ def replace(obj: M, update: dict[str, Any]) -> M:
     _setattr(new, "__pydantic_private__", None)
     return new
 
-
-# Validated models keyed by the keys of the dict they came from. For a model without
-# aliases, a dict's keys determine the fields set, so models built from dicts with the same
-# keys can share one set: models here are frozen, and pydantic's copies copy the set, so no
-# shared set is ever changed. A 14-field set is ~700 bytes and a GC-tracked object per model.
-_SHARED_FIELDS: dict[tuple[str, ...], set[str]] = {}
-_MAX_SHARED = 512  # distinct key tuples kept; beyond that, models keep their own sets
-
-
-def share_fields_set(obj: BaseModel, source_keys: tuple[str, ...]) -> None:
-    """Point ``obj``'s fields set at the one shared by models validated from dicts with
-    exactly ``source_keys`` (in order). Only for frozen models without aliases."""
-    shared = _SHARED_FIELDS.get(source_keys)
-    if shared is None:
-        if len(_SHARED_FIELDS) >= _MAX_SHARED:
-            return
-        shared = _SHARED_FIELDS[source_keys] = obj.__pydantic_fields_set__
-    _setattr(obj, "__pydantic_fields_set__", shared)

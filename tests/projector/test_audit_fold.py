@@ -125,3 +125,23 @@ def test_the_index_finds_each_texts_words_in_one_pass(texts: list[str]) -> None:
     index = WordIndex()
     index.add(0, texts)
     assert set(index.words_of[0]) == frozenset().union(*map(words, texts))
+
+
+def test_events_share_equal_fields_sets_and_still_copy_with_updates() -> None:
+    from projector.audit.rows import event_of, row_of
+
+    first, second = (Message(speaker="a", content=f"c{i}", seq=i) for i in range(2))
+    dumped = second.model_dump(exclude_unset=True)
+    state = replay([first, second])
+    assert first.__pydantic_fields_set__ is second.__pydantic_fields_set__
+    assert second.model_dump(exclude_unset=True) == dumped  # the same set, shared
+    # A stored copy (with_seq) and an event rebuilt from its compact row share theirs too,
+    # and pydantic's model_copy(update=...) copies the set before adding to it.
+    stored = Message(speaker="a", content="x").with_seq(2)
+    rebuilt = event_of(row_of(2, stored))
+    for event in (stored, rebuilt, state.get(first.id)):
+        assert event is not None
+        edited = event.model_copy(update={"content": "redacted"})
+        assert edited.content == "redacted" and "content" in edited.model_fields_set
+    assert Message(speaker="b", content="y").with_seq(3).__pydantic_fields_set__ is (
+        stored.__pydantic_fields_set__)
