@@ -59,6 +59,7 @@ from projector.graph.transplant import import_slice
 from schemas.audit import BaseEvent, event_to_dict
 from schemas.codec import decode_record, encode_envelope_fields, json_text
 from schemas.errors import DecodeError, MemstreamError
+from schemas.graph._gc import cyclic_gc_paused
 from schemas.graph.commands import EdgeCreate, EdgeRetract, MemoryCommandAdapter, MemoryUpdate
 from schemas.graph.envelopes import parse_iso_ms
 from schemas.graph.errors import MemexError
@@ -216,6 +217,7 @@ def _derived_id(envelope: GraphEnvelope, n: int) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
+@cyclic_gc_paused
 def _with_derived_edge_ids(
     before: GraphState, after: GraphState, events: list[Any], envelope: GraphEnvelope
 ) -> tuple[GraphState, list[Any]]:
