@@ -15,6 +15,7 @@ so their column says so.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import multiprocessing as mp
 import os
@@ -216,6 +217,14 @@ def bench_lag(location: str, rate: int, seconds: float) -> tuple[float, float, i
 # --- the N-event log: projector catch-up, restart, readers, replay ---------------------------
 
 
+_RESTART = (
+    "import sys\n"
+    "from producers.logs.location import parse_kafka_location\n"
+    "from projector.service import Projector\n"
+    "Projector(parse_kafka_location(sys.argv[1])).run(until_caught_up=True)\n"
+)
+
+
 def bench_restart(location: str, console: Console) -> dict[str, float]:
     from memstream import Memory
     from producers.logs.location import parse_kafka_location
@@ -225,19 +234,19 @@ def bench_restart(location: str, console: Console) -> dict[str, float]:
     loc = parse_kafka_location(location)
     figures: dict[str, float] = {}
     start = time.perf_counter()
-    first = Projector(loc)
-    state = first.run(until_caught_up=True)
+    n = Projector(loc).run(until_caught_up=True).next_seq
     figures["catch_up_s"] = time.perf_counter() - start
-    figures["events"] = float(state.next_seq)
-    console.print(f"  projector folded {state.next_seq:,} records in {figures['catch_up_s']:.1f}s")
+    figures["events"] = float(n)
+    console.print(f"  projector folded {n:,} records in {figures['catch_up_s']:.1f}s")
+    gc.collect()  # that projector and its state are gone, as after a crash
+    # A restart is a new process: timed from its spawn (interpreter, imports, snapshot,
+    # tail) until it has caught up, with nothing of this process's memory in its way.
     start = time.perf_counter()
-    again = Projector(loc)
-    again.run(until_caught_up=True)
+    subprocess.run([sys.executable, "-c", _RESTART, location], check=True)
     figures["restart_s"] = time.perf_counter() - start
     start = time.perf_counter()
     with Memory(location) as memory:
         figures["reader_open_s"] = time.perf_counter() - start
-        n = state.next_seq
         targets = [n // 2 + k * 997 for k in range(20)]
         times = []
         for k in targets:
@@ -303,7 +312,7 @@ def run(args: argparse.Namespace) -> int:
     row("projector catch-up (fold + lifecycle + snapshots)", "-",
         _fmt_rate(restart["events"] / restart["catch_up_s"]), "-", None)  # fmt: skip
     restart_s = restart["restart_s"]
-    row(f"projector restart on the {appended:,}-event log", "-",
+    row(f"projector restart on the {appended:,}-event log (a new process)", "-",
         f"{restart_s:.2f} s", "serving within 5 s", restart_s < 5)  # fmt: skip
     row("a reader opening the log (snapshot + tail)", "-", f"{restart['reader_open_s']:.2f} s",
         "-", None)  # fmt: skip
