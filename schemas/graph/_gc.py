@@ -72,6 +72,7 @@ def no_cyclic_gc() -> Iterator[None]:
                     # is, the next young collection would walk every object just built,
                     # results a caller frees by reference count a moment later included.
                     # Not when the process froze objects itself: unfreeze would undo that.
+                    # (get_freeze_count walks the frozen list: asked only past AGE_MIN.)
                     gc.freeze()
                     gc.unfreeze()
                 gc.enable()
@@ -89,4 +90,4 @@ def cyclic_gc_paused(fn: Callable[P, R]) -> Callable[P, R]:
     return paused
 
 
-__all__ = ["UNTRACK_MIN", "cyclic_gc_paused", "no_cyclic_gc", "untrack_large"]
+__all__ = ["AGE_MIN", "UNTRACK_MIN", "cyclic_gc_paused", "no_cyclic_gc", "untrack_large"]
