@@ -59,7 +59,7 @@ from projector.graph.transplant import import_slice
 from schemas.audit import BaseEvent, event_to_dict
 from schemas.codec import decode_record, encode_envelope_fields, json_text
 from schemas.errors import DecodeError, MemstreamError
-from schemas.graph._gc import cyclic_gc_paused
+from schemas.gc_guard import cyclic_gc_paused
 from schemas.graph.commands import EdgeCreate, EdgeRetract, MemoryCommandAdapter, MemoryUpdate
 from schemas.graph.envelopes import parse_iso_ms
 from schemas.graph.errors import MemexError

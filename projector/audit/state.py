@@ -8,7 +8,6 @@ Either way the input state never changes: what it shows is fixed by its own last
 
 from __future__ import annotations
 
-import gc
 import threading
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Mapping
@@ -23,6 +22,7 @@ from projector.audit.index import WordIndex
 from projector.audit.rows import Row, event_of
 from schemas.audit import Deletion, Document, Message, Recall
 from schemas.fields import share_fields_set
+from schemas.gc_guard import no_cyclic_gc
 
 __all__ = ["Ledger", "MemoryState", "RecallStats", "fold", "replay"]
 
@@ -39,21 +39,16 @@ def no_gc(objects: int) -> Iterator[None]:
     """Collection paused while building `objects` long-lived objects in bulk.
 
     Every object built here is kept, yet each burst of allocations makes Python walk the
-    whole heap (hundreds of ms on a hydrated 1M-event ledger) for nothing to free.
+    whole heap (hundreds of ms on a hydrated 1M-event ledger) for nothing to free. The
+    graph's guard: on exit the new objects go straight to the oldest generation.
     """
-    if objects < _BULK or not gc.isenabled():
+    if objects < _BULK:
         yield
         return
-    gc.disable()
-    try:
+    with no_cyclic_gc():
         yield
-    finally:
-        if not gc.get_freeze_count():
-            # Straight into the oldest generation: re-enabled as is, the collector's next
-            # pass would walk every object just built (~0.3 s a million) to keep them all.
-            gc.freeze()
-            gc.unfreeze()
-        gc.enable()
+
+
 _ID = itemgetter(2)
 
 

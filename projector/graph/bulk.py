@@ -9,7 +9,7 @@ from typing import Any
 from projector.graph.reducer import Tx
 from projector.graph.state import CommandResult, GraphState
 from queryd.graph.items import filter_items, get_items
-from schemas.graph._gc import cyclic_gc_paused, no_cyclic_gc
+from schemas.gc_guard import cyclic_gc_paused, no_cyclic_gc
 from schemas.graph.coerce import coerce
 from schemas.graph.filters import MemoryFilter, QueryOptions, ScoreAdjustment
 from schemas.graph.ids import now_ms

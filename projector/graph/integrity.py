@@ -9,7 +9,7 @@ from typing import Any
 from projector.graph.pmap import sset_iter
 from projector.graph.reducer import Tx
 from projector.graph.state import CommandResult, GraphState, child_ids, in_edge_order
-from schemas.graph._gc import cyclic_gc_paused, no_cyclic_gc
+from schemas.gc_guard import cyclic_gc_paused, no_cyclic_gc
 from schemas.graph.commands import MemoryLifecycleEvent
 from schemas.graph.errors import MemoryNotFoundError
 from schemas.graph.items import Edge, create_edge

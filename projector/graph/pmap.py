@@ -22,7 +22,7 @@ from typing import Any, Generic, TypeVar, cast, overload
 
 from pyrsistent import pvector
 
-from schemas.graph._gc import untrack_large
+from schemas.gc_guard import untrack_large
 
 K = TypeVar("K")
 V = TypeVar("V")

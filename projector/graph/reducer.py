@@ -33,8 +33,8 @@ from projector.graph.state import (
     build_scopes,
     column_values,
 )
+from schemas.gc_guard import cyclic_gc_paused, untrack_large
 from schemas.graph._fast import replace
-from schemas.graph._gc import cyclic_gc_paused, untrack_large
 from schemas.graph.commands import (
     MEMORY_COMMAND_TYPES,
     MemoryCommand,

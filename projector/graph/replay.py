@@ -9,7 +9,7 @@ from typing import Any
 from projector.graph.reducer import Tx, coerce_command
 from projector.graph.state import GraphState, create_graph_state
 from schemas.fields import share_fields_set_by_keys
-from schemas.graph._gc import no_cyclic_gc
+from schemas.gc_guard import no_cyclic_gc
 from schemas.graph.commands import MemoryCommandAdapter, MemoryLifecycleEvent
 from schemas.graph.envelopes import EventEnvelope, parse_iso_ms
 from schemas.graph.items import MemoryItem

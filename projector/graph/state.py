@@ -25,7 +25,7 @@ from projector.graph.pmap import (
     sset_iter,
     sset_remove,
 )
-from schemas.graph._gc import untrack_large
+from schemas.gc_guard import untrack_large
 from schemas.graph.commands import MemoryLifecycleEvent
 from schemas.graph.items import Edge, MemoryItem, item_timestamp
 

@@ -37,4 +37,3 @@ def replace(obj: M, update: dict[str, Any]) -> M:
     _setattr(new, "__pydantic_extra__", None)
     _setattr(new, "__pydantic_private__", None)
     return new
-

@@ -9,7 +9,7 @@ import weakref
 from pyrsistent import pvector
 
 from projector.graph.replay import replay_commands
-from schemas.graph._gc import UNTRACK_MIN, untrack_large
+from schemas.gc_guard import UNTRACK_MIN, untrack_large
 
 
 class _Node:
@@ -52,7 +52,7 @@ def test_a_replayed_state_keeps_its_big_vectors_out_of_the_gc() -> None:
 
 
 def test_a_guard_hands_a_large_batch_of_new_objects_to_the_oldest_generation() -> None:
-    from schemas.graph._gc import AGE_MIN, no_cyclic_gc
+    from schemas.gc_guard import AGE_MIN, no_cyclic_gc
 
     if gc.get_freeze_count():
         gc.unfreeze()

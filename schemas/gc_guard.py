@@ -1,4 +1,4 @@
-"""Keep the cyclic garbage collector off the graph's bulk work and big containers.
+"""Keep the cyclic garbage collector off bulk work (folds, hydration, queries), big vectors.
 
 Folds and large queries allocate hundreds of thousands of acyclic objects (models, pvector
 nodes, result rows). Each allocation burst triggers collections that traverse the whole
