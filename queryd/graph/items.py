@@ -14,7 +14,7 @@ from typing import Any
 from projector.graph.pmap import HOLE
 from projector.graph.state import GraphState, column_list
 from queryd.graph.decay import check_decay, decay_at
-from schemas.graph._gc import no_cyclic_gc
+from schemas.gc_guard import no_cyclic_gc
 from schemas.graph.coerce import coerce, coerce_opt
 from schemas.graph.filters import MemoryFilter, QueryOptions, Range, SortOption
 from schemas.graph.ids import now_ms

@@ -12,7 +12,7 @@ from projector.graph.pmap import HOLE
 from projector.graph.state import COLUMN_NAMES, GraphState, column_list, column_values
 from queryd.graph.decay import check_decay, compute_decay_multiplier, decay_at
 from queryd.graph.items import compile_filter, filter_items
-from schemas.graph._gc import no_cyclic_gc
+from schemas.gc_guard import no_cyclic_gc
 from schemas.graph.coerce import coerce, coerce_opt
 from schemas.graph.filters import ScoredQueryOptions
 from schemas.graph.ids import extract_timestamp, now_ms
