@@ -20,6 +20,12 @@ from schemas.graph.items import MemoryItem
 from schemas.graph.results import ScoredItem
 from schemas.graph.scoring import ScoreWeights
 
+try:  # The C loops of the functions below (_native.c): each returns None for an input it
+    # leaves to the Python here, which is their reference; their results are the same.
+    from queryd.graph import _native
+except ImportError:  # not built (no compiler, another interpreter): the Python alone
+    _native = None
+
 
 def compute_score(
     item: MemoryItem, weights: ScoreWeights | Mapping[str, Any], *, now: int | None = None
@@ -57,6 +63,10 @@ def score_columns(cols: Cols, w: ScoreWeights, now: int | None = None) -> list[f
             # decay_at inlined for the common case (every item in the past): one list
             # comprehension, whose float arithmetic 3.11 runs without a call per item.
             base = 1.0 - rate
+            if _native is not None:
+                got = _native.score_columns(auth, conv, imp, ts, wa, wc, wi, base, at, interval_ms)
+                if got is not None:
+                    return got
             return [
                 (a * wa + c * wc + i * wi) * base ** ((at - t) / interval_ms)
                 for a, c, i, t in zip(auth, conv, imp, ts, strict=True)
@@ -65,6 +75,10 @@ def score_columns(cols: Cols, w: ScoreWeights, now: int | None = None) -> list[f
             (a * wa + c * wc + i * wi) * decay_at(t, at, rate, interval_ms, kind)
             for a, c, i, t in zip(auth, conv, imp, ts, strict=True)
         ]
+    if _native is not None:
+        got = _native.score_columns(auth, conv, imp, None, wa, wc, wi, None, 0, 1)
+        if got is not None:
+            return got
     return [a * wa + c * wc + i * wi for a, c, i in zip(auth, conv, imp, strict=True)]
 
 
@@ -101,7 +115,12 @@ def scored_items(items: Iterable[MemoryItem], scores: Iterable[float]) -> list[S
 
 
 def rank(items: Sequence[Any], scores: list[float], keep: int | None = None) -> list[int]:
-    """Indexes by score descending; ties keep the incoming order. ``keep``: top-k only."""
+    """Indexes by score descending; ties keep the incoming order. ``keep``: top-k only
+    (at least; the caller slices)."""
+    if _native is not None:
+        got = _native.rank_desc(scores, keep)
+        if got is not None:
+            return got
     n = len(items)
     if keep is not None and keep * 8 < n:
         # nlargest is documented equal to sorted(..., reverse=True)[:k], ties included.
@@ -154,7 +173,14 @@ def _scored(state: GraphState, w: ScoreWeights, o: ScoredQueryOptions) -> list[S
         post = compile_filter(o.post, now)
         order = [i for i in order if post(items[i])]
     end = None if o.limit is None else start + o.limit
-    page = order[start:end]
+    return scored_page(items, scores, order[start:end])
+
+
+def scored_page(items: Sequence[MemoryItem], scores: Sequence[float],
+                page: list[int]) -> list[ScoredItem]:  # fmt: skip
+    """``[ScoredItem(item=items[i], score=scores[i]) for i in page]``, without validation."""
+    if _native is not None:
+        return _native.scored_items(ScoredItem, _SCORED_SET, items, scores, page)
     if 2 * len(page) >= len(items):
         # Most items are returned: build in item order, which walks memory in the order
         # the items were allocated, then permute; about a third faster than rank order.
@@ -166,5 +192,5 @@ def _scored(state: GraphState, w: ScoreWeights, o: ScoredQueryOptions) -> list[S
 
 __all__ = [
     "compute_score", "extract_timestamp", "get_scored_items", "rank", "score_all",
-    "score_columns", "scored_item", "scored_items",
+    "score_columns", "scored_item", "scored_items", "scored_page",
 ]

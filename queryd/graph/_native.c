@@ -1,0 +1,356 @@
+/* The inner loops of get_scored_items, for CPython: score columns, rank, build results.
+ *
+ * queryd/graph/scoring.py holds the reference of each function in Python and falls back
+ * to it whenever this module is missing or a function here returns None (an input it does
+ * not take: a value that is not an exact float, a NaN score, a base outside [0, 1]).
+ * Results are the Python ones bit for bit: the same IEEE operations in the same order
+ * (the build compiles with -ffp-contract=off, so no multiply-add is fused), the same libm
+ * pow(), ties ranked in incoming order. tests/graph/test_native.py pins that.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+static PyObject *s_item, *s_score, *s_contradicted_by;
+static PyObject *s_fields_set, *s_extra, *s_private;
+static PyObject *empty_tuple;
+
+/* Fill out[] with the items of an exact-float sequence; 0 if some item is not one. */
+static int
+floats_of(PyObject *fast, Py_ssize_t n, double *out)
+{
+    PyObject **v = PySequence_Fast_ITEMS(fast);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyFloat_CheckExact(v[i]))
+            return 0;
+        out[i] = PyFloat_AS_DOUBLE(v[i]);
+    }
+    return 1;
+}
+
+/* score_columns(auth, conv, imp, ts, wa, wc, wi, base, at, interval) -> list[float] | None
+ *
+ * (a * wa + c * wc + i * wi) for each row, times base ** ((at - t) / interval) when base
+ * is not None: the exponential decay of rows all dated before ``at``. */
+static PyObject *
+score_columns(PyObject *self, PyObject *args)
+{
+    PyObject *cols[4], *fast[4] = {NULL, NULL, NULL, NULL};
+    double wa, wc, wi, at = 0.0, interval = 1.0, base = 0.0;
+    PyObject *base_o, *at_o, *interval_o;
+    PyObject *result = NULL;
+    double *buf = NULL;
+
+    if (!PyArg_ParseTuple(args, "OOOOdddOOO:score_columns", &cols[0], &cols[1], &cols[2],
+                          &cols[3], &wa, &wc, &wi, &base_o, &at_o, &interval_o))
+        return NULL;
+    int decay = base_o != Py_None;
+    if (decay) {
+        base = PyFloat_AsDouble(base_o);
+        if (base == -1.0 && PyErr_Occurred())
+            return NULL;
+        /* Python converts an int in int - float and float / int exactly as these do. */
+        at = PyFloat_AsDouble(at_o);
+        if (at == -1.0 && PyErr_Occurred())
+            return NULL;
+        interval = PyFloat_AsDouble(interval_o);
+        if (interval == -1.0 && PyErr_Occurred())
+            return NULL;
+        /* float ** float raises or special-cases outside this range: leave it to Python. */
+        if (!(base >= 0.0 && base <= 1.0) || !(interval > 0.0))
+            Py_RETURN_NONE;
+    }
+    int ncols = decay ? 4 : 3;
+    Py_ssize_t n = -1;
+    for (int k = 0; k < ncols; k++) {
+        fast[k] = PySequence_Fast(cols[k], "score_columns: columns must be sequences");
+        if (fast[k] == NULL)
+            goto done;
+        Py_ssize_t len = PySequence_Fast_GET_SIZE(fast[k]);
+        if (n >= 0 && len != n) {
+            PyErr_SetString(PyExc_ValueError, "score_columns: columns differ in length");
+            goto done;
+        }
+        n = len;
+    }
+    buf = PyMem_Malloc(sizeof(double) * (size_t)(n > 0 ? n : 1) * (size_t)ncols);
+    if (buf == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (int k = 0; k < ncols; k++) {
+        if (!floats_of(fast[k], n, buf + (size_t)k * (size_t)n)) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+    }
+    result = PyList_New(n);
+    if (result == NULL)
+        goto done;
+    const double *a = buf, *c = buf + n, *im = buf + 2 * n, *t = buf + 3 * n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double s = a[i] * wa + c[i] * wc + im[i] * wi;
+        if (decay) {
+            if (!(t[i] < at)) { /* a row not in the past decays otherwise: Python's path */
+                Py_CLEAR(result);
+                result = Py_NewRef(Py_None);
+                goto done;
+            }
+            s = s * pow(base, (at - t[i]) / interval);
+        }
+        PyObject *f = PyFloat_FromDouble(s);
+        if (f == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, i, f);
+    }
+done:
+    PyMem_Free(buf);
+    for (int k = 0; k < 4; k++)
+        Py_XDECREF(fast[k]);
+    return result;
+}
+
+/* A key whose unsigned order is the descending order of the doubles (no NaN; -0.0 and
+ * 0.0 equal, as Python compares them). */
+static inline uint64_t
+descending_key(double d)
+{
+    uint64_t bits;
+    if (d == 0.0)
+        d = 0.0;
+    memcpy(&bits, &d, sizeof bits);
+    uint64_t ascending = (bits & 0x8000000000000000ULL) ? ~bits : bits | 0x8000000000000000ULL;
+    return ~ascending;
+}
+
+/* rank_desc(scores, keep) -> list[int] | None
+ *
+ * Indexes of ``scores`` by score descending, ties in incoming order (what sorted(...,
+ * reverse=True) gives), the first ``keep`` only when keep is not None. A stable LSD radix
+ * sort, 8 bits a pass, skipping the passes where every key has the same byte. */
+static PyObject *
+rank_desc(PyObject *self, PyObject *args)
+{
+    PyObject *scores, *keep_o, *fast, *result = NULL;
+    if (!PyArg_ParseTuple(args, "OO:rank_desc", &scores, &keep_o))
+        return NULL;
+    fast = PySequence_Fast(scores, "rank_desc: scores must be a sequence");
+    if (fast == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast), keep = n;
+    if (keep_o != Py_None) {
+        keep = PyLong_AsSsize_t(keep_o);
+        if (keep == -1 && PyErr_Occurred())
+            goto done;
+        if (keep < 0)
+            keep = 0;
+        if (keep > n)
+            keep = n;
+    }
+    size_t m = (size_t)(n > 0 ? n : 1);
+    uint64_t *keys = PyMem_Malloc(sizeof(uint64_t) * m * 2);
+    Py_ssize_t *idx = PyMem_Malloc(sizeof(Py_ssize_t) * m * 2);
+    if (keys == NULL || idx == NULL) {
+        PyMem_Free(keys);
+        PyMem_Free(idx);
+        PyErr_NoMemory();
+        goto done;
+    }
+    PyObject **v = PySequence_Fast_ITEMS(fast);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyFloat_CheckExact(v[i]) || isnan(PyFloat_AS_DOUBLE(v[i]))) {
+            result = Py_NewRef(Py_None);
+            break;
+        }
+        keys[i] = descending_key(PyFloat_AS_DOUBLE(v[i]));
+        idx[i] = i;
+    }
+    if (result == NULL) {
+        uint64_t *k_src = keys, *k_dst = keys + m;
+        Py_ssize_t *i_src = idx, *i_dst = idx + m;
+        for (int shift = 0; shift < 64; shift += 8) {
+            Py_ssize_t count[257] = {0};
+            for (Py_ssize_t i = 0; i < n; i++)
+                count[((k_src[i] >> shift) & 0xFF) + 1]++;
+            if (n == 0 || count[((k_src[0] >> shift) & 0xFF) + 1] == n)
+                continue; /* one bucket: this pass would not move anything */
+            for (int b = 0; b < 256; b++)
+                count[b + 1] += count[b];
+            for (Py_ssize_t i = 0; i < n; i++) {
+                Py_ssize_t at = count[(k_src[i] >> shift) & 0xFF]++;
+                k_dst[at] = k_src[i];
+                i_dst[at] = i_src[i];
+            }
+            uint64_t *kt = k_src; k_src = k_dst; k_dst = kt;
+            Py_ssize_t *it = i_src; i_src = i_dst; i_dst = it;
+        }
+        result = PyList_New(keep);
+        for (Py_ssize_t i = 0; result != NULL && i < keep; i++) {
+            PyObject *o = PyLong_FromSsize_t(i_src[i]);
+            if (o == NULL)
+                Py_CLEAR(result);
+            else
+                PyList_SET_ITEM(result, i, o);
+        }
+    }
+    PyMem_Free(keys);
+    PyMem_Free(idx);
+done:
+    Py_DECREF(fast);
+    return result;
+}
+
+/* The byte offset of a slot (``__slots__`` member holding an object) that ``cls`` has. */
+static Py_ssize_t
+slot_offset(PyTypeObject *cls, PyObject *name)
+{
+    PyObject *d = _PyType_Lookup(cls, name);
+    if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type)
+        || ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX) {
+        PyErr_Format(PyExc_TypeError, "scored_items: %s has no object slot %R", cls->tp_name,
+                     name);
+        return -1;
+    }
+    return ((PyMemberDescrObject *)d)->d_member->offset;
+}
+
+static inline void
+set_slot(PyObject *obj, Py_ssize_t offset, PyObject *value)
+{
+    PyObject **p = (PyObject **)((char *)obj + offset);
+    PyObject *old = *p;
+    *p = Py_NewRef(value);
+    Py_XDECREF(old);
+}
+
+/* One ScoredItem as ScoredItem.model_construct(item=..., score=...) makes it: a plain
+ * __dict__ of the three fields, the fields set, no extra, no private attributes. */
+static PyObject *
+new_scored(PyTypeObject *cls, PyObject *item, PyObject *score, PyObject *fields_set,
+           const Py_ssize_t off[3])
+{
+    PyObject *obj = PyBaseObject_Type.tp_new(cls, empty_tuple, NULL);
+    if (obj == NULL)
+        return NULL;
+    PyObject *d = PyDict_New();
+    if (d == NULL || PyDict_SetItem(d, s_item, item) < 0
+        || PyDict_SetItem(d, s_score, score) < 0
+        || PyDict_SetItem(d, s_contradicted_by, Py_None) < 0
+        || PyObject_GenericSetDict(obj, d, NULL) < 0) {
+        Py_XDECREF(d);
+        Py_DECREF(obj);
+        return NULL;
+    }
+    Py_DECREF(d);
+    set_slot(obj, off[0], fields_set);
+    set_slot(obj, off[1], Py_None);
+    set_slot(obj, off[2], Py_None);
+    return obj;
+}
+
+/* scored_items(cls, fields_set, items, scores, order) -> list
+ *
+ * [cls(item=items[i], score=scores[i]) for i in order], built without validation. The
+ * objects are allocated in item order (memory then follows the items, which later walks
+ * of the result touch) and placed in ``order``'s order. */
+static PyObject *
+scored_items(PyObject *self, PyObject *args)
+{
+    PyObject *cls_o, *fields_set, *items, *scores, *order;
+    PyObject *fi = NULL, *fs = NULL, *fo = NULL, *result = NULL;
+    Py_ssize_t *pos = NULL;
+    if (!PyArg_ParseTuple(args, "O!OOOO:scored_items", &PyType_Type, &cls_o, &fields_set,
+                          &items, &scores, &order))
+        return NULL;
+    PyTypeObject *cls = (PyTypeObject *)cls_o;
+    Py_ssize_t off[3];
+    if ((off[0] = slot_offset(cls, s_fields_set)) < 0 || (off[1] = slot_offset(cls, s_extra)) < 0
+        || (off[2] = slot_offset(cls, s_private)) < 0)
+        return NULL;
+    if (!(cls->tp_flags & Py_TPFLAGS_MANAGED_DICT) && cls->tp_dictoffset == 0) {
+        PyErr_Format(PyExc_TypeError, "scored_items: %s has no __dict__", cls->tp_name);
+        return NULL;
+    }
+    fi = PySequence_Fast(items, "scored_items: items must be a sequence");
+    fs = fi ? PySequence_Fast(scores, "scored_items: scores must be a sequence") : NULL;
+    fo = fs ? PySequence_Fast(order, "scored_items: order must be a sequence") : NULL;
+    if (fo == NULL)
+        goto done;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fi), k = PySequence_Fast_GET_SIZE(fo);
+    if (PySequence_Fast_GET_SIZE(fs) != n) {
+        PyErr_SetString(PyExc_ValueError, "scored_items: items and scores differ in length");
+        goto done;
+    }
+    pos = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n > 0 ? n : 1));
+    if (pos == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        pos[i] = -1;
+    PyObject **ov = PySequence_Fast_ITEMS(fo);
+    for (Py_ssize_t j = 0; j < k; j++) {
+        Py_ssize_t i = PyLong_AsSsize_t(ov[j]);
+        if (i == -1 && PyErr_Occurred())
+            goto done;
+        if (i < 0 || i >= n || pos[i] >= 0) {
+            PyErr_Format(PyExc_ValueError, "scored_items: order holds %zd out of range "
+                         "or twice", i);
+            goto done;
+        }
+        pos[i] = j;
+    }
+    result = PyList_New(k);
+    if (result == NULL)
+        goto done;
+    PyObject **iv = PySequence_Fast_ITEMS(fi), **sv = PySequence_Fast_ITEMS(fs);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (pos[i] < 0)
+            continue;
+        PyObject *obj = new_scored(cls, iv[i], sv[i], fields_set, off);
+        if (obj == NULL) {
+            Py_CLEAR(result); /* slots not yet filled are NULL: list_dealloc skips them */
+            goto done;
+        }
+        PyList_SET_ITEM(result, pos[i], obj);
+    }
+done:
+    PyMem_Free(pos);
+    Py_XDECREF(fi);
+    Py_XDECREF(fs);
+    Py_XDECREF(fo);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"score_columns", score_columns, METH_VARARGS,
+     "score_columns(auth, conv, imp, ts, wa, wc, wi, base, at, interval) -> list | None"},
+    {"rank_desc", rank_desc, METH_VARARGS, "rank_desc(scores, keep) -> list[int] | None"},
+    {"scored_items", scored_items, METH_VARARGS,
+     "scored_items(cls, fields_set, items, scores, order) -> list"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_native", "The inner loops of get_scored_items.", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__native(void)
+{
+    if (!(s_item = PyUnicode_InternFromString("item"))
+        || !(s_score = PyUnicode_InternFromString("score"))
+        || !(s_contradicted_by = PyUnicode_InternFromString("contradicted_by"))
+        || !(s_fields_set = PyUnicode_InternFromString("__pydantic_fields_set__"))
+        || !(s_extra = PyUnicode_InternFromString("__pydantic_extra__"))
+        || !(s_private = PyUnicode_InternFromString("__pydantic_private__"))
+        || !(empty_tuple = PyTuple_New(0)))
+        return NULL;
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,182 @@
+"""The C loops of get_scored_items (queryd/graph/_native.c) against their Python reference
+in queryd/graph/scoring.py: the same scores bit for bit, the same order, the same models."""
+
+from __future__ import annotations
+
+import copy
+import math
+import pickle
+import random
+import sys
+from typing import Any
+
+import pytest
+
+from projector.graph.replay import replay_commands
+from queryd.graph import _native, scoring  # _native: built by `pip install` (setup.py)
+from queryd.graph.scoring import get_scored_items, scored_items
+from schemas.graph.ids import uuid7
+from schemas.graph.results import ScoredItem
+
+NOW = 1_800_000_000_000
+# Importing _native above fails this module when the build is missing: the fallback to
+# Python must not hide it.
+
+
+def _bits(xs: list[float]) -> list[str]:
+    return [x.hex() for x in xs]
+
+
+def _columns(rng: random.Random, n: int) -> tuple[list[float], ...]:
+    pick = [0.0, -0.0, 0.25, 0.5, 1.0]  # repeats, so ranks have ties
+    auth = [rng.choice(pick) if rng.random() < 0.3 else rng.random() for _ in range(n)]
+    conv = [rng.random() for _ in range(n)]
+    imp = [rng.choice(pick) for _ in range(n)]
+    ts = [float(NOW - rng.randrange(1, 10**10)) for _ in range(n)]
+    return auth, conv, imp, ts
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("base", [None, 0.0, 0.9, 1.0, 0.999999])
+def test_score_columns_are_the_python_scores_bit_for_bit(seed: int, base: float | None) -> None:
+    rng = random.Random(seed)
+    auth, conv, imp, ts = _columns(rng, 2_000)
+    wa, wc, wi = rng.random(), -rng.random(), 0.3
+    interval = rng.choice([3_600_000, 86_400_000, 604_800_000])
+    if base is None:
+        ref = [a * wa + c * wc + i * wi for a, c, i in zip(auth, conv, imp, strict=True)]
+    else:
+        ref = [(a * wa + c * wc + i * wi) * base ** ((NOW - t) / interval)
+               for a, c, i, t in zip(auth, conv, imp, ts, strict=True)]  # fmt: skip
+    got = _native.score_columns(auth, conv, imp, ts, wa, wc, wi, base, NOW, interval)
+    assert got is not None and _bits(got) == _bits(ref)
+
+
+def test_score_columns_leave_other_inputs_to_python() -> None:
+    one = [0.5]
+    # not exact floats, a row dated at or after `at`, a base outside [0, 1]
+    assert _native.score_columns([1], one, one, one, 1.0, 1.0, 1.0, None, 0, 1) is None
+    assert _native.score_columns(one, one, one, [float(NOW)], 1.0, 1, 1, 0.5, NOW, 10) is None
+    assert _native.score_columns(one, one, one, [0.0], 1.0, 1.0, 1.0, 1.5, NOW, 10) is None
+    with pytest.raises(ValueError, match="differ in length"):
+        _native.score_columns(one, [], one, None, 1.0, 1.0, 1.0, None, 0, 1)
+    assert _native.score_columns([], [], [], [], 1.0, 1.0, 1.0, 0.5, NOW, 10) == []
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_rank_desc_is_sorted_descending_with_ties_in_incoming_order(seed: int) -> None:
+    rng = random.Random(seed)
+    pool = [0.0, -0.0, 1.0, -1.0, 0.5, 1e-300, -1e-300, math.inf, -math.inf, 5e-324]
+    n = rng.choice([0, 1, 2, 7, 300, 5_000])
+    scores = [rng.choice(pool) if rng.random() < 0.5 else rng.uniform(-2, 2) for _ in range(n)]
+    ref = sorted(range(n), key=scores.__getitem__, reverse=True)
+    assert _native.rank_desc(scores, None) == ref
+    for keep in (0, 1, 10, n, n + 5):
+        assert _native.rank_desc(scores, keep) == ref[:keep]
+
+
+def test_rank_desc_leaves_nan_and_non_floats_to_python() -> None:
+    assert _native.rank_desc([1.0, math.nan], None) is None
+    assert _native.rank_desc([1.0, 2], None) is None
+    # the public rank gives Python's answer for them
+    assert scoring.rank([0, 0], [1, 2.0]) == [1, 0]
+
+
+def _graph(seed: int, n: int) -> Any:
+    rng = random.Random(seed)
+    cmds: list[dict[str, Any]] = []
+    live: list[str] = []
+    for i in range(n):
+        if rng.random() < 0.85 or not live:
+            iid = uuid7(NOW - rng.randrange(1, 10**10))
+            item: dict[str, Any] = {
+                "id": iid, "scope": f"user:{i % 5}", "kind": "k", "content": {"i": i},
+                "author": f"agent:{i % 3}", "source_kind": "observed",
+                "authority": rng.choice([0.0, 0.5, 1.0, rng.random()]),
+                "importance": rng.choice([None, 0.5, rng.random()]),
+                "conviction": rng.choice([None, rng.random()]),
+            }  # fmt: skip
+            if rng.random() < 0.7:  # else the time comes from the UUIDv7 id
+                item["created_at"] = NOW - rng.randrange(1, 10**10)
+            cmds.append({"type": "memory.create", "item": item})
+            live.append(iid)
+        else:  # holes in the items map
+            victim = live.pop(rng.randrange(len(live)))
+            cmds.append({"type": "memory.retract", "item_id": victim, "author": "a"})
+    return replay_commands(cmds).state
+
+
+def _key(result: list[ScoredItem]) -> list[tuple[str, str]]:
+    return [(s.item.id, s.score.hex()) for s in result]
+
+
+WEIGHTS = [
+    {"authority": 0.5, "conviction": 0.2, "importance": 0.3},
+    {"authority": 1.0, "decay": {"rate": 0.1, "interval": "day", "type": "exponential"}},
+    {"authority": 0.7, "importance": 0.3,
+     "decay": {"rate": 0.2, "interval": "hour", "type": "linear"}},
+    {"conviction": 1.0, "decay": {"rate": 1.0, "interval": "week", "type": "exponential"}},
+]  # fmt: skip
+OPTIONS: list[dict[str, Any] | None] = [
+    None, {"limit": 10}, {"limit": 7, "offset": 3}, {"min_score": 0.3},
+    {"pre": {"scope_prefix": "user:1"}}, {"post": {"author": "agent:2"}, "limit": 20},
+    {"limit": 5000}, {"offset": 10},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_get_scored_items_equals_the_python_path(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    st = _graph(seed, 1_500)
+    monkeypatch.setattr(scoring, "now_ms", lambda: NOW)
+    got = {(i, j): get_scored_items(st, w, o)
+           for i, w in enumerate(WEIGHTS) for j, o in enumerate(OPTIONS)}  # fmt: skip
+    monkeypatch.setattr(scoring, "_native", None)
+    for (i, j), res in got.items():
+        ref = get_scored_items(st, WEIGHTS[i], OPTIONS[j])
+        assert _key(res) == _key(ref), (WEIGHTS[i], OPTIONS[j])
+        assert res == ref  # the models compare equal too
+
+
+def test_scored_items_builds_what_model_construct_builds() -> None:
+    st = _graph(7, 200)
+    items = list(st.items.values())
+    scores = [float(i) / 3 for i in range(len(items))]
+    order = list(range(len(items)))[::-1]
+    got = _native.scored_items(ScoredItem, scoring._SCORED_SET, items, scores, order)
+    for s, i in zip(got, order, strict=True):
+        ref = ScoredItem.model_construct(item=items[i], score=scores[i], contradicted_by=None)
+        assert type(s) is ScoredItem and s == ref
+        assert s.item is items[i] and s.score is scores[i] and s.contradicted_by is None
+        assert s.__dict__ == ref.__dict__ and s.model_fields_set == ref.model_fields_set
+        assert s.__pydantic_extra__ is None and s.__pydantic_private__ is None
+        assert s.model_dump() == ScoredItem(item=items[i], score=scores[i]).model_dump()
+    # Each result is its own mutable model, as the Python build makes them.
+    got[0].contradicted_by = [items[1]]
+    assert got[1].contradicted_by is None and got[0].model_dump()["contradicted_by"]
+    assert pickle.loads(pickle.dumps(got[2])) == got[2] and copy.deepcopy(got[3]) == got[3]
+    assert got[1:] == [scoring.scored_items([items[i]], [scores[i]])[0] for i in order[1:]]
+    # Pages: any subset in any order.
+    assert _native.scored_items(ScoredItem, scoring._SCORED_SET, items, scores, [5, 0]) == (
+        scored_items([items[5], items[0]], [scores[5], scores[0]])
+    )
+    assert _native.scored_items(ScoredItem, scoring._SCORED_SET, items, scores, []) == []
+
+
+def test_scored_items_rejects_a_bad_order_and_leaks_nothing() -> None:
+    items = list(_graph(8, 50).items.values())
+    scores = [0.5] * len(items)
+    fs = scoring._SCORED_SET
+    for bad in ([len(items)], [-1], [3, 3]):
+        with pytest.raises(ValueError, match="out of range or twice"):
+            _native.scored_items(ScoredItem, fs, items, scores, bad)
+    with pytest.raises(ValueError, match="differ in length"):
+        _native.scored_items(ScoredItem, fs, items, scores[:-1], [0])
+    with pytest.raises(TypeError, match="no object slot"):
+        _native.scored_items(int, fs, items, scores, [0])
+    before = sys.getrefcount(items[0]), sys.getrefcount(scores[0])
+    for _ in range(100):
+        built = _native.scored_items(ScoredItem, fs, items, scores, list(range(len(items))))
+        del built
+    assert (sys.getrefcount(items[0]), sys.getrefcount(scores[0])) == before
