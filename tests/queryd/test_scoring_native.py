@@ -149,7 +149,8 @@ def test_scored_items_builds_what_model_construct_builds() -> None:
         ref = ScoredItem.model_construct(item=items[i], score=scores[i], contradicted_by=None)
         assert type(s) is ScoredItem and s == ref
         assert s.item is items[i] and s.score is scores[i] and s.contradicted_by is None
-        assert s.__dict__ == ref.__dict__ and s.model_fields_set == ref.model_fields_set
+        assert list(s.__dict__.items()) == list(ref.__dict__.items())  # order: repr's
+        assert repr(s) == repr(ref) and s.model_fields_set == ref.model_fields_set
         assert s.__pydantic_extra__ is None and s.__pydantic_private__ is None
         assert s.model_dump() == ScoredItem(item=items[i], score=scores[i]).model_dump()
     # Each result is its own mutable model, as the Python build makes them.
