@@ -129,9 +129,9 @@ descending_key(double d)
     return ~ascending;
 }
 
-/* rank_desc(scores, keep) -> list[int] | None
+/* rank_desc(scores, keep) -> bytes | None
  *
- * Indexes of ``scores`` by score descending, ties in incoming order (what sorted(...,
+ * Indexes (native int64, no int object each: memoryview(...).cast("q") reads them) of ``scores`` by score descending, ties in incoming order (what sorted(...,
  * reverse=True) gives), the first ``keep`` only when keep is not None. A stable LSD radix
  * sort, DIGIT_BITS a pass (six passes; the counts fit in L1), skipping the passes where
  * every key has the same digit. */
@@ -193,13 +193,11 @@ rank_desc(PyObject *self, PyObject *args)
             uint64_t *kt = k_src; k_src = k_dst; k_dst = kt;
             Py_ssize_t *it = i_src; i_src = i_dst; i_dst = it;
         }
-        result = PyList_New(keep);
-        for (Py_ssize_t i = 0; result != NULL && i < keep; i++) {
-            PyObject *o = PyLong_FromSsize_t(i_src[i]);
-            if (o == NULL)
-                Py_CLEAR(result);
-            else
-                PyList_SET_ITEM(result, i, o);
+        result = PyBytes_FromStringAndSize(NULL, keep * (Py_ssize_t)sizeof(int64_t));
+        if (result != NULL) {
+            int64_t *out = (int64_t *)PyBytes_AS_STRING(result);
+            for (Py_ssize_t i = 0; i < keep; i++)
+                out[i] = (int64_t)i_src[i];
         }
     }
     PyMem_Free(keys);
@@ -267,6 +265,8 @@ scored_items(PyObject *self, PyObject *args)
     PyObject *cls_o, *fields_set, *items, *scores, *order;
     PyObject *fi = NULL, *fs = NULL, *fo = NULL, *result = NULL;
     Py_ssize_t *pos = NULL;
+    Py_buffer view;
+    int has_view = 0;
     if (!PyArg_ParseTuple(args, "O!OOOO:scored_items", &PyType_Type, &cls_o, &fields_set,
                           &items, &scores, &order))
         return NULL;
@@ -281,10 +281,24 @@ scored_items(PyObject *self, PyObject *args)
     }
     fi = PySequence_Fast(items, "scored_items: items must be a sequence");
     fs = fi ? PySequence_Fast(scores, "scored_items: scores must be a sequence") : NULL;
-    fo = fs ? PySequence_Fast(order, "scored_items: order must be a sequence") : NULL;
-    if (fo == NULL)
+    if (fs == NULL)
         goto done;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(fi), k = PySequence_Fast_GET_SIZE(fo);
+    /* ``order``: rank_desc's int64 indexes (a memoryview cast to "q", sliced or not), or
+     * any sequence of ints. */
+    if (PyObject_CheckBuffer(order)) {
+        if (PyObject_GetBuffer(order, &view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0)
+            goto done;
+        has_view = 1;
+        if (view.itemsize != sizeof(int64_t) || view.format == NULL
+            || strcmp(view.format, "q") != 0) {
+            PyErr_SetString(PyExc_TypeError, "scored_items: an order buffer must be int64 (\"q\")");
+            goto done;
+        }
+    }
+    else if ((fo = PySequence_Fast(order, "scored_items: order must be a sequence")) == NULL)
+        goto done;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fi);
+    Py_ssize_t k = has_view ? view.len / (Py_ssize_t)sizeof(int64_t) : PySequence_Fast_GET_SIZE(fo);
     if (PySequence_Fast_GET_SIZE(fs) != n) {
         PyErr_SetString(PyExc_ValueError, "scored_items: items and scores differ in length");
         goto done;
@@ -296,10 +310,12 @@ scored_items(PyObject *self, PyObject *args)
     }
     for (Py_ssize_t i = 0; i < n; i++)
         pos[i] = -1;
-    PyObject **ov = PySequence_Fast_ITEMS(fo);
     for (Py_ssize_t j = 0; j < k; j++) {
-        Py_ssize_t i = PyLong_AsSsize_t(ov[j]);
-        if (i == -1 && PyErr_Occurred())
+        Py_ssize_t i;
+        if (has_view) {
+            i = (Py_ssize_t)((const int64_t *)view.buf)[j];
+        }
+        else if ((i = PyLong_AsSsize_t(PySequence_Fast_ITEMS(fo)[j])) == -1 && PyErr_Occurred())
             goto done;
         if (i < 0 || i >= n || pos[i] >= 0) {
             PyErr_Format(PyExc_ValueError, "scored_items: order holds %zd out of range "
@@ -323,6 +339,8 @@ scored_items(PyObject *self, PyObject *args)
         PyList_SET_ITEM(result, pos[i], obj);
     }
 done:
+    if (has_view)
+        PyBuffer_Release(&view);
     PyMem_Free(pos);
     Py_XDECREF(fi);
     Py_XDECREF(fs);
@@ -333,7 +351,7 @@ done:
 static PyMethodDef methods[] = {
     {"score_columns", score_columns, METH_VARARGS,
      "score_columns(auth, conv, imp, ts, wa, wc, wi, base, at, interval) -> list | None"},
-    {"rank_desc", rank_desc, METH_VARARGS, "rank_desc(scores, keep) -> list[int] | None"},
+    {"rank_desc", rank_desc, METH_VARARGS, "rank_desc(scores, keep) -> bytes (int64) | None"},
     {"scored_items", scored_items, METH_VARARGS,
      "scored_items(cls, fields_set, items, scores, order) -> list"},
     {NULL, NULL, 0, NULL},

@@ -114,13 +114,13 @@ def scored_items(items: Iterable[MemoryItem], scores: Iterable[float]) -> list[S
     return out
 
 
-def rank(items: Sequence[Any], scores: list[float], keep: int | None = None) -> list[int]:
+def rank(items: Sequence[Any], scores: list[float], keep: int | None = None) -> Sequence[int]:
     """Indexes by score descending; ties keep the incoming order. ``keep``: top-k only
     (at least; the caller slices)."""
     if _native is not None:
         got = _native.rank_desc(scores, keep)
         if got is not None:
-            return got
+            return memoryview(got).cast("q")  # int64s: no int object per index
     n = len(items)
     if keep is not None and keep * 8 < n:
         # nlargest is documented equal to sorted(..., reverse=True)[:k], ties included.
@@ -177,7 +177,7 @@ def _scored(state: GraphState, w: ScoreWeights, o: ScoredQueryOptions) -> list[S
 
 
 def scored_page(items: Sequence[MemoryItem], scores: Sequence[float],
-                page: list[int]) -> list[ScoredItem]:  # fmt: skip
+                page: Sequence[int]) -> list[ScoredItem]:  # fmt: skip
     """``[ScoredItem(item=items[i], score=scores[i]) for i in page]``, without validation."""
     if _native is not None:
         return _native.scored_items(ScoredItem, _SCORED_SET, items, scores, page)

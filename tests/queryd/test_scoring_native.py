@@ -63,6 +63,11 @@ def test_score_columns_leave_other_inputs_to_python() -> None:
     assert _native.score_columns([], [], [], [], 1.0, 1.0, 1.0, 0.5, NOW, 10) == []
 
 
+def _ranked(scores: list[float], keep: int | None) -> list[int] | None:
+    got = _native.rank_desc(scores, keep)
+    return None if got is None else list(memoryview(got).cast("q"))
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_rank_desc_is_sorted_descending_with_ties_in_incoming_order(seed: int) -> None:
     rng = random.Random(seed)
@@ -70,14 +75,16 @@ def test_rank_desc_is_sorted_descending_with_ties_in_incoming_order(seed: int) -
     n = rng.choice([0, 1, 2, 7, 300, 5_000])
     scores = [rng.choice(pool) if rng.random() < 0.5 else rng.uniform(-2, 2) for _ in range(n)]
     ref = sorted(range(n), key=scores.__getitem__, reverse=True)
-    assert _native.rank_desc(scores, None) == ref
+    assert _ranked(scores, None) == ref
     for keep in (0, 1, 10, n, n + 5):
-        assert _native.rank_desc(scores, keep) == ref[:keep]
+        assert _ranked(scores, keep) == ref[:keep]
+    assert list(scoring.rank(scores, scores)) == ref
 
 
 def test_rank_desc_leaves_nan_and_non_floats_to_python() -> None:
     assert _native.rank_desc([1.0, math.nan], None) is None
     assert _native.rank_desc([1.0, 2], None) is None
+    assert _ranked([], None) == []
     # the public rank gives Python's answer for them
     assert scoring.rank([0, 0], [1, 2.0]) == [1, 0]
 
@@ -163,6 +170,13 @@ def test_scored_items_builds_what_model_construct_builds() -> None:
         scored_items([items[5], items[0]], [scores[5], scores[0]])
     )
     assert _native.scored_items(ScoredItem, scoring._SCORED_SET, items, scores, []) == []
+    # rank's int64 indexes, whole or sliced, as a list of the same ints
+    ranked = scoring.rank(items, scores)
+    assert isinstance(ranked, memoryview)
+    for part in (ranked, ranked[3:40], ranked[:0]):
+        assert _native.scored_items(ScoredItem, scoring._SCORED_SET, items, scores, part) == (
+            _native.scored_items(ScoredItem, scoring._SCORED_SET, items, scores, list(part))
+        )
 
 
 def test_scored_items_rejects_a_bad_order_and_leaks_nothing() -> None:
@@ -172,6 +186,10 @@ def test_scored_items_rejects_a_bad_order_and_leaks_nothing() -> None:
     for bad in ([len(items)], [-1], [3, 3]):
         with pytest.raises(ValueError, match="out of range or twice"):
             _native.scored_items(ScoredItem, fs, items, scores, bad)
+    with pytest.raises(ValueError, match="out of range or twice"):
+        _native.scored_items(ScoredItem, fs, items, scores, memoryview(b"\xff" * 8).cast("q"))
+    with pytest.raises(TypeError, match="int64"):
+        _native.scored_items(ScoredItem, fs, items, scores, memoryview(b"\0" * 8).cast("i"))
     with pytest.raises(ValueError, match="differ in length"):
         _native.scored_items(ScoredItem, fs, items, scores[:-1], [0])
     with pytest.raises(TypeError, match="no object slot"):
