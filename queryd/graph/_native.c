@@ -1,11 +1,12 @@
-/* The inner loops of get_scored_items, for CPython: score columns, rank, build results.
+/* The inner loops of get_scored_items and of get_items' column sorts, for CPython: score
+ * columns, sort indexes by a column, build results.
  *
  * queryd/graph/scoring.py holds the reference of each function in Python and falls back
  * to it whenever this module is missing or a function here returns None (an input it does
  * not take: a value that is not an exact float, a NaN score, a base outside [0, 1]).
  * Results are the Python ones bit for bit: the same IEEE operations in the same order
  * (the build compiles with -ffp-contract=off, so no multiply-add is fused), the same libm
- * pow(), ties ranked in incoming order. tests/graph/test_native.py pins that.
+ * pow(), ties ranked in incoming order. tests/queryd/test_native.py pins that.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -18,6 +19,9 @@
 static PyObject *s_item, *s_score, *s_contradicted_by;
 static PyObject *s_fields_set, *s_extra, *s_private;
 static PyObject *empty_tuple;
+
+#define DIGIT_BITS 11 /* radix_sort: six passes, and the counts fit in L1 */
+#define BUCKETS (1 << DIGIT_BITS)
 
 /* Fill out[] with the items of an exact-float sequence; 0 if some item is not one. */
 static int
@@ -116,94 +120,172 @@ done:
     return result;
 }
 
-/* A key whose unsigned order is the descending order of the doubles (no NaN; -0.0 and
- * 0.0 equal, as Python compares them). */
+/* A key whose unsigned order is the ascending order of the doubles (no NaN; -0.0 and 0.0
+ * equal, as Python compares them); its complement orders them descending. */
 static inline uint64_t
-descending_key(double d)
+ascending_key(double d)
 {
     uint64_t bits;
     if (d == 0.0)
         d = 0.0;
     memcpy(&bits, &d, sizeof bits);
-    uint64_t ascending = (bits & 0x8000000000000000ULL) ? ~bits : bits | 0x8000000000000000ULL;
-    return ~ascending;
+    return (bits & 0x8000000000000000ULL) ? ~bits : bits | 0x8000000000000000ULL;
 }
 
-/* rank_desc(scores, keep) -> bytes | None
- *
- * Indexes (native int64, no int object each: memoryview(...).cast("q") reads them) of ``scores`` by score descending, ties in incoming order (what sorted(...,
- * reverse=True) gives), the first ``keep`` only when keep is not None. A stable LSD radix
- * sort, DIGIT_BITS a pass (six passes; the counts fit in L1), skipping the passes where
- * every key has the same digit. */
-#define DIGIT_BITS 11
-#define BUCKETS (1 << DIGIT_BITS)
-static PyObject *
-rank_desc(PyObject *self, PyObject *args)
+/* Stable LSD radix sort of (keys, idx), DIGIT_BITS a pass, skipping the passes where every
+ * key has the same digit. tmp_* are scratch of the same size; returns whichever idx
+ * buffer holds the result. */
+static int64_t *
+radix_sort(Py_ssize_t n, uint64_t *keys, int64_t *idx, uint64_t *tmp_keys, int64_t *tmp_idx)
 {
-    PyObject *scores, *keep_o, *fast, *result = NULL;
-    if (!PyArg_ParseTuple(args, "OO:rank_desc", &scores, &keep_o))
-        return NULL;
-    fast = PySequence_Fast(scores, "rank_desc: scores must be a sequence");
+    for (int shift = 0; shift < 64; shift += DIGIT_BITS) {
+        Py_ssize_t count[BUCKETS + 1] = {0};
+        for (Py_ssize_t i = 0; i < n; i++)
+            count[((keys[i] >> shift) & (BUCKETS - 1)) + 1]++;
+        if (n == 0 || count[((keys[0] >> shift) & (BUCKETS - 1)) + 1] == n)
+            continue; /* one bucket: this pass would not move anything */
+        for (int b = 0; b < BUCKETS; b++)
+            count[b + 1] += count[b];
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_ssize_t at = count[(keys[i] >> shift) & (BUCKETS - 1)]++;
+            tmp_keys[at] = keys[i];
+            tmp_idx[at] = idx[i];
+        }
+        uint64_t *kt = keys; keys = tmp_keys; tmp_keys = kt;
+        int64_t *it = idx; idx = tmp_idx; tmp_idx = it;
+    }
+    return idx;
+}
+
+/* Read ``indexes`` (an int64 "q" buffer or a sequence of ints) into a new int64 array,
+ * with room after them for as many again (radix_sort's scratch). */
+static int64_t *
+read_indexes(PyObject *indexes, Py_ssize_t *n_out)
+{
+    int64_t *out = NULL;
+    if (PyObject_CheckBuffer(indexes)) {
+        Py_buffer view;
+        if (PyObject_GetBuffer(indexes, &view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0)
+            return NULL;
+        if (view.itemsize != sizeof(int64_t) || view.format == NULL
+            || strcmp(view.format, "q") != 0) {
+            PyErr_SetString(PyExc_TypeError, "an index buffer must be int64 (\"q\")");
+        }
+        else {
+            *n_out = view.len / (Py_ssize_t)sizeof(int64_t);
+            out = PyMem_Malloc(sizeof(int64_t) * (size_t)(2 * *n_out + 1));
+            if (out == NULL)
+                PyErr_NoMemory();
+            else
+                memcpy(out, view.buf, (size_t)view.len);
+        }
+        PyBuffer_Release(&view);
+        return out;
+    }
+    PyObject *fast = PySequence_Fast(indexes, "indexes must be a sequence of ints");
     if (fast == NULL)
         return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast), keep = n;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    out = PyMem_Malloc(sizeof(int64_t) * (size_t)(2 * n + 1));
+    if (out == NULL) {
+        PyErr_NoMemory();
+    }
+    else {
+        PyObject **v = PySequence_Fast_ITEMS(fast);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_ssize_t x = PyLong_AsSsize_t(v[i]);
+            if (x == -1 && PyErr_Occurred()) {
+                PyMem_Free(out);
+                out = NULL;
+                break;
+            }
+            out[i] = (int64_t)x;
+        }
+        *n_out = n;
+    }
+    Py_DECREF(fast);
+    return out;
+}
+
+/* sort_indexes(values, indexes, descending, keep) -> bytes | None
+ *
+ * ``indexes`` (None: every index of ``values``) stably sorted by values[i], as
+ * sorted(indexes, key=values.__getitem__, reverse=descending) orders them: ties keep their
+ * incoming order. The first ``keep`` when keep is not None. The result is native int64s
+ * (memoryview(...).cast("q") reads them; no int object each), and may be passed back as
+ * ``indexes``, so a multi-key sort chains without leaving C. ``values`` is indexed only
+ * where ``indexes`` point (a pvector is not copied). None: a value is not an exact float
+ * or is NaN; Python's sort takes those. */
+static PyObject *
+sort_indexes(PyObject *self, PyObject *args)
+{
+    PyObject *values, *indexes, *keep_o, *fast = NULL, *result = NULL;
+    int descending;
+    Py_ssize_t n = 0;
+    int64_t *idx = NULL;
+    uint64_t *keys = NULL;
+    if (!PyArg_ParseTuple(args, "OOpO:sort_indexes", &values, &indexes, &descending, &keep_o))
+        return NULL;
+    int direct = PyList_CheckExact(values) || PyTuple_CheckExact(values);
+    if (indexes == Py_None || direct) {
+        fast = PySequence_Fast(values, "sort_indexes: values must be a sequence");
+        if (fast == NULL)
+            return NULL;
+    }
+    Py_ssize_t size = fast ? PySequence_Fast_GET_SIZE(fast) : PySequence_Size(values);
+    if (size < 0)
+        goto done;
+    if (indexes == Py_None) {
+        n = size;
+        idx = PyMem_Malloc(sizeof(int64_t) * (size_t)(2 * n + 1));
+        if (idx == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (Py_ssize_t i = 0; i < n; i++)
+            idx[i] = i;
+    }
+    else if ((idx = read_indexes(indexes, &n)) == NULL)
+        goto done;
+    keys = PyMem_Malloc(sizeof(uint64_t) * (size_t)(2 * n + 1));
+    if (keys == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t j = 0; j < n; j++) {
+        int64_t i = idx[j];
+        if (i < 0 || i >= size) {
+            PyErr_Format(PyExc_IndexError, "sort_indexes: index %lld out of range",
+                         (long long)i);
+            goto done;
+        }
+        PyObject *v = fast ? Py_NewRef(PySequence_Fast_ITEMS(fast)[i])
+                           : PySequence_GetItem(values, (Py_ssize_t)i);
+        if (v == NULL)
+            goto done;
+        int ok = PyFloat_CheckExact(v) && !isnan(PyFloat_AS_DOUBLE(v));
+        uint64_t key = ok ? ascending_key(PyFloat_AS_DOUBLE(v)) : 0;
+        Py_DECREF(v);
+        if (!ok) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+        keys[j] = descending ? ~key : key;
+    }
+    Py_ssize_t keep = n;
     if (keep_o != Py_None) {
         keep = PyLong_AsSsize_t(keep_o);
         if (keep == -1 && PyErr_Occurred())
             goto done;
-        if (keep < 0)
-            keep = 0;
-        if (keep > n)
-            keep = n;
+        keep = keep < 0 ? 0 : (keep > n ? n : keep);
     }
-    size_t m = (size_t)(n > 0 ? n : 1);
-    uint64_t *keys = PyMem_Malloc(sizeof(uint64_t) * m * 2);
-    Py_ssize_t *idx = PyMem_Malloc(sizeof(Py_ssize_t) * m * 2);
-    if (keys == NULL || idx == NULL) {
-        PyMem_Free(keys);
-        PyMem_Free(idx);
-        PyErr_NoMemory();
-        goto done;
-    }
-    PyObject **v = PySequence_Fast_ITEMS(fast);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (!PyFloat_CheckExact(v[i]) || isnan(PyFloat_AS_DOUBLE(v[i]))) {
-            result = Py_NewRef(Py_None);
-            break;
-        }
-        keys[i] = descending_key(PyFloat_AS_DOUBLE(v[i]));
-        idx[i] = i;
-    }
-    if (result == NULL) {
-        uint64_t *k_src = keys, *k_dst = keys + m;
-        Py_ssize_t *i_src = idx, *i_dst = idx + m;
-        for (int shift = 0; shift < 64; shift += DIGIT_BITS) {
-            Py_ssize_t count[BUCKETS + 1] = {0};
-            for (Py_ssize_t i = 0; i < n; i++)
-                count[((k_src[i] >> shift) & (BUCKETS - 1)) + 1]++;
-            if (n == 0 || count[((k_src[0] >> shift) & (BUCKETS - 1)) + 1] == n)
-                continue; /* one bucket: this pass would not move anything */
-            for (int b = 0; b < BUCKETS; b++)
-                count[b + 1] += count[b];
-            for (Py_ssize_t i = 0; i < n; i++) {
-                Py_ssize_t at = count[(k_src[i] >> shift) & (BUCKETS - 1)]++;
-                k_dst[at] = k_src[i];
-                i_dst[at] = i_src[i];
-            }
-            uint64_t *kt = k_src; k_src = k_dst; k_dst = kt;
-            Py_ssize_t *it = i_src; i_src = i_dst; i_dst = it;
-        }
-        result = PyBytes_FromStringAndSize(NULL, keep * (Py_ssize_t)sizeof(int64_t));
-        if (result != NULL) {
-            int64_t *out = (int64_t *)PyBytes_AS_STRING(result);
-            for (Py_ssize_t i = 0; i < keep; i++)
-                out[i] = (int64_t)i_src[i];
-        }
-    }
+    int64_t *sorted = radix_sort(n, keys, idx, keys + n, idx + n);
+    result = PyBytes_FromStringAndSize((const char *)sorted,
+                                       keep * (Py_ssize_t)sizeof(int64_t));
+done:
     PyMem_Free(keys);
     PyMem_Free(idx);
-done:
-    Py_DECREF(fast);
+    Py_XDECREF(fast);
     return result;
 }
 
@@ -263,10 +345,10 @@ static PyObject *
 scored_items(PyObject *self, PyObject *args)
 {
     PyObject *cls_o, *fields_set, *items, *scores, *order;
-    PyObject *fi = NULL, *fs = NULL, *fo = NULL, *result = NULL;
+    PyObject *fi = NULL, *fs = NULL, *result = NULL;
     Py_ssize_t *pos = NULL;
-    Py_buffer view;
-    int has_view = 0;
+    int64_t *ord = NULL;
+    Py_ssize_t k = 0;
     if (!PyArg_ParseTuple(args, "O!OOOO:scored_items", &PyType_Type, &cls_o, &fields_set,
                           &items, &scores, &order))
         return NULL;
@@ -283,22 +365,10 @@ scored_items(PyObject *self, PyObject *args)
     fs = fi ? PySequence_Fast(scores, "scored_items: scores must be a sequence") : NULL;
     if (fs == NULL)
         goto done;
-    /* ``order``: rank_desc's int64 indexes (a memoryview cast to "q", sliced or not), or
-     * any sequence of ints. */
-    if (PyObject_CheckBuffer(order)) {
-        if (PyObject_GetBuffer(order, &view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0)
-            goto done;
-        has_view = 1;
-        if (view.itemsize != sizeof(int64_t) || view.format == NULL
-            || strcmp(view.format, "q") != 0) {
-            PyErr_SetString(PyExc_TypeError, "scored_items: an order buffer must be int64 (\"q\")");
-            goto done;
-        }
-    }
-    else if ((fo = PySequence_Fast(order, "scored_items: order must be a sequence")) == NULL)
+    /* ``order``: sort_indexes's int64s (a memoryview cast to "q", sliced or not) or ints */
+    if ((ord = read_indexes(order, &k)) == NULL)
         goto done;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(fi);
-    Py_ssize_t k = has_view ? view.len / (Py_ssize_t)sizeof(int64_t) : PySequence_Fast_GET_SIZE(fo);
     if (PySequence_Fast_GET_SIZE(fs) != n) {
         PyErr_SetString(PyExc_ValueError, "scored_items: items and scores differ in length");
         goto done;
@@ -311,15 +381,10 @@ scored_items(PyObject *self, PyObject *args)
     for (Py_ssize_t i = 0; i < n; i++)
         pos[i] = -1;
     for (Py_ssize_t j = 0; j < k; j++) {
-        Py_ssize_t i;
-        if (has_view) {
-            i = (Py_ssize_t)((const int64_t *)view.buf)[j];
-        }
-        else if ((i = PyLong_AsSsize_t(PySequence_Fast_ITEMS(fo)[j])) == -1 && PyErr_Occurred())
-            goto done;
+        int64_t i = ord[j];
         if (i < 0 || i >= n || pos[i] >= 0) {
-            PyErr_Format(PyExc_ValueError, "scored_items: order holds %zd out of range "
-                         "or twice", i);
+            PyErr_Format(PyExc_ValueError, "scored_items: order holds %lld out of range "
+                         "or twice", (long long)i);
             goto done;
         }
         pos[i] = j;
@@ -339,26 +404,25 @@ scored_items(PyObject *self, PyObject *args)
         PyList_SET_ITEM(result, pos[i], obj);
     }
 done:
-    if (has_view)
-        PyBuffer_Release(&view);
+    PyMem_Free(ord);
     PyMem_Free(pos);
     Py_XDECREF(fi);
     Py_XDECREF(fs);
-    Py_XDECREF(fo);
     return result;
 }
 
 static PyMethodDef methods[] = {
     {"score_columns", score_columns, METH_VARARGS,
      "score_columns(auth, conv, imp, ts, wa, wc, wi, base, at, interval) -> list | None"},
-    {"rank_desc", rank_desc, METH_VARARGS, "rank_desc(scores, keep) -> bytes (int64) | None"},
+    {"sort_indexes", sort_indexes, METH_VARARGS,
+     "sort_indexes(values, indexes, descending, keep) -> bytes (int64) | None"},
     {"scored_items", scored_items, METH_VARARGS,
      "scored_items(cls, fields_set, items, scores, order) -> list"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_native", "The inner loops of get_scored_items.", -1, methods,
+    PyModuleDef_HEAD_INIT, "_native", "The inner loops of get_scored_items and get_items' sorts.", -1, methods,
 };
 
 PyMODINIT_FUNC

@@ -14,6 +14,7 @@ from typing import Any
 from projector.graph.pmap import HOLE
 from projector.graph.state import GraphState, column_list
 from queryd.graph.decay import check_decay, decay_at
+from queryd.graph.ordering import sort_indexes
 from schemas.gc_guard import no_cyclic_gc
 from schemas.graph.coerce import coerce, coerce_opt
 from schemas.graph.filters import MemoryFilter, QueryOptions, Range, SortOption
@@ -241,9 +242,10 @@ def _sorted_by_scope(state: GraphState, f: MemoryFilter, opts: QueryOptions
         # pvector), made once per state. Few: the pvector, no copy of 100k for 1k hits.
         by_field[opt.field] = column_list(state, name, copy=many)
     # As sort_items: one stable sort per key, least significant first.
+    order: Sequence[int] = slots
     for opt in reversed(keys):
-        slots.sort(key=by_field[opt.field].__getitem__, reverse=opt.order == "desc")
-    return list(map(vals.__getitem__, page(slots, opts.offset, opts.limit)))
+        order = sort_indexes(by_field[opt.field], order, opt.order == "desc")
+    return list(map(vals.__getitem__, page(order, opts.offset, opts.limit)))
 
 
 def filter_items(
@@ -319,12 +321,12 @@ def sort_items(items: Sequence[MemoryItem], sort: SortOption | list[SortOption] 
             raise ValueError(f"unknown sort order: {opt.order!r}")
     cols = [_column(items, opt.field) for opt in keys]
     # One stable sort per key, least significant first, each keyed by a precomputed column
-    # (C-level key and compare; reverse=True keeps ties in order): together a lexicographic
-    # sort whose final ties keep the incoming order.
-    order = list(range(len(items)))
+    # (reverse keeps ties in order): together a lexicographic sort whose final ties keep
+    # the incoming order.
+    order: Sequence[int] | None = None
     for opt, col in zip(reversed(keys), reversed(cols), strict=True):
-        order.sort(key=col.__getitem__, reverse=opt.order == "desc")
-    return list(map(items.__getitem__, order))
+        order = sort_indexes(col, order, opt.order == "desc")
+    return list(map(items.__getitem__, range(len(items)) if order is None else order))
 
 
 def page(seq: Sequence[Any], offset: int | None, limit: int | None) -> list[Any]:

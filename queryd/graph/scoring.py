@@ -12,6 +12,8 @@ from projector.graph.pmap import HOLE
 from projector.graph.state import COLUMN_NAMES, GraphState, column_list, column_values
 from queryd.graph.decay import check_decay, compute_decay_multiplier, decay_at
 from queryd.graph.items import compile_filter, filter_items
+from queryd.graph.native import native
+from queryd.graph.ordering import sort_indexes
 from schemas.gc_guard import no_cyclic_gc
 from schemas.graph.coerce import coerce, coerce_opt
 from schemas.graph.filters import ScoredQueryOptions
@@ -19,12 +21,6 @@ from schemas.graph.ids import extract_timestamp, now_ms
 from schemas.graph.items import MemoryItem
 from schemas.graph.results import ScoredItem
 from schemas.graph.scoring import ScoreWeights
-
-try:  # The C loops of the functions below (_native.c): each returns None for an input it
-    # leaves to the Python here, which is their reference; their results are the same.
-    from queryd.graph import _native
-except ImportError:  # not built (no compiler, another interpreter): the Python alone
-    _native = None
 
 
 def compute_score(
@@ -63,8 +59,8 @@ def score_columns(cols: Cols, w: ScoreWeights, now: int | None = None) -> list[f
             # decay_at inlined for the common case (every item in the past): one list
             # comprehension, whose float arithmetic 3.11 runs without a call per item.
             base = 1.0 - rate
-            if _native is not None:
-                got = _native.score_columns(auth, conv, imp, ts, wa, wc, wi, base, at, interval_ms)
+            if native is not None:
+                got = native.score_columns(auth, conv, imp, ts, wa, wc, wi, base, at, interval_ms)
                 if got is not None:
                     return got
             return [
@@ -75,8 +71,8 @@ def score_columns(cols: Cols, w: ScoreWeights, now: int | None = None) -> list[f
             (a * wa + c * wc + i * wi) * decay_at(t, at, rate, interval_ms, kind)
             for a, c, i, t in zip(auth, conv, imp, ts, strict=True)
         ]
-    if _native is not None:
-        got = _native.score_columns(auth, conv, imp, None, wa, wc, wi, None, 0, 1)
+    if native is not None:
+        got = native.score_columns(auth, conv, imp, None, wa, wc, wi, None, 0, 1)
         if got is not None:
             return got
     return [a * wa + c * wc + i * wi for a, c, i in zip(auth, conv, imp, strict=True)]
@@ -115,17 +111,12 @@ def scored_items(items: Iterable[MemoryItem], scores: Iterable[float]) -> list[S
 
 
 def rank(items: Sequence[Any], scores: list[float], keep: int | None = None) -> Sequence[int]:
-    """Indexes by score descending; ties keep the incoming order. ``keep``: top-k only
-    (at least; the caller slices)."""
-    if _native is not None:
-        got = _native.rank_desc(scores, keep)
-        if got is not None:
-            return memoryview(got).cast("q")  # int64s: no int object per index
+    """Indexes by score descending; ties keep the incoming order. ``keep``: top-k only."""
     n = len(items)
-    if keep is not None and keep * 8 < n:
+    if native is None and keep is not None and keep * 8 < n:
         # nlargest is documented equal to sorted(..., reverse=True)[:k], ties included.
         return heapq.nlargest(keep, range(n), key=scores.__getitem__)
-    return sorted(range(n), key=scores.__getitem__, reverse=True)
+    return sort_indexes(scores, None, True, keep)
 
 
 def get_scored_items(
@@ -179,8 +170,8 @@ def _scored(state: GraphState, w: ScoreWeights, o: ScoredQueryOptions) -> list[S
 def scored_page(items: Sequence[MemoryItem], scores: Sequence[float],
                 page: Sequence[int]) -> list[ScoredItem]:  # fmt: skip
     """``[ScoredItem(item=items[i], score=scores[i]) for i in page]``, without validation."""
-    if _native is not None:
-        return _native.scored_items(ScoredItem, _SCORED_SET, items, scores, page)
+    if native is not None:
+        return native.scored_items(ScoredItem, _SCORED_SET, items, scores, page)
     if 2 * len(page) >= len(items):
         # Most items are returned: build in item order, which walks memory in the order
         # the items were allocated, then permute; about a third faster than rank order.

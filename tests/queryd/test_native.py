@@ -1,5 +1,6 @@
-"""The C loops of get_scored_items (queryd/graph/_native.c) against their Python reference
-in queryd/graph/scoring.py: the same scores bit for bit, the same order, the same models."""
+"""The C loops (queryd/graph/_native.c) against their Python reference in
+queryd/graph/scoring.py and ordering.py: the same scores bit for bit, the same order,
+the same models."""
 
 from __future__ import annotations
 
@@ -8,12 +9,16 @@ import math
 import pickle
 import random
 import sys
+from array import array
 from typing import Any
 
 import pytest
+from pyrsistent import pvector
 
 from projector.graph.replay import replay_commands
-from queryd.graph import _native, scoring  # _native: built by `pip install` (setup.py)
+from queryd.graph import _native, ordering, scoring  # _native: built by `pip install` (setup.py)
+from queryd.graph.items import get_items
+from queryd.graph.ordering import sort_indexes
 from queryd.graph.scoring import get_scored_items, scored_items
 from schemas.graph.ids import uuid7
 from schemas.graph.results import ScoredItem
@@ -63,30 +68,50 @@ def test_score_columns_leave_other_inputs_to_python() -> None:
     assert _native.score_columns([], [], [], [], 1.0, 1.0, 1.0, 0.5, NOW, 10) == []
 
 
-def _ranked(scores: list[float], keep: int | None) -> list[int] | None:
-    got = _native.rank_desc(scores, keep)
+def _sorted(values: Any, indexes: Any, descending: bool, keep: int | None = None) -> Any:
+    got = _native.sort_indexes(values, indexes, descending, keep)
     return None if got is None else list(memoryview(got).cast("q"))
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_rank_desc_is_sorted_descending_with_ties_in_incoming_order(seed: int) -> None:
+@pytest.mark.parametrize("descending", [True, False])
+def test_sort_indexes_is_pythons_stable_sort(seed: int, descending: bool) -> None:
     rng = random.Random(seed)
     pool = [0.0, -0.0, 1.0, -1.0, 0.5, 1e-300, -1e-300, math.inf, -math.inf, 5e-324]
     n = rng.choice([0, 1, 2, 7, 300, 5_000])
-    scores = [rng.choice(pool) if rng.random() < 0.5 else rng.uniform(-2, 2) for _ in range(n)]
-    ref = sorted(range(n), key=scores.__getitem__, reverse=True)
-    assert _ranked(scores, None) == ref
+    values = [rng.choice(pool) if rng.random() < 0.5 else rng.uniform(-2, 2) for _ in range(n)]
+    ref = sorted(range(n), key=values.__getitem__, reverse=descending)
+    assert _sorted(values, None, descending) == ref
     for keep in (0, 1, 10, n, n + 5):
-        assert _ranked(scores, keep) == ref[:keep]
-    assert list(scoring.rank(scores, scores)) == ref
+        assert _sorted(values, None, descending, keep) == ref[:keep]
+    # Some indexes, in a given order (a list, a tuple, a pvector of values, int64s).
+    some = rng.sample(range(n), n // 3)
+    ref_some = sorted(some, key=values.__getitem__, reverse=descending)
+    assert _sorted(values, some, descending) == ref_some
+    assert _sorted(tuple(values), some, descending) == ref_some
+    assert _sorted(pvector(values), some, descending) == ref_some
+    assert _sorted(values, memoryview(array("q", some)), descending) == ref_some
+    # The Python wrapper, and a second key chained on the first's int64s.
+    assert list(sort_indexes(values, some, descending)) == ref_some
+    other = [rng.choice([0.0, 1.0]) for _ in range(n)]
+    two = sort_indexes(other, sort_indexes(values, None, descending), not descending)
+    assert list(two) == sorted(ref, key=other.__getitem__, reverse=not descending)
+    if descending:
+        assert list(scoring.rank(values, values)) == ref
 
 
-def test_rank_desc_leaves_nan_and_non_floats_to_python() -> None:
-    assert _native.rank_desc([1.0, math.nan], None) is None
-    assert _native.rank_desc([1.0, 2], None) is None
-    assert _ranked([], None) == []
-    # the public rank gives Python's answer for them
-    assert scoring.rank([0, 0], [1, 2.0]) == [1, 0]
+def test_sort_indexes_leaves_nan_and_non_floats_to_python() -> None:
+    assert _native.sort_indexes([1.0, math.nan], None, True, None) is None
+    assert _native.sort_indexes([1.0, 2], None, False, None) is None
+    assert _native.sort_indexes([1, 2.0, 3.0], [1, 2], False, None) is not None  # only those
+    assert _sorted([], None, True) == []
+    # the wrapper gives Python's answer for them
+    assert list(sort_indexes([1, 2.0, None], [1, 0], True)) == [1, 0]
+    assert list(scoring.rank([0, 0], [1, 2.0])) == [1, 0]
+    with pytest.raises(IndexError, match="index 5 out of range"):
+        _native.sort_indexes([1.0], [5], True, None)
+    with pytest.raises(TypeError, match="int64"):
+        _native.sort_indexes([1.0], memoryview(b"\0" * 4).cast("i"), True, None)
 
 
 def _graph(seed: int, n: int) -> Any:
@@ -111,6 +136,11 @@ def _graph(seed: int, n: int) -> Any:
             victim = live.pop(rng.randrange(len(live)))
             cmds.append({"type": "memory.retract", "item_id": victim, "author": "a"})
     return replay_commands(cmds).state
+
+
+def _python_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scoring, "native", None)
+    monkeypatch.setattr(ordering, "native", None)
 
 
 def _key(result: list[ScoredItem]) -> list[tuple[str, str]]:
@@ -139,11 +169,34 @@ def test_get_scored_items_equals_the_python_path(
     monkeypatch.setattr(scoring, "now_ms", lambda: NOW)
     got = {(i, j): get_scored_items(st, w, o)
            for i, w in enumerate(WEIGHTS) for j, o in enumerate(OPTIONS)}  # fmt: skip
-    monkeypatch.setattr(scoring, "_native", None)
+    _python_only(monkeypatch)
     for (i, j), res in got.items():
         ref = get_scored_items(st, WEIGHTS[i], OPTIONS[j])
         assert _key(res) == _key(ref), (WEIGHTS[i], OPTIONS[j])
         assert res == ref  # the models compare equal too
+
+
+SORTS: list[Any] = [
+    {"field": "importance", "order": "desc"},
+    [{"field": "importance", "order": "desc"}, {"field": "recency", "order": "desc"}],
+    [{"field": "authority", "order": "asc"}, {"field": "conviction", "order": "desc"}],
+    [{"field": "recency", "order": "asc"}],
+]
+FILTERS: list[Any] = [None, {"scope_prefix": "user:1"}, {"scope": "user:2"},
+                      {"author": "agent:1"}, {"scope_prefix": "user:"}]  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_get_items_sorts_equal_the_python_path(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    st = _graph(seed + 10, 1_200)
+    cases = [(f, {"sort": sort, "limit": lim, "offset": off})
+             for f in FILTERS for sort in SORTS for lim, off in ((None, None), (5, 3))]
+    got = [[it.id for it in get_items(st, f, o)] for f, o in cases]  # fmt: skip
+    _python_only(monkeypatch)
+    for (f, o), ids in zip(cases, got, strict=True):
+        assert ids == [it.id for it in get_items(st, f, o)], (f, o)
 
 
 def test_scored_items_builds_what_model_construct_builds() -> None:
