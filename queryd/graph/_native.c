@@ -23,17 +23,69 @@ static PyObject *empty_tuple;
 #define DIGIT_BITS 11 /* radix_sort: six passes, and the counts fit in L1 */
 #define BUCKETS (1 << DIGIT_BITS)
 
-/* Fill out[] with the items of an exact-float sequence; 0 if some item is not one. */
+/* A column of doubles: a "d" buffer (an array('d')) read in place, or a sequence of exact
+ * floats copied. */
+typedef struct {
+    const double *d;
+    Py_ssize_t n;
+    Py_buffer view;
+    int has_view;
+    double *owned;
+} doubles;
+
+/* 1: open; 0: a value is not an exact float (nothing to close); -1: an error is set. */
 static int
-floats_of(PyObject *fast, Py_ssize_t n, double *out)
+doubles_open(doubles *c, PyObject *obj)
 {
+    memset(c, 0, sizeof *c);
+    if (PyObject_CheckBuffer(obj)) {
+        if (PyObject_GetBuffer(obj, &c->view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0)
+            return -1;
+        c->has_view = 1;
+        if (c->view.itemsize != sizeof(double) || c->view.format == NULL
+            || strcmp(c->view.format, "d") != 0) {
+            PyBuffer_Release(&c->view);
+            c->has_view = 0;
+            PyErr_SetString(PyExc_TypeError, "a column buffer must be doubles (\"d\")");
+            return -1;
+        }
+        c->d = c->view.buf;
+        c->n = c->view.len / (Py_ssize_t)sizeof(double);
+        return 1;
+    }
+    PyObject *fast = PySequence_Fast(obj, "a column must be a sequence");
+    if (fast == NULL)
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    double *out = PyMem_Malloc(sizeof(double) * (size_t)(n + 1));
+    if (out == NULL) {
+        Py_DECREF(fast);
+        PyErr_NoMemory();
+        return -1;
+    }
     PyObject **v = PySequence_Fast_ITEMS(fast);
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (!PyFloat_CheckExact(v[i]))
+        if (!PyFloat_CheckExact(v[i])) {
+            PyMem_Free(out);
+            Py_DECREF(fast);
             return 0;
+        }
         out[i] = PyFloat_AS_DOUBLE(v[i]);
     }
+    Py_DECREF(fast);
+    c->owned = out;
+    c->d = out;
+    c->n = n;
     return 1;
+}
+
+static void
+doubles_close(doubles *c)
+{
+    if (c->has_view)
+        PyBuffer_Release(&c->view);
+    PyMem_Free(c->owned);
+    memset(c, 0, sizeof *c);
 }
 
 /* score_columns(auth, conv, imp, ts, wa, wc, wi, base, at, interval) -> list[float] | None
@@ -43,11 +95,11 @@ floats_of(PyObject *fast, Py_ssize_t n, double *out)
 static PyObject *
 score_columns(PyObject *self, PyObject *args)
 {
-    PyObject *cols[4], *fast[4] = {NULL, NULL, NULL, NULL};
+    PyObject *cols[4];
+    doubles col[4];
     double wa, wc, wi, at = 0.0, interval = 1.0, base = 0.0;
     PyObject *base_o, *at_o, *interval_o;
     PyObject *result = NULL;
-    double *buf = NULL;
 
     if (!PyArg_ParseTuple(args, "OOOOdddOOO:score_columns", &cols[0], &cols[1], &cols[2],
                           &cols[3], &wa, &wc, &wi, &base_o, &at_o, &interval_o))
@@ -68,34 +120,26 @@ score_columns(PyObject *self, PyObject *args)
         if (!(base >= 0.0 && base <= 1.0) || !(interval > 0.0))
             Py_RETURN_NONE;
     }
-    int ncols = decay ? 4 : 3;
+    int ncols = decay ? 4 : 3, opened = 0;
     Py_ssize_t n = -1;
-    for (int k = 0; k < ncols; k++) {
-        fast[k] = PySequence_Fast(cols[k], "score_columns: columns must be sequences");
-        if (fast[k] == NULL)
+    for (; opened < ncols; opened++) {
+        int got = doubles_open(&col[opened], cols[opened]);
+        if (got <= 0) {
+            if (got == 0)
+                result = Py_NewRef(Py_None);
             goto done;
-        Py_ssize_t len = PySequence_Fast_GET_SIZE(fast[k]);
-        if (n >= 0 && len != n) {
+        }
+        if (n >= 0 && col[opened].n != n) {
             PyErr_SetString(PyExc_ValueError, "score_columns: columns differ in length");
+            opened++;
             goto done;
         }
-        n = len;
-    }
-    buf = PyMem_Malloc(sizeof(double) * (size_t)(n > 0 ? n : 1) * (size_t)ncols);
-    if (buf == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (int k = 0; k < ncols; k++) {
-        if (!floats_of(fast[k], n, buf + (size_t)k * (size_t)n)) {
-            result = Py_NewRef(Py_None);
-            goto done;
-        }
+        n = col[opened].n;
     }
     result = PyList_New(n);
     if (result == NULL)
         goto done;
-    const double *a = buf, *c = buf + n, *im = buf + 2 * n, *t = buf + 3 * n;
+    const double *a = col[0].d, *c = col[1].d, *im = col[2].d, *t = decay ? col[3].d : NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         double s = a[i] * wa + c[i] * wc + im[i] * wi;
         if (decay) {
@@ -114,9 +158,8 @@ score_columns(PyObject *self, PyObject *args)
         PyList_SET_ITEM(result, i, f);
     }
 done:
-    PyMem_Free(buf);
-    for (int k = 0; k < 4; k++)
-        Py_XDECREF(fast[k]);
+    for (int k = 0; k < opened; k++)
+        doubles_close(&col[k]);
     return result;
 }
 
@@ -213,9 +256,9 @@ read_indexes(PyObject *indexes, Py_ssize_t *n_out)
  * sorted(indexes, key=values.__getitem__, reverse=descending) orders them: ties keep their
  * incoming order. The first ``keep`` when keep is not None. The result is native int64s
  * (memoryview(...).cast("q") reads them; no int object each), and may be passed back as
- * ``indexes``, so a multi-key sort chains without leaving C. ``values`` is indexed only
- * where ``indexes`` point (a pvector is not copied). None: a value is not an exact float
- * or is NaN; Python's sort takes those. */
+ * ``indexes``, so a multi-key sort chains without leaving C. ``values``: an array('d') or
+ * a sequence, indexed only where ``indexes`` point (a pvector is not copied). None: a
+ * value is not an exact float or is NaN; Python's sort takes those. */
 static PyObject *
 sort_indexes(PyObject *self, PyObject *args)
 {
@@ -226,13 +269,18 @@ sort_indexes(PyObject *self, PyObject *args)
     uint64_t *keys = NULL;
     if (!PyArg_ParseTuple(args, "OOpO:sort_indexes", &values, &indexes, &descending, &keep_o))
         return NULL;
-    int direct = PyList_CheckExact(values) || PyTuple_CheckExact(values);
-    if (indexes == Py_None || direct) {
+    doubles packed = {0};
+    if (PyObject_CheckBuffer(values)) {
+        if (doubles_open(&packed, values) < 0)
+            return NULL;
+    }
+    else if (indexes == Py_None || PyList_CheckExact(values) || PyTuple_CheckExact(values)) {
         fast = PySequence_Fast(values, "sort_indexes: values must be a sequence");
         if (fast == NULL)
             return NULL;
     }
-    Py_ssize_t size = fast ? PySequence_Fast_GET_SIZE(fast) : PySequence_Size(values);
+    Py_ssize_t size = packed.d ? packed.n
+                      : fast ? PySequence_Fast_GET_SIZE(fast) : PySequence_Size(values);
     if (size < 0)
         goto done;
     if (indexes == Py_None) {
@@ -259,17 +307,28 @@ sort_indexes(PyObject *self, PyObject *args)
                          (long long)i);
             goto done;
         }
-        PyObject *v = fast ? Py_NewRef(PySequence_Fast_ITEMS(fast)[i])
-                           : PySequence_GetItem(values, (Py_ssize_t)i);
-        if (v == NULL)
-            goto done;
-        int ok = PyFloat_CheckExact(v) && !isnan(PyFloat_AS_DOUBLE(v));
-        uint64_t key = ok ? ascending_key(PyFloat_AS_DOUBLE(v)) : 0;
-        Py_DECREF(v);
-        if (!ok) {
+        double d;
+        if (packed.d) {
+            d = packed.d[i];
+        }
+        else {
+            PyObject *v = fast ? Py_NewRef(PySequence_Fast_ITEMS(fast)[i])
+                               : PySequence_GetItem(values, (Py_ssize_t)i);
+            if (v == NULL)
+                goto done;
+            int is_float = PyFloat_CheckExact(v);
+            d = is_float ? PyFloat_AS_DOUBLE(v) : 0.0;
+            Py_DECREF(v);
+            if (!is_float) {
+                result = Py_NewRef(Py_None);
+                goto done;
+            }
+        }
+        if (isnan(d)) {
             result = Py_NewRef(Py_None);
             goto done;
         }
+        uint64_t key = ascending_key(d);
         keys[j] = descending ? ~key : key;
     }
     Py_ssize_t keep = n;
@@ -286,6 +345,7 @@ done:
     PyMem_Free(keys);
     PyMem_Free(idx);
     Py_XDECREF(fast);
+    doubles_close(&packed);
     return result;
 }
 

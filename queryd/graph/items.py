@@ -12,7 +12,7 @@ from operator import attrgetter, eq, is_not
 from typing import Any
 
 from projector.graph.pmap import HOLE
-from projector.graph.state import GraphState, column_list
+from projector.graph.state import GraphState, dense_column
 from queryd.graph.decay import check_decay, decay_at
 from queryd.graph.ordering import sort_indexes
 from schemas.gc_guard import no_cyclic_gc
@@ -240,7 +240,7 @@ def _sorted_by_scope(state: GraphState, f: MemoryFilter, opts: QueryOptions
         name = "ts" if opt.field == "recency" else opt.field
         # Many hits: a list copy of the column (indexed several times faster than a
         # pvector), made once per state. Few: the pvector, no copy of 100k for 1k hits.
-        by_field[opt.field] = column_list(state, name, copy=many)
+        by_field[opt.field] = dense_column(state, name, copy=many)
     # As sort_items: one stable sort per key, least significant first.
     order: Sequence[int] = slots
     for opt in reversed(keys):

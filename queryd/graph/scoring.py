@@ -9,7 +9,7 @@ from operator import is_not
 from typing import Any
 
 from projector.graph.pmap import HOLE
-from projector.graph.state import COLUMN_NAMES, GraphState, column_list, column_values
+from projector.graph.state import COLUMN_NAMES, GraphState, column_values, dense_column
 from queryd.graph.decay import check_decay, compute_decay_multiplier, decay_at
 from queryd.graph.items import compile_filter, filter_items
 from queryd.graph.native import native
@@ -134,7 +134,7 @@ def get_scored_items(
 def _live_columns(state: GraphState) -> tuple[Sequence[MemoryItem], Cols]:
     """Every item and its columns, read from the reducer's columns (C-level copies)."""
     items: Any = state.items
-    lists = [column_list(state, name) for name in COLUMN_NAMES]
+    lists = [dense_column(state, name) for name in COLUMN_NAMES]
     has_none = state.index.columns.ts_has_none
     if items.has_holes():
         vals = items.slot_values()
