@@ -270,7 +270,8 @@ sort_indexes(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOpO:sort_indexes", &values, &indexes, &descending, &keep_o))
         return NULL;
     doubles packed = {0};
-    if (PyObject_CheckBuffer(values)) {
+    int is_packed = PyObject_CheckBuffer(values);
+    if (is_packed) {
         if (doubles_open(&packed, values) < 0)
             return NULL;
     }
@@ -279,7 +280,7 @@ sort_indexes(PyObject *self, PyObject *args)
         if (fast == NULL)
             return NULL;
     }
-    Py_ssize_t size = packed.d ? packed.n
+    Py_ssize_t size = is_packed ? packed.n
                       : fast ? PySequence_Fast_GET_SIZE(fast) : PySequence_Size(values);
     if (size < 0)
         goto done;
@@ -308,7 +309,7 @@ sort_indexes(PyObject *self, PyObject *args)
             goto done;
         }
         double d;
-        if (packed.d) {
+        if (is_packed) {
             d = packed.d[i];
         }
         else {

@@ -16,6 +16,7 @@ import pytest
 from pyrsistent import pvector
 
 from projector.graph.replay import replay_commands
+from projector.graph.state import COLUMN_NAMES, dense_column
 from queryd.graph import _native, ordering, scoring  # _native: built by `pip install` (setup.py)
 from queryd.graph.items import get_items
 from queryd.graph.ordering import sort_indexes
@@ -55,6 +56,8 @@ def test_score_columns_are_the_python_scores_bit_for_bit(seed: int, base: float 
                for a, c, i, t in zip(auth, conv, imp, ts, strict=True)]  # fmt: skip
     got = _native.score_columns(auth, conv, imp, ts, wa, wc, wi, base, NOW, interval)
     assert got is not None and _bits(got) == _bits(ref)
+    packed = [array("d", c) for c in (auth, conv, imp, ts)]  # dense_column's arrays
+    assert _bits(_native.score_columns(*packed, wa, wc, wi, base, NOW, interval)) == _bits(ref)
 
 
 def test_score_columns_leave_other_inputs_to_python() -> None:
@@ -66,6 +69,10 @@ def test_score_columns_leave_other_inputs_to_python() -> None:
     with pytest.raises(ValueError, match="differ in length"):
         _native.score_columns(one, [], one, None, 1.0, 1.0, 1.0, None, 0, 1)
     assert _native.score_columns([], [], [], [], 1.0, 1.0, 1.0, 0.5, NOW, 10) == []
+    empty = array("d")
+    assert _native.score_columns(empty, empty, empty, empty, 1.0, 1.0, 1.0, 0.5, NOW, 10) == []
+    with pytest.raises(TypeError, match="doubles"):
+        _native.score_columns(array("f", [0.5]), one, one, None, 1.0, 1.0, 1.0, None, 0, 1)
 
 
 def _sorted(values: Any, indexes: Any, descending: bool, keep: int | None = None) -> Any:
@@ -91,6 +98,8 @@ def test_sort_indexes_is_pythons_stable_sort(seed: int, descending: bool) -> Non
     assert _sorted(tuple(values), some, descending) == ref_some
     assert _sorted(pvector(values), some, descending) == ref_some
     assert _sorted(values, memoryview(array("q", some)), descending) == ref_some
+    assert _sorted(array("d", values), some, descending) == ref_some
+    assert _sorted(array("d", values), None, descending) == ref
     # The Python wrapper, and a second key chained on the first's int64s.
     assert list(sort_indexes(values, some, descending)) == ref_some
     other = [rng.choice([0.0, 1.0]) for _ in range(n)]
@@ -252,3 +261,22 @@ def test_scored_items_rejects_a_bad_order_and_leaks_nothing() -> None:
         built = _native.scored_items(ScoredItem, fs, items, scores, list(range(len(items))))
         del built
     assert (sys.getrefcount(items[0]), sys.getrefcount(scores[0])) == before
+
+
+def test_dense_columns_and_the_rows_they_leave_to_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    st = _graph(9, 300)
+    assert all(type(dense_column(st, n)) is array for n in COLUMN_NAMES)
+    # Ids that are not UUIDv7 and no created_at: unknown timestamps (None in the column),
+    # and one dated in the future: the decay takes Python's per-row path.
+    extra = [{"type": "memory.create", "item": {
+        "id": f"plain-{i}", "scope": "user:1", "kind": "k", "content": {}, "author": "a",
+        "source_kind": "observed", "authority": 0.5,
+        **({"created_at": NOW + 10**6} if i == 0 else {})}} for i in range(3)]  # fmt: skip
+    st2 = replay_commands(extra, state=st).state
+    assert type(dense_column(st2, "ts")) is list and None in dense_column(st2, "ts")
+    monkeypatch.setattr(scoring, "now_ms", lambda: NOW)
+    got = [get_scored_items(s, w) for s in (st, st2) for w in WEIGHTS]
+    _python_only(monkeypatch)
+    assert [_key(r) for r in got] == [
+        _key(get_scored_items(s, w)) for s in (st, st2) for w in WEIGHTS
+    ]
