@@ -238,8 +238,8 @@ def _sorted_by_scope(state: GraphState, f: MemoryFilter, opts: QueryOptions
     by_field: dict[str, Any] = {}
     for opt in keys:
         name = "ts" if opt.field == "recency" else opt.field
-        # Many hits: a list copy of the column (indexed several times faster than a
-        # pvector), made once per state. Few: the pvector, no copy of 100k for 1k hits.
+        # Many hits: the state's dense column (indexed several times faster than a pvector),
+        # made once per state. Few: the pvector, no copy of 100k for 1k hits.
         by_field[opt.field] = dense_column(state, name, copy=many)
     # As sort_items: one stable sort per key, least significant first.
     order: Sequence[int] = slots

@@ -51,31 +51,35 @@ def score_columns(cols: Cols, w: ScoreWeights, now: int | None = None) -> list[f
     a timestamp is None), bit for bit: the same operations in the same order."""
     auth, conv, imp, ts, ts_has_none = cols
     wa, wc, wi = w.authority or 0.0, w.conviction or 0.0, w.importance or 0.0
-    decay = w.decay
-    if decay is not None:
-        rate, interval_ms, kind = check_decay(decay)
+    base: float | None = None  # 1 - rate, for an exponential decay over known timestamps
+    rate, at, interval_ms = 0.0, 0, 1
+    if w.decay is not None:
+        rate, interval_ms, kind = check_decay(w.decay)
         at = now_ms() if now is None else now
-        if kind == "exponential" and not ts_has_none and (not ts or max(ts) < at):
-            # decay_at inlined for the common case (every item in the past): one list
-            # comprehension, whose float arithmetic 3.11 runs without a call per item.
-            base = 1.0 - rate
-            if native is not None:
-                got = native.score_columns(auth, conv, imp, ts, wa, wc, wi, base, at, interval_ms)
-                if got is not None:
-                    return got
+        if kind != "exponential" or ts_has_none:
             return [
-                (a * wa + c * wc + i * wi) * base ** ((at - t) / interval_ms)
+                (a * wa + c * wc + i * wi) * decay_at(t, at, rate, interval_ms, kind)
                 for a, c, i, t in zip(auth, conv, imp, ts, strict=True)
             ]
-        return [
-            (a * wa + c * wc + i * wi) * decay_at(t, at, rate, interval_ms, kind)
-            for a, c, i, t in zip(auth, conv, imp, ts, strict=True)
-        ]
+        base = 1.0 - rate
     if native is not None:
-        got = native.score_columns(auth, conv, imp, None, wa, wc, wi, None, 0, 1)
+        # One call for both cases; it declines (None) a row not in the past, among others.
+        got = native.score_columns(auth, conv, imp, ts, wa, wc, wi, base, at, interval_ms)
         if got is not None:
             return got
-    return [a * wa + c * wc + i * wi for a, c, i in zip(auth, conv, imp, strict=True)]
+    if base is None:
+        return [a * wa + c * wc + i * wi for a, c, i in zip(auth, conv, imp, strict=True)]
+    if ts and max(ts) >= at:  # a row not in the past: decay_at's per-row rules
+        return [
+            (a * wa + c * wc + i * wi) * decay_at(t, at, rate, interval_ms, "exponential")
+            for a, c, i, t in zip(auth, conv, imp, ts, strict=True)
+        ]
+    # decay_at inlined for the common case (every row in the past): one list comprehension,
+    # whose float arithmetic 3.11 runs without a call per item.
+    return [
+        (a * wa + c * wc + i * wi) * base ** ((at - t) / interval_ms)
+        for a, c, i, t in zip(auth, conv, imp, ts, strict=True)
+    ]
 
 
 # Shared by every ScoredItem built here. It names all three fields, so assigning one (as
