@@ -48,9 +48,11 @@ def _records(appended: list[Appended]) -> list[AnyEvent]:
 class Memory:
     """An append-only memory log: a directory path (embedded SQLite) or a kafka:// URL."""
 
-    def __init__(self, path: str | PathLike[str]) -> None:
+    def __init__(self, path: str | PathLike[str], *, create: bool = True) -> None:
+        """Open the log at `path`, creating it when absent (as seed 001's `Memory` does);
+        `create=False` opens an existing log only (readers: queryd, auditors)."""
         self.location = str(path)
-        self._log: Log = open_log(path)
+        self._log: Log = open_log(path, create=create)
         # Kafka pipelines asynchronous appends itself; the embedded log group-commits them.
         self._pipelined: PipelinedLog | None = (
             self._log if isinstance(self._log, PipelinedLog) else None

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-__all__ = ["MemstreamError", "LocationError", "DecodeError"]
+__all__ = [
+    "MemstreamError",
+    "LocationError",
+    "DecodeError",
+    "LogNotFoundError",
+    "CorruptLogError",
+    "RecordTooLargeError",
+    "LogUnavailableError",
+]
 
 
 class MemstreamError(Exception):
@@ -15,3 +23,22 @@ class LocationError(MemstreamError, ValueError):
 
 class DecodeError(MemstreamError, ValueError):
     """Bytes that are not a record memstream can read; the message says why."""
+
+
+class LogNotFoundError(MemstreamError):
+    """A reader asked for a log that does not exist (only writers create logs)."""
+
+
+class CorruptLogError(MemstreamError):
+    """A stored record that a log wrote itself no longer decodes or checks: the message
+    names the log and the seq."""
+
+
+class RecordTooLargeError(MemstreamError, ValueError):
+    """A record whose encoded size is over the limit both logs share; nothing was
+    appended. The message names the record and both sizes."""
+
+
+class LogUnavailableError(MemstreamError):
+    """The storage under a log failed (broker or Redis unreachable, disk full, read-only
+    media): the message names the log, the operation and the cause."""

@@ -267,7 +267,9 @@ class _Delivery:
 class KafkaLog:
     """A log on a Kafka topic, folded into a `LogState` (hydrated from Redis if it can)."""
 
-    def __init__(self, location: KafkaLocation, *, hydrate: bool = True) -> None:
+    def __init__(
+        self, location: KafkaLocation, *, hydrate: bool = True, create: bool = True
+    ) -> None:
         self.loc = location
         self.location = str(location)
         self.topic = location.topic

@@ -75,16 +75,18 @@ def parse_kafka_location(text: str) -> KafkaLocation:
     return KafkaLocation(bootstrap, topic, redis_url, int(replication))
 
 
-def open_log(location: str | PathLike[str]) -> Log:
+def open_log(location: str | PathLike[str], *, create: bool = True) -> Log:
+    """The log at `location`. Writers create it when absent (`create=True`); readers pass
+    `create=False` and get `LogNotFoundError` for a log that does not exist."""
     text = str(location)
     if text.startswith("kafka://"):
         from producers.logs.kafka import KafkaLog
 
-        return KafkaLog(parse_kafka_location(text))
+        return KafkaLog(parse_kafka_location(text), create=create)
     if "://" in text:
         raise LocationError(
             f"location {text!r}: expected a filesystem path or kafka://HOST:PORT/LOG"
         )
     from producers.logs.sqlite import SqliteLog
 
-    return SqliteLog(location)
+    return SqliteLog(location, create=create)

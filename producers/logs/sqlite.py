@@ -117,7 +117,7 @@ class _FoldThread:
 class SqliteLog:
     """A log in `path/log.sqlite3`, folded incrementally into a `LogState`."""
 
-    def __init__(self, path: str | PathLike[str]) -> None:
+    def __init__(self, path: str | PathLike[str], *, create: bool = True) -> None:
         self.path = Path(path)
         self.location = str(path)
         self.path.mkdir(parents=True, exist_ok=True)
