@@ -218,7 +218,8 @@ class Projector:
         self.state: LogState = empty_state()
         self._published: tuple[int, int] = (-1, -1)
         admin = AdminClient({"bootstrap.servers": self.loc.bootstrap})
-        ensure_topic(admin, self.loc.topic, self.loc.replication_factor)
+        # The projector reads the log (only writers create logs) and writes its lifecycle.
+        ensure_topic(admin, self.loc.topic, self.loc.replication_factor, create=False)
         ensure_topic(admin, self.loc.lifecycle_topic, self.loc.replication_factor)
         self.store = SnapshotStore.connect(self.loc)
         self.compact_every_s = 1.0

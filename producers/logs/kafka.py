@@ -63,7 +63,7 @@ from projector.log_state import (
 )
 from schemas.audit import BaseEvent
 from schemas.codec import KIND_HEADER, KINDS, decode_record, encode_record, record_kind
-from schemas.errors import MemstreamError
+from schemas.errors import LogNotFoundError, MemstreamError
 from schemas.records import GraphEnvelope, Record
 
 __all__ = [
@@ -150,28 +150,46 @@ def consume_ready(consumer: Consumer, max_messages: int, timeout: float) -> list
     return [first, *consumer.consume(max_messages - 1, 0)] if max_messages > 1 else [first]
 
 
-def ensure_topic(admin: AdminClient, topic: str, replication_factor: int) -> None:
-    """Create the topic (one partition, never compacted, unlimited retention) or check it."""
-    futures = admin.create_topics(
-        [
-            NewTopic(
-                topic, num_partitions=1, replication_factor=replication_factor, config=TOPIC_CONFIG
-            )
-        ],  # fmt: skip
-        request_timeout=_TIMEOUT_S,
-    )
-    try:
-        futures[topic].result(timeout=_TIMEOUT_S)
-        log.info("created topic %s (1 partition, rf=%d)", topic, replication_factor)
-    except KafkaException as exc:
-        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise KafkaLogError(f"topic {topic}: cannot create it: {exc.args[0]}") from None
+def ensure_topic(
+    admin: AdminClient, topic: str, replication_factor: int, *, create: bool = True
+) -> None:
+    """Create the topic (one partition, never compacted, unlimited retention) or check it.
+
+    `create=False` (readers): a topic that does not exist raises `LogNotFoundError`."""
+    if create:
+        futures = admin.create_topics(
+            [
+                NewTopic(
+                    topic, num_partitions=1, replication_factor=replication_factor,
+                    config=TOPIC_CONFIG,
+                )
+            ],  # fmt: skip
+            request_timeout=_TIMEOUT_S,
+        )
+        try:
+            futures[topic].result(timeout=_TIMEOUT_S)
+            log.info("created topic %s (1 partition, rf=%d)", topic, replication_factor)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise KafkaLogError(f"topic {topic}: cannot create it: {exc.args[0]}") from None
     # A topic just created may take a moment to show in the metadata.
     deadline = time.monotonic() + _TIMEOUT_S
     while True:
-        metadata = admin.list_topics(topic, timeout=_TIMEOUT_S).topics.get(topic)
+        try:
+            metadata = admin.list_topics(topic, timeout=_TIMEOUT_S).topics.get(topic)
+        except KafkaException as exc:
+            raise KafkaLogError(f"topic {topic}: no metadata: {exc.args[0]}") from None
         if metadata is not None and metadata.error is None and metadata.partitions:
             break
+        if not create and (
+            metadata is None
+            or (metadata.error is not None
+                and metadata.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART)
+        ):  # fmt: skip
+            raise LogNotFoundError(
+                f"log {topic}: no such topic on the broker; only writers create logs "
+                "(check the location's LOG name)"
+            )
         if time.monotonic() > deadline:
             raise KafkaLogError(f"topic {topic}: no metadata ({metadata and metadata.error})")
         time.sleep(0.05)
@@ -275,8 +293,9 @@ class KafkaLog:
         self.topic = location.topic
         self._tp = TopicPartition(self.topic, 0)
         admin = AdminClient(client_conf(location.bootstrap))
-        ensure_topic(admin, self.topic, location.replication_factor)
-        ensure_topic(admin, location.lifecycle_topic, location.replication_factor)
+        ensure_topic(admin, self.topic, location.replication_factor, create=create)
+        if create:  # a reader finds the lifecycle topic once a writer or projector made it
+            ensure_topic(admin, location.lifecycle_topic, location.replication_factor)
         self._lock = threading.RLock()
         self._producer = Producer(producer_conf(location.bootstrap))
         self._consumer = Consumer(consumer_conf(location.bootstrap))

@@ -34,6 +34,7 @@ from producers.logs.base import (
 )
 from projector.log_state import LogState, apply_record, empty_state, fold_record
 from schemas.codec import record_id, record_kind
+from schemas.errors import LogNotFoundError
 from schemas.records import Record
 
 __all__ = ["SqliteLog", "LOG_FILE"]
@@ -120,6 +121,11 @@ class SqliteLog:
     def __init__(self, path: str | PathLike[str], *, create: bool = True) -> None:
         self.path = Path(path)
         self.location = str(path)
+        if not create and not (self.path / LOG_FILE).is_file():
+            raise LogNotFoundError(
+                f"log {self.location}: no embedded log there ({self.path / LOG_FILE} does not "
+                "exist); only writers create logs"
+            )
         self.path.mkdir(parents=True, exist_ok=True)
         self._conn = self._connect()
         self._conn.executescript("BEGIN IMMEDIATE;" + _SCHEMA + "COMMIT;")

@@ -62,6 +62,11 @@ def log_name(location: str) -> str:
     return name
 
 
+def open_for_reading(location: str) -> Memory:
+    """A served log, opened as a reader: one that does not exist is an error, not created."""
+    return Memory(location, create=False)
+
+
 def _seq_reached(state: LogState | None, min_seq: int) -> bool:
     return state is not None and state.last_seq is not None and state.last_seq >= min_seq
 
@@ -75,7 +80,7 @@ class LogHandle:
         *,
         name: str | None = None,
         poll_interval: float = 0.02,
-        opener: Callable[[str], Memory] = Memory,
+        opener: Callable[[str], Memory] = open_for_reading,
     ) -> None:
         self.location = str(location)
         self.name = name or log_name(self.location)

@@ -189,6 +189,7 @@ def test_redis_flushed_while_running_is_rebuilt_and_never_wrong(
     location = f"kafka://{kafka_bootstrap}/{unique_name}?redis={isolated}"
     loc = parse_kafka_location(location)
     client = redis.Redis.from_url(isolated)
+    Memory(location).close()  # a writer creates the log; the projector only reads it
     stop = threading.Event()
     projector = Projector(loc, every_ms=20, every_records=200)
     runner = threading.Thread(target=projector.run, args=(stop,))
