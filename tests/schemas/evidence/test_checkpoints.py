@@ -25,8 +25,7 @@ def go_verifier(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if go is None:
         pytest.skip("the go command is not installed")
     out = tmp_path_factory.mktemp("goverify") / "goverify"
-    subprocess.run([go, "build", "-o", str(out), "."], cwd=GO_VERIFIER, check=True,
-                   timeout=300)  # fmt: skip
+    subprocess.run([go, "build", "-o", str(out), "."], cwd=GO_VERIFIER, check=True, timeout=300)
     return out
 
 
@@ -40,8 +39,9 @@ def run_go(binary: Path, payload: dict[str, Any]) -> subprocess.CompletedProcess
             return {k: b64(v) for k, v in value.items()}
         return value
 
-    return subprocess.run([str(binary)], input=json.dumps(b64(payload)), text=True,
-                          capture_output=True, timeout=60)  # fmt: skip
+    return subprocess.run(
+        [str(binary)], input=json.dumps(b64(payload)), text=True, capture_output=True, timeout=60
+    )
 
 
 def test_checkpoints_and_proofs_verify_with_the_go_modules(go_verifier: Path) -> None:
@@ -59,10 +59,12 @@ def test_checkpoints_and_proofs_verify_with_the_go_modules(go_verifier: Path) ->
             for i in (0, 1, 2, 511, 512, 998, 999)
         ],
         "consistency": [
-            {"old_checkpoint": Checkpoint(signer.name, m, tree.root(m)).sign(signer),
-             "proof": tree.consistency_proof(m)}
+            {
+                "old_checkpoint": Checkpoint(signer.name, m, tree.root(m)).sign(signer),
+                "proof": tree.consistency_proof(m),
+            }
             for m in old_sizes
-        ],  # fmt: skip
+        ],
     }
     done = run_go(go_verifier, payload)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -74,8 +76,12 @@ def test_checkpoints_and_proofs_verify_with_the_go_modules(go_verifier: Path) ->
     done = run_go(go_verifier, changed)
     assert done.returncode == 1 and "inclusion of leaf 511" in done.stdout
     rewritten = MerkleTree(leaf_hash(r) for r in [b"forged", *records[1:]])
-    forged = dict(payload, checkpoint=Checkpoint(signer.name, 1000, rewritten.root()).sign(signer),
-                  inclusions=[], consistency=[payload["consistency"][5]])  # fmt: skip
+    forged = dict(
+        payload,
+        checkpoint=Checkpoint(signer.name, 1000, rewritten.root()).sign(signer),
+        inclusions=[],
+        consistency=[payload["consistency"][5]],
+    )
     done = run_go(go_verifier, forged)
     assert done.returncode == 1 and "consistency 500 -> 1000" in done.stdout
     intruder = NoteSigner.generate(signer.name)  # the same name, another key
