@@ -27,7 +27,9 @@ def location(kafka_bootstrap: str, redis_url: str, unique_name: str) -> str:
 
 
 def _messages(n: int, start: int = 0) -> list[Message]:
-    return [Message(speaker="ana", content=f"m{i}", session_id="s1") for i in range(start, start + n)]
+    return [
+        Message(speaker="ana", content=f"m{i}", session_id="s1") for i in range(start, start + n)
+    ]
 
 
 @pytest.fixture
@@ -68,13 +70,16 @@ def test_an_error_mid_batch_loses_no_record_to_the_reader(
 
 
 def test_records_deleted_under_the_log_are_never_skipped(
-    location: str, reader: KafkaLog, kafka_bootstrap: str
+    location: str, kafka_bootstrap: str, request: pytest.FixtureRequest
 ) -> None:
     with Memory(location) as writer:
         writer.append_many(_messages(10))
     topic = parse_kafka_location(location).topic
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
     admin.delete_records([TopicPartition(topic, 0, 4)])[TopicPartition(topic, 0)].result(10)
+    # A reader that comes after (one that fetched them before keeps what it read).
+    reader = KafkaLog(parse_kafka_location(location), hydrate=False, create=False)
+    request.addfinalizer(reader.close)
 
     started = time.monotonic()
     with pytest.raises(CorruptLogError, match=rf"log {topic}: seq 0 .*starts at seq 4"):
