@@ -55,6 +55,7 @@ Failures are bounded in time and say what became of each record (issue 11):
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import uuid
@@ -498,11 +499,46 @@ def _fatal(exc: BaseException) -> KafkaError | None:
     return None
 
 
+_MAX_GAPS = 100
+APPEND_TIMEOUT_ENV = "MEMSTREAM_KAFKA_APPEND_TIMEOUT"
+READ_TIMEOUT_ENV = "MEMSTREAM_KAFKA_READ_TIMEOUT"
+
+
+def _seconds(given: float | None, variable: str, default: float) -> float:
+    if given is None:
+        text = os.environ.get(variable, "").strip()
+        if not text:
+            return default
+        try:
+            given = float(text)
+        except ValueError:
+            raise ValueError(f"{variable}={text!r}: expected a number of seconds") from None
+    if not given > 0:
+        raise ValueError(f"a Kafka log timeout must be a positive number of seconds, not {given}")
+    return float(given)
+
+
+def _seek(consumer: Consumer, topic: str, offset: int) -> None:
+    """Move an assigned consumer to `offset`, dropping what it fetched beyond."""
+    tp = TopicPartition(topic, 0, offset)
+    try:
+        try:
+            consumer.seek(tp)
+        except KafkaException:  # not fetching yet: assigning starts over at offset as well
+            consumer.assign([tp])
+    except KafkaException as exc:
+        raise KafkaUnavailableError(
+            f"log {topic}: cannot read from offset {offset}: {_cause(exc)}"
+        ) from None
+
+
 class KafkaLog:
     """A log on a Kafka topic, folded into a `LogState` (hydrated from Redis if it can).
 
     `append_timeout`: an append answers within it (see the module's docstring);
-    `read_timeout`: opening and reads give up after it without progress.
+    `read_timeout`: opening and reads give up after it without progress. Unset, they come
+    from ``MEMSTREAM_KAFKA_APPEND_TIMEOUT`` / ``MEMSTREAM_KAFKA_READ_TIMEOUT`` (seconds),
+    else `APPEND_TIMEOUT_S` / `READ_TIMEOUT_S`.
     """
 
     def __init__(
@@ -511,15 +547,15 @@ class KafkaLog:
         *,
         hydrate: bool = True,
         create: bool = True,
-        append_timeout: float = APPEND_TIMEOUT_S,
-        read_timeout: float = READ_TIMEOUT_S,
+        append_timeout: float | None = None,
+        read_timeout: float | None = None,
     ) -> None:
         self.loc = location
         self.location = str(location)
         self.topic = location.topic
         self._tp = TopicPartition(self.topic, 0)
-        self._append_timeout = append_timeout
-        self._read_timeout = read_timeout
+        self._append_timeout = _seconds(append_timeout, APPEND_TIMEOUT_ENV, APPEND_TIMEOUT_S)
+        self._read_timeout = _seconds(read_timeout, READ_TIMEOUT_ENV, READ_TIMEOUT_S)
         try:
             admin = AdminClient(client_conf(location.bootstrap))
         except KafkaException as exc:
@@ -529,13 +565,13 @@ class KafkaLog:
         opening = time.monotonic()
         ensure_topic(
             admin, self.topic, location.replication_factor, create=create,
-            timeout=read_timeout, bootstrap=location.bootstrap,
+            timeout=self._read_timeout, bootstrap=location.bootstrap,
             min_message_bytes=PRODUCER_MESSAGE_MAX_BYTES + _BATCH_HEADER_BYTES if create else None,
         )  # fmt: skip
         if create:  # a reader finds the lifecycle topic once a writer or projector made it
             ensure_topic(
                 admin, location.lifecycle_topic, location.replication_factor,
-                timeout=max(0.1, read_timeout - (time.monotonic() - opening)),
+                timeout=max(0.1, self._read_timeout - (time.monotonic() - opening)),
                 bootstrap=location.bootstrap,
             )  # fmt: skip
         self._lock = threading.RLock()
@@ -628,10 +664,7 @@ class KafkaLog:
 
     def _rewind(self, seq: int) -> None:
         """After an error or a gap: back to `seq`, the state's next, so nothing is skipped."""
-        try:
-            self._consumer.seek(TopicPartition(self.topic, 0, seq))
-        except KafkaException:  # not fetching yet: assigning starts over at seq as well
-            self._assign(seq)
+        _seek(self._consumer, self.topic, seq)
 
     def _watermarks(self, consumer: Consumer, topic: str, doing: str) -> tuple[int, int]:
         try:
@@ -1056,6 +1089,7 @@ class KafkaLog:
         seqs, yielded without a gap (see `_fold_until`)."""
         consumer = self._new_consumer(topic)
         expected = from_offset
+        gaps = 0  # in a row: a gap that persists is an error, not a loop
         try:
             try:
                 consumer.assign([TopicPartition(topic, 0, from_offset)])
@@ -1081,13 +1115,17 @@ class KafkaLog:
                         if seq != expected:
                             if seq < expected:
                                 continue
+                            gaps += 1
+                            if gaps > _MAX_GAPS:
+                                raise KafkaLogError(
+                                    f"log {topic}: seq {expected} keeps being skipped by the "
+                                    f"consumer (the broker serves seq {seq} instead)"
+                                )
                             self._gap(consumer, topic, expected, seq)
-                            try:
-                                consumer.seek(TopicPartition(topic, 0, expected))
-                            except KafkaException:
-                                consumer.assign([TopicPartition(topic, 0, expected)])
+                            _seek(consumer, topic, expected)
                             break
                         expected = seq + 1
+                        gaps = 0
                     yield message
                 if messages:
                     idle_since = time.monotonic()

@@ -34,8 +34,9 @@ from memstream.stack.config import StackConfig
 from memstream.stack.paths import StackPaths
 from memstream.stack.procs import ProcessRecord, spawn, terminate
 from producers.logs.base import Appended
-from producers.logs.kafka import KafkaLog
+from producers.logs.kafka import READ_TIMEOUT_ENV, KafkaLog
 from producers.logs.location import KafkaLocation, parse_kafka_location
+from producers.memory import Memory
 from schemas.audit import Message
 from schemas.codec import decode_record
 from schemas.errors import AppendFailedError, AppendOutcomeUnknownError, LogUnavailableError
@@ -196,18 +197,22 @@ def test_a_failed_append_never_lands_later(
         log.close()
 
 
-def test_an_unreachable_broker_is_log_unavailable_in_bounded_time(redis_url: str) -> None:
+def test_an_unreachable_broker_is_log_unavailable_in_bounded_time(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Item 11: nothing listens at the location's broker: opening the log, as a writer or
     a reader, fails within the read timeout naming the log, the broker and the cause."""
     port = _free_port()
     location = _location(f"127.0.0.1:{port}", redis_url, f"t-nowhere-{uuid.uuid4().hex[:8]}")
+    monkeypatch.setenv(READ_TIMEOUT_ENV, str(READ_TIMEOUT))  # for Memory, which takes none
     for create in (True, False):
-        started = time.monotonic()
-        with pytest.raises(LogUnavailableError) as unavailable:
-            _open(location, create=create)
-        assert time.monotonic() - started < READ_TIMEOUT + 3
-        text = str(unavailable.value)
-        assert f"log {location.topic}" in text and f"127.0.0.1:{port}" in text
+        for opening in (_open, Memory):
+            started = time.monotonic()
+            with pytest.raises(LogUnavailableError) as unavailable:
+                opening(location if opening is _open else str(location), create=create)  # type: ignore[operator]
+            assert time.monotonic() - started < READ_TIMEOUT + 3
+            text = str(unavailable.value)
+            assert f"log {location.topic}" in text and f"127.0.0.1:{port}" in text
 
 
 def test_a_paused_broker_fails_reads_and_opening_in_bounded_time(

@@ -8,7 +8,9 @@ import string
 import time
 
 import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
 
+from producers.logs.kafka import TopicConfigError
 from producers.memex_store import MemexStore
 from producers.memory import Memory
 from schemas.audit import Message
@@ -94,3 +96,22 @@ def test_kafka_takes_several_records_at_the_limit_in_one_batch(
         assert [m.seq for m in stored] == [0, 1, 2]
     with Memory(location, create=False) as reader:
         assert [m.id for m in reader.replay().visible_messages] == [m.id for m in batch]
+
+
+@pytest.mark.kafka
+def test_a_writer_refuses_a_topic_that_cannot_take_a_record_at_the_limit(
+    kafka_bootstrap: str, redis_url: str, unique_name: str
+) -> None:
+    """A topic made by hand with a smaller max.message.bytes would refuse records the
+    embedded log takes: a writer refuses it at once, naming the setting."""
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    topic = NewTopic(unique_name, num_partitions=1, replication_factor=1,
+                     config={"max.message.bytes": "100000"})  # fmt: skip
+    admin.create_topics([topic])[unique_name].result(10)
+    location = f"kafka://{kafka_bootstrap}/{unique_name}?redis={redis_url}"
+    with pytest.raises(
+        TopicConfigError, match=rf"topic {unique_name} has max.message.bytes=100000"
+    ):
+        Memory(location)
+    with Memory(location, create=False) as reader:  # a reader needs no such size
+        assert len(reader) == 0
