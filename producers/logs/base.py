@@ -22,7 +22,7 @@ from projector.log_state import (
 )
 from schemas.audit import Deletion, Document, Message, Recall
 from schemas.codec import encode_record
-from schemas.limits import check_record_size
+from schemas.limits import MAX_RECORD_BYTES, check_record_size
 from schemas.records import GraphEnvelope, Record
 
 __all__ = [
@@ -140,8 +140,9 @@ def encode_records(records: Sequence[Record]) -> list[bytes]:
     """The records' bytes, every one checked against `MAX_RECORD_BYTES` before any is
     appended: `RecordTooLargeError` (naming the record) refuses the whole batch."""
     encoded = [encode_record(r) for r in records]
-    for record, data in zip(records, encoded, strict=True):
-        check_record_size(record, data)
+    if encoded and max(map(len, encoded)) > MAX_RECORD_BYTES:  # one C-level pass
+        for record, data in zip(records, encoded, strict=True):
+            check_record_size(record, data)
     return encoded
 
 
