@@ -556,6 +556,34 @@ class KafkaLog:
         self._tp = TopicPartition(self.topic, 0)
         self._append_timeout = _seconds(append_timeout, APPEND_TIMEOUT_ENV, APPEND_TIMEOUT_S)
         self._read_timeout = _seconds(read_timeout, READ_TIMEOUT_ENV, READ_TIMEOUT_S)
+        failed: MemstreamError | None = None
+        try:
+            self._ensure_topics(create)
+        except MemstreamError as exc:
+            failed = exc
+        if failed is not None:
+            # Without the frames that hold the admin client, which would otherwise go on
+            # reconnecting to an unreachable broker for as long as the error is kept.
+            raise failed.with_traceback(None)
+        self._lock = threading.RLock()
+        self._dr_lock = threading.Lock()
+        self._last_error: str | None = None  # the producer's last broker error, for messages
+        self._producer: Producer | None = self._new_producer()
+        self._consumer = self._new_consumer(self.topic)
+        self._lost_position = False  # a failed read could not rewind: rewind first next time
+        self._state = self._hydrate() if hydrate else empty_state()
+        self._assign(self._state.next_seq)
+        # Own audit appends acknowledged but not folded yet (checked against, see `append`),
+        # and those produced but not acknowledged yet; both guarded by `_dr_lock`.
+        self._pending: dict[UUID, BaseEvent] = {}
+        self._inflight: dict[UUID, Record] = {}
+        self._outstanding = 0  # pipelined batches not fully acknowledged
+        self._open: deque[_Delivery] = deque()  # batches produced, oldest first
+        self._poller: threading.Thread | None = None
+        self._closed = False
+
+    def _ensure_topics(self, create: bool) -> None:
+        location = self.loc
         try:
             admin = AdminClient(client_conf(location.bootstrap))
         except KafkaException as exc:
@@ -574,22 +602,6 @@ class KafkaLog:
                 timeout=max(0.1, self._read_timeout - (time.monotonic() - opening)),
                 bootstrap=location.bootstrap,
             )  # fmt: skip
-        self._lock = threading.RLock()
-        self._dr_lock = threading.Lock()
-        self._last_error: str | None = None  # the producer's last broker error, for messages
-        self._producer: Producer | None = self._new_producer()
-        self._consumer = self._new_consumer(self.topic)
-        self._lost_position = False  # a failed read could not rewind: rewind first next time
-        self._state = self._hydrate() if hydrate else empty_state()
-        self._assign(self._state.next_seq)
-        # Own audit appends acknowledged but not folded yet (checked against, see `append`),
-        # and those produced but not acknowledged yet; both guarded by `_dr_lock`.
-        self._pending: dict[UUID, BaseEvent] = {}
-        self._inflight: dict[UUID, Record] = {}
-        self._outstanding = 0  # pipelined batches not fully acknowledged
-        self._open: deque[_Delivery] = deque()  # batches produced, oldest first
-        self._poller: threading.Thread | None = None
-        self._closed = False
 
     def _hydrate(self) -> LogState:
         from projector.snapshot import SnapshotStore
