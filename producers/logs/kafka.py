@@ -146,7 +146,8 @@ TOPIC_CONFIG = {
     "max.message.bytes": str(TOPIC_MAX_MESSAGE_BYTES),
 }
 # An append reports success or failure within this; reads and opening give up after
-# READ_TIMEOUT_S without progress. Both can be set per log (KafkaLog's keywords).
+# READ_TIMEOUT_S without progress. Both can be set per log (KafkaLog's keywords, else
+# MEMSTREAM_KAFKA_APPEND_TIMEOUT / MEMSTREAM_KAFKA_READ_TIMEOUT).
 APPEND_TIMEOUT_S = 30.0
 READ_TIMEOUT_S = 15.0
 _TIMEOUT_S = 30.0  # admin calls of ensure_topic when no timeout is given (the projector)
