@@ -13,7 +13,7 @@ import signal
 import socket
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,6 +132,36 @@ def _first(appended: list[Appended]) -> Appended:
     return appended[0]
 
 
+def _sort_failure(
+    id_: str, error: BaseException | None, not_appended: set[str], unknown: set[str]
+) -> None:
+    """File a failed record under what its error says became of it."""
+    assert isinstance(error, AppendFailedError), error
+    if id_ in error.unknown:
+        assert isinstance(error, AppendOutcomeUnknownError)
+        assert "outcome unknown" in str(error)
+        unknown.add(id_)
+    else:
+        assert id_ in error.not_appended and "not appended" in str(error), error
+        not_appended.add(id_)
+
+
+def _append_once_recovered(
+    log: KafkaLog, text: str, not_appended: set[str], unknown: set[str]
+) -> Appended:
+    """Append after a fault is lifted; attempts made while the broker is still coming
+    back fail cleanly and are filed like any other failure."""
+    deadline = time.monotonic() + 20.0
+    while True:
+        message = _message(text)
+        try:
+            return log.append([message])[0]
+        except AppendFailedError as error:
+            _sort_failure(str(message.id), error, not_appended, unknown)
+            if time.monotonic() > deadline:
+                raise
+
+
 def test_a_failed_append_never_lands_later(
     private_broker: PrivateBroker, redis_url: str, unique_name: str
 ) -> None:
@@ -174,18 +204,11 @@ def test_a_failed_append_never_lands_later(
         not_appended: set[str] = set()
         unknown: set[str] = set()
         for id_, error in outcomes:
-            assert isinstance(error, AppendFailedError), error
-            if id_ in error.unknown:
-                assert isinstance(error, AppendOutcomeUnknownError)
-                assert "outcome unknown" in str(error)
-                unknown.add(id_)
-            else:
-                assert id_ in error.not_appended and "not appended" in str(error)
-                not_appended.add(id_)
+            _sort_failure(id_, error, not_appended, unknown)
         assert unknown and not_appended  # both kinds happened, each told apart
 
-        # Appends work again at once, with no record reported failed landing later.
-        after = log.append([_message("after")])[0]
+        # Appends work again, with no record reported failed landing later.
+        after = _append_once_recovered(log, "after", not_appended, unknown)
         assert after.seq >= 5
         time.sleep(APPEND_TIMEOUT)  # anything librdkafka still held would be sent by now
         in_log = _ids_in_log(location)
@@ -233,10 +256,37 @@ def test_a_paused_broker_fails_reads_and_opening_in_bounded_time(
                 assert time.monotonic() - started < READ_TIMEOUT * 2 + 2
         finally:
             private_broker.resume()
-        assert len(reader.state().memory.messages) == 1  # and reads work again
+        deadline = time.monotonic() + 20.0
+        while True:  # and reads work again once the broker is back
+            try:
+                assert len(reader.state().memory.messages) == 1
+                break
+            except LogUnavailableError:
+                if time.monotonic() > deadline:
+                    raise
     finally:
         reader.close()
         writer.close()
+
+
+def _filter(binding: AclBinding) -> AclBindingFilter:
+    return AclBindingFilter(binding.restype, binding.name, binding.resource_pattern_type,
+                            binding.principal, binding.host, binding.operation,
+                            binding.permission_type)  # fmt: skip
+
+
+def _wait_for_acls(
+    admin: AdminClient, *, present: Sequence[AclBinding] = (), absent: Sequence[AclBinding] = ()
+) -> None:
+    """Until the broker's authorizer shows the ACLs created (or no longer the deleted):
+    they reach it through the metadata log, a moment after the call returns."""
+    deadline = time.monotonic() + 20.0
+    while True:
+        shown = [admin.describe_acls(_filter(b)).result(10) for b in (*present, *absent)]
+        if all(shown[: len(present)]) and not any(shown[len(present) :]):
+            return
+        assert time.monotonic() < deadline, "the broker never showed the ACL change"
+        time.sleep(0.1)
 
 
 def _acl(
@@ -269,21 +319,23 @@ def test_a_fatal_producer_error_does_not_wedge_the_log(
     location = _location(private_broker.bootstrap, redis_url, unique_name)
     log = None
     try:
-        time.sleep(1.0)  # ACLs reach the broker's authorizer through the metadata log
+        _wait_for_acls(admin, present=denied)
         log = _open(location)
         for _ in range(2):  # each attempt fails cleanly, in bounded time
             started = time.monotonic()
             with pytest.raises(AppendFailedError, match=f"append to log {unique_name} failed"):
                 log.append([_message("denied")])
             assert time.monotonic() - started < APPEND_TIMEOUT + 2
-        for future in admin.delete_acls([AclBindingFilter(
-            b.restype, b.name, b.resource_pattern_type, b.principal, b.host, b.operation,
-            b.permission_type) for b in denied]).values():  # fmt: skip
+        for future in admin.delete_acls([_filter(b) for b in denied]).values():
             future.result(10)
-        time.sleep(1.0)
-        stored = log.append([_message("allowed again")])[0]
+        _wait_for_acls(admin, absent=denied)
+        not_appended: set[str] = set()
+        unknown: set[str] = set()
+        stored = _append_once_recovered(log, "allowed again", not_appended, unknown)
         assert stored.record.content == "allowed again"  # type: ignore[union-attr]
-        assert _ids_in_log(location) == [str(stored.record.id)]  # type: ignore[union-attr]
+        in_log = _ids_in_log(location)
+        assert in_log[-1] == str(stored.record.id)  # type: ignore[union-attr]
+        assert set(in_log) <= {*unknown, str(stored.record.id)}  # type: ignore[union-attr]
     finally:
         if log is not None:
             log.close()
