@@ -585,24 +585,42 @@ class KafkaLog:
 
     def _ensure_topics(self, create: bool) -> None:
         location = self.loc
+        errors: list[str] = []  # the client's own errors, e.g. a refused connection
+        conf = {
+            **client_conf(location.bootstrap),
+            "error_cb": lambda e: errors.append(e.str()),
+            # Its reconnect attempts are not logged one by one: a failure names the last.
+            "log_level": 0,
+        }
         try:
-            admin = AdminClient(client_conf(location.bootstrap))
+            admin = AdminClient(conf)
         except KafkaException as exc:
             raise KafkaUnavailableError(
                 f"log {self.topic}: cannot connect to {location.bootstrap}: {_cause(exc)}"
             ) from None
         opening = time.monotonic()
-        ensure_topic(
-            admin, self.topic, location.replication_factor, create=create,
-            timeout=self._read_timeout, bootstrap=location.bootstrap,
-            min_message_bytes=PRODUCER_MESSAGE_MAX_BYTES + _BATCH_HEADER_BYTES if create else None,
-        )  # fmt: skip
-        if create:  # a reader finds the lifecycle topic once a writer or projector made it
+        try:
             ensure_topic(
-                admin, location.lifecycle_topic, location.replication_factor,
-                timeout=max(0.1, self._read_timeout - (time.monotonic() - opening)),
-                bootstrap=location.bootstrap,
+                admin, self.topic, location.replication_factor, create=create,
+                timeout=self._read_timeout, bootstrap=location.bootstrap,
+                min_message_bytes=(
+                    PRODUCER_MESSAGE_MAX_BYTES + _BATCH_HEADER_BYTES if create else None
+                ),
             )  # fmt: skip
+            if create:  # a reader finds the lifecycle topic once a writer or projector made it
+                ensure_topic(
+                    admin, location.lifecycle_topic, location.replication_factor,
+                    timeout=max(0.1, self._read_timeout - (time.monotonic() - opening)),
+                    bootstrap=location.bootstrap,
+                )  # fmt: skip
+        except KafkaUnavailableError as exc:
+            try:
+                admin.poll(0)  # serves error_cb
+            except Exception:  # only a better message is at stake
+                pass
+            if not errors:
+                raise
+            raise KafkaUnavailableError(f"{exc} (the client's last error: {errors[-1]})") from None
 
     def _hydrate(self) -> LogState:
         from projector.snapshot import SnapshotStore
