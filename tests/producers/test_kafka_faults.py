@@ -34,7 +34,7 @@ from memstream.stack.config import StackConfig
 from memstream.stack.paths import StackPaths
 from memstream.stack.procs import ProcessRecord, spawn, terminate
 from producers.logs.base import Appended
-from producers.logs.kafka import READ_TIMEOUT_ENV, KafkaLog
+from producers.logs.kafka import READ_TIMEOUT_ENV, KafkaLog, client_conf
 from producers.logs.location import KafkaLocation, parse_kafka_location
 from producers.memory import Memory
 from schemas.audit import Message
@@ -303,7 +303,7 @@ def test_a_fatal_producer_error_does_not_wedge_the_log(
     producer id: idempotent writes are denied by an ACL) fails the appends of its time with
     a clear error, and once the ACL is lifted the next append goes through (a new
     producer), instead of every call failing for good."""
-    admin = AdminClient({"bootstrap.servers": private_broker.bootstrap})
+    admin = AdminClient(client_conf(private_broker.bootstrap))
     allow, deny = AclPermissionType.ALLOW, AclPermissionType.DENY
     allowed = [
         _acl(ResourceType.BROKER, "kafka-cluster", AclOperation.ALL, allow),
