@@ -68,5 +68,6 @@ class AppendFailedError(LogUnavailableError):
 
 
 class AppendOutcomeUnknownError(AppendFailedError):
-    """Some records were sent and never acknowledged: the log may hold them or not, and may
-    still come to hold them. Look for the ids in `unknown` before appending them again."""
+    """Some records may have reached the storage without being acknowledged: the log may
+    hold them or not, and may still come to hold them. Look for the ids in `unknown` before
+    appending them again."""

@@ -469,9 +469,9 @@ def _append_error(
     parts = []
     if unknown:
         parts.append(
-            f"{len(unknown)} record(s) with outcome unknown: sent but never acknowledged, so "
-            f"the log may hold them or come to hold them; look for {_ids(unknown)} in the log "
-            "before appending them again"
+            f"{len(unknown)} record(s) with outcome unknown: they may have reached the broker "
+            "unacknowledged, so the log may hold them or come to hold them; look for "
+            f"{_ids(unknown)} in the log before appending them again"
         )
     if lost:
         parts.append(f"{len(lost)} record(s) not appended (never written): {_ids(lost)}")
