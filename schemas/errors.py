@@ -10,6 +10,8 @@ __all__ = [
     "CorruptLogError",
     "RecordTooLargeError",
     "LogUnavailableError",
+    "AppendFailedError",
+    "AppendOutcomeUnknownError",
 ]
 
 
@@ -42,3 +44,30 @@ class RecordTooLargeError(MemstreamError, ValueError):
 class LogUnavailableError(MemstreamError):
     """The storage under a log failed (broker or Redis unreachable, disk full, read-only
     media): the message names the log, the operation and the cause."""
+
+
+class AppendFailedError(LogUnavailableError):
+    """Records the log's storage did not take. The message names the log, the cause and
+    what became of each record; the ids are also attributes: `not_appended` (certainly not
+    in the log: appending them again is safe), `unknown` (see `AppendOutcomeUnknownError`)
+    and `appended` (ids that did land, with their seqs: a Kafka batch is not atomic once
+    sent)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        not_appended: tuple[str, ...] = (),
+        unknown: tuple[str, ...] = (),
+        appended: tuple[tuple[str, int], ...] = (),
+    ) -> None:
+        super().__init__(message)
+        self.not_appended = not_appended
+        self.unknown = unknown
+        self.appended = appended
+
+
+class AppendOutcomeUnknownError(AppendFailedError):
+    """Some records may have reached the storage without being acknowledged: the log may
+    hold them or not, and may still come to hold them. Look for the ids in `unknown` before
+    appending them again."""

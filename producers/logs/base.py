@@ -22,6 +22,7 @@ from projector.log_state import (
 )
 from schemas.audit import Deletion, Document, Message, Recall
 from schemas.codec import encode_record
+from schemas.limits import MAX_RECORD_BYTES, check_record_size
 from schemas.records import GraphEnvelope, Record
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "Transaction",
     "AnyEvent",
     "prepare",
+    "encode_records",
     "StopFlag",
     "LifecycleRecord",
     "fold_lifecycle",
@@ -134,12 +136,25 @@ class PipelinedLog(Protocol):
 AuditLog = Log  # the name the embedded log had first
 
 
+def encode_records(records: Sequence[Record]) -> list[bytes]:
+    """The records' bytes, every one checked against `MAX_RECORD_BYTES` before any is
+    appended: `RecordTooLargeError` (naming the record) refuses the whole batch."""
+    encoded = [encode_record(r) for r in records]
+    if encoded and max(map(len, encoded)) > MAX_RECORD_BYTES:  # one C-level pass
+        for record, data in zip(records, encoded, strict=True):
+            check_record_size(record, data)
+    return encoded
+
+
 def prepare(state: LogState, build: Transaction[T]) -> tuple[list[Record], list[bytes], T]:
-    """Run `build`, check its records against `state` and encode them (shared by logs)."""
+    """Run `build`, check its records against `state` and encode them (shared by logs).
+
+    Raises what the fold would refuse, or `RecordTooLargeError`; nothing is appended then.
+    """
     records, value = build(state)
     records = list(records)
     check_records(state, records)
-    return records, [encode_record(r) for r in records], value
+    return records, encode_records(records), value
 
 
 def fold_lifecycle(

@@ -25,14 +25,41 @@ Two ways in:
 acknowledgements resolve the futures (a background thread serves the delivery reports), so
 many batches are in flight together and librdkafka packs them into few requests. A future
 resolves only after ``acks=all`` (invariant 14).
+
+Failures are bounded in time and say what became of each record (issue 11):
+
+- An append answers within `append_timeout` (default `APPEND_TIMEOUT_S`, 30 s). librdkafka
+  gives up on a message after 0.8 of it (``message.timeout.ms``), so a reported failure is
+  final: nothing is retried behind the caller's back. A batch not acknowledged after 0.6 of
+  it has the records still queued in this process dropped (`Producer.purge`), which
+  librdkafka reports as never sent: those are "not appended" (`AppendFailedError`).
+  Records that were sent and not acknowledged may have been written, or may still be (a
+  broker that was paused writes what it had received when it resumes): their outcome is
+  unknown (`AppendOutcomeUnknownError`, naming their ids to look for before retrying).
+  confluent-kafka does not expose librdkafka's per-message persistence status, so this
+  split (dropped from the queue or not) is how the two are told apart.
+- A producer that hits a fatal error is replaced: the records it held are reported with
+  an unknown outcome, and the next append goes to a new producer.
+- A read (`state`, `end_offset`) fails with `KafkaUnavailableError` (a
+  `LogUnavailableError`) naming the log, the seq it waits for and the cause once nothing
+  has arrived for `read_timeout` seconds (default `READ_TIMEOUT_S`, 15 s); opening the log
+  gives up after the same time.
+- A reader never accepts a seq gap: on an error in the middle of a consumed batch, or a
+  record past the state's next seq, its consumer goes back to that seq; records deleted
+  under the log (the topic starts past it) raise `CorruptLogError`.
+- Every confluent-kafka error leaves `KafkaLog` as a `KafkaLogError` naming the log, the
+  operation and the cause. A record's encoded size is checked against
+  `schemas.limits.MAX_RECORD_BYTES` before anything of its batch is produced.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from functools import partial
@@ -51,7 +78,14 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from producers.logs.base import Appended, LifecycleRecord, StopFlag, Transaction, prepare
+from producers.logs.base import (
+    Appended,
+    LifecycleRecord,
+    StopFlag,
+    Transaction,
+    encode_records,
+    prepare,
+)
 from producers.logs.location import KafkaLocation
 from projector.log_state import (
     Lifecycle,
@@ -62,14 +96,25 @@ from projector.log_state import (
     fold_record,
 )
 from schemas.audit import BaseEvent
-from schemas.codec import KIND_HEADER, KINDS, decode_record, encode_record, record_kind
-from schemas.errors import LogNotFoundError, MemstreamError
+from schemas.codec import KIND_HEADER, KINDS, decode_record, record_id, record_kind
+from schemas.errors import (
+    AppendFailedError,
+    AppendOutcomeUnknownError,
+    CorruptLogError,
+    LogNotFoundError,
+    LogUnavailableError,
+    MemstreamError,
+)
+from schemas.limits import MAX_RECORD_BYTES
 from schemas.records import GraphEnvelope, Record
 
 __all__ = [
     "KafkaLog",
     "KafkaLogError",
+    "KafkaUnavailableError",
     "TopicConfigError",
+    "APPEND_TIMEOUT_S",
+    "READ_TIMEOUT_S",
     "ensure_topic",
     "client_conf",
     "producer_conf",
@@ -87,16 +132,49 @@ R = TypeVar("R")
 # Lifecycle records name the log record that caused them, and their index among its events.
 SEQ_HEADER = "memstream.seq"
 INDEX_HEADER = "memstream.index"
-TOPIC_CONFIG = {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"}
-_TIMEOUT_S = 30.0
+# The size limits that let Kafka take every record under `MAX_RECORD_BYTES` (see
+# `schemas.limits`): the producer refuses a message over PRODUCER_MESSAGE_MAX_BYTES and
+# never sends a batch over it plus the batch header; topics take batches up to
+# TOPIC_MAX_MESSAGE_BYTES (Kafka's default, set on the topics memstream creates).
+PRODUCER_MESSAGE_MAX_BYTES = 1_000_000
+TOPIC_MAX_MESSAGE_BYTES = 1_048_588
+_BATCH_HEADER_BYTES = 61
+TOPIC_CONFIG = {
+    "cleanup.policy": "delete",
+    "retention.ms": "-1",
+    "retention.bytes": "-1",
+    "max.message.bytes": str(TOPIC_MAX_MESSAGE_BYTES),
+}
+# An append reports success or failure within this; reads and opening give up after
+# READ_TIMEOUT_S without progress. Both can be set per log (KafkaLog's keywords, else
+# MEMSTREAM_KAFKA_APPEND_TIMEOUT / MEMSTREAM_KAFKA_READ_TIMEOUT).
+APPEND_TIMEOUT_S = 30.0
+READ_TIMEOUT_S = 15.0
+_TIMEOUT_S = 30.0  # admin calls of ensure_topic when no timeout is given (the projector)
+# Shares of the append timeout: queued records are dropped (never sent) after the first,
+# librdkafka gives up on sent ones after the second; both before the call answers.
+_PURGE_SHARE = 0.6
+_MESSAGE_TIMEOUT_SHARE = 0.8
 
 
 class KafkaLogError(MemstreamError):
     """The Kafka log could not do what was asked (delivery failed, broker unreachable)."""
 
 
+class KafkaUnavailableError(KafkaLogError, LogUnavailableError):
+    """The broker could not be reached or answered with an error: the message names the
+    log, the operation and the cause."""
+
+
 class TopicConfigError(KafkaLogError):
-    """A log topic that is not one partition, or is compacted."""
+    """A log topic that is not one partition, is compacted, or takes too small messages."""
+
+
+def _cause(exc: BaseException) -> str:
+    """The text of a confluent-kafka error (a KafkaException holds a KafkaError)."""
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return str(exc.args[0].str())
+    return str(exc) or type(exc).__name__
 
 
 def client_conf(bootstrap: str) -> dict[str, Any]:
@@ -151,34 +229,59 @@ def consume_ready(consumer: Consumer, max_messages: int, timeout: float) -> list
 
 
 def ensure_topic(
-    admin: AdminClient, topic: str, replication_factor: int, *, create: bool = True
+    admin: AdminClient,
+    topic: str,
+    replication_factor: int,
+    *,
+    create: bool = True,
+    timeout: float = _TIMEOUT_S,
+    min_message_bytes: int | None = None,
+    bootstrap: str | None = None,
 ) -> None:
     """Create the topic (one partition, never compacted, unlimited retention) or check it.
 
-    `create=False` (readers): a topic that does not exist raises `LogNotFoundError`."""
-    if create:
-        futures = admin.create_topics(
-            [
-                NewTopic(
-                    topic, num_partitions=1, replication_factor=replication_factor,
-                    config=TOPIC_CONFIG,
-                )
-            ],  # fmt: skip
-            request_timeout=_TIMEOUT_S,
+    `create=False` (readers): a topic that does not exist raises `LogNotFoundError`.
+    `min_message_bytes`: the least ``max.message.bytes`` the topic must take (writers), or
+    `TopicConfigError`. A broker that does not answer within `timeout` seconds in all
+    raises `KafkaUnavailableError` (naming `bootstrap`, the brokers, when given).
+    """
+    deadline = time.monotonic() + timeout
+    where = f"broker {bootstrap}, " if bootstrap else ""
+
+    def left() -> float:
+        return max(0.1, deadline - time.monotonic())
+
+    def unavailable(operation: str, exc: BaseException | str) -> KafkaUnavailableError:
+        cause = exc if isinstance(exc, str) else _cause(exc)
+        return KafkaUnavailableError(
+            f"log {topic}: cannot {operation} ({where}waited up to {timeout:g} s): {cause}"
         )
+
+    if create:
         try:
-            futures[topic].result(timeout=_TIMEOUT_S)
+            futures = admin.create_topics(
+                [
+                    NewTopic(
+                        topic, num_partitions=1, replication_factor=replication_factor,
+                        config=TOPIC_CONFIG,
+                    )
+                ],  # fmt: skip
+                request_timeout=left(),
+            )
+            futures[topic].result(timeout=left())
             log.info("created topic %s (1 partition, rf=%d)", topic, replication_factor)
         except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise KafkaLogError(f"topic {topic}: cannot create it: {exc.args[0]}") from None
+            error = exc.args[0] if exc.args else None
+            if not isinstance(error, KafkaError) or error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise unavailable("create its topic", exc) from None
+        except TimeoutError:
+            raise unavailable("create its topic", "no answer") from None
     # A topic just created may take a moment to show in the metadata.
-    deadline = time.monotonic() + _TIMEOUT_S
     while True:
         try:
-            metadata = admin.list_topics(topic, timeout=_TIMEOUT_S).topics.get(topic)
+            metadata = admin.list_topics(topic, timeout=left()).topics.get(topic)
         except KafkaException as exc:
-            raise KafkaLogError(f"topic {topic}: no metadata: {exc.args[0]}") from None
+            raise unavailable("read its metadata", exc) from None
         if metadata is not None and metadata.error is None and metadata.partitions:
             break
         if not create and (
@@ -191,7 +294,7 @@ def ensure_topic(
                 "(check the location's LOG name)"
             )
         if time.monotonic() > deadline:
-            raise KafkaLogError(f"topic {topic}: no metadata ({metadata and metadata.error})")
+            raise unavailable("read its metadata", str(metadata and metadata.error))
         time.sleep(0.05)
     if len(metadata.partitions) != 1:
         raise TopicConfigError(
@@ -199,29 +302,67 @@ def ensure_topic(
             "one partition, so that offsets are a total order (seq)"
         )
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-    configs = admin.describe_configs([resource], request_timeout=_TIMEOUT_S)[resource].result(
-        timeout=_TIMEOUT_S
-    )
+    try:
+        configs = admin.describe_configs([resource], request_timeout=left())[resource].result(
+            timeout=left()
+        )
+    except KafkaException as exc:
+        raise unavailable("read its configuration", exc) from None
+    except TimeoutError:
+        raise unavailable("read its configuration", "no answer") from None
     policy = configs["cleanup.policy"].value if "cleanup.policy" in configs else "delete"
     if "compact" in (policy or ""):
         raise TopicConfigError(
             f"topic {topic} has cleanup.policy={policy}; a memstream log is never compacted"
         )
+    entry = configs.get("max.message.bytes")
+    if min_message_bytes is not None and entry is not None and entry.value:
+        if int(entry.value) < min_message_bytes:
+            raise TopicConfigError(
+                f"topic {topic} has max.message.bytes={entry.value}; a memstream log takes "
+                f"records up to {MAX_RECORD_BYTES:,} bytes, so it needs at least "
+                f"{min_message_bytes} (set max.message.bytes={TOPIC_MAX_MESSAGE_BYTES} on the "
+                "topic, or on the broker as message.max.bytes)"
+            )
 
 
 # The kind header's bytes, made once.
 _KIND_BYTES = {kind: kind.encode() for kind in KINDS}
 
 
+# Delivery errors after which librdkafka knows the record was never written: the broker
+# refused its batch, or it was dropped (purged, or refused locally) before being sent.
+# Any other failure (a message timed out after being sent, a fatal producer error) leaves
+# the outcome unknown.
+_NOT_WRITTEN = frozenset({
+    KafkaError._PURGE_QUEUE,
+    KafkaError._INVALID_ARG,
+    KafkaError._UNKNOWN_TOPIC,
+    KafkaError._UNKNOWN_PARTITION,
+    KafkaError.MSG_SIZE_TOO_LARGE,
+    KafkaError.INVALID_MSG_SIZE,
+    KafkaError.RECORD_LIST_TOO_LARGE,
+    KafkaError.INVALID_RECORD,
+    KafkaError.INVALID_REQUIRED_ACKS,
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.POLICY_VIOLATION,
+    KafkaError.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+})  # fmt: skip
+
+
 class _Delivery:
     """The delivery reports of one produced batch, and what to do once all are in.
 
     Reports are served by whichever thread polls the producer (the background poller or
-    a thread waiting in flush), so the count is kept under the log's `_dr_lock`.
+    a thread waiting in flush), so the count is kept under the log's `_dr_lock`. Every
+    record gets exactly one outcome: its offset, or a failure (`failures[i]` = whether its
+    outcome is unknown, and why); the first outcome given wins, so a batch abandoned at its
+    deadline or with a failed producer ignores late reports.
     """
 
-    __slots__ = ("log", "records", "offsets", "stored", "errors", "remaining", "future",
-                 "then", "track", "finished", "error", "appended")  # fmt: skip
+    __slots__ = ("log", "records", "offsets", "stored", "failures", "remaining", "future",
+                 "then", "track", "finished", "error", "appended", "producer", "purge_at",
+                 "deadline")  # fmt: skip
 
     def __init__(
         self,
@@ -231,12 +372,13 @@ class _Delivery:
         then: Callable[[list[Appended]], Any] | None,
         *,
         track: bool,
+        producer: Producer,
     ) -> None:
         self.log = owner
         self.records = records
         self.offsets: list[int | None] = [None] * len(records)
         self.stored: list[Record | None] = [None] * len(records)
-        self.errors: list[str] = []
+        self.failures: dict[int, tuple[bool, str]] = {}
         self.remaining = len(records)
         self.future = future
         self.then = then
@@ -245,23 +387,47 @@ class _Delivery:
         self.finished = False
         self.error: BaseException | None = None
         self.appended: list[Appended] = []
+        self.producer = producer
+        now = time.monotonic()
+        self.purge_at = now + owner._append_timeout * _PURGE_SHARE
+        self.deadline = now + owner._append_timeout
 
     def report(self, index: int, err: KafkaError | None, msg: KafkaMessage) -> None:
         with self.log._dr_lock:
-            if err is not None:
-                self.errors.append(str(err))
-            else:
+            if self.remaining == 0 or index in self.failures or self.offsets[index] is not None:
+                return
+            if err is None:
                 self.offsets[index] = msg.offset()
+            else:
+                self.failures[index] = (err.code() not in _NOT_WRITTEN, self.log._reason(err))
             self.remaining -= 1
             last = self.remaining == 0
         if last:
             self._finish()
 
+    def fail(self, indexes: range | list[int], unknown: bool, reason: str) -> None:
+        """Give every record of `indexes` still without an outcome this failure."""
+        with self.log._dr_lock:
+            if self.remaining == 0:
+                return
+            for index in indexes:
+                if index not in self.failures and self.offsets[index] is None:
+                    self.failures[index] = (unknown, reason)
+                    self.remaining -= 1
+            last = self.remaining == 0
+        if last:
+            self._finish()
+
+    def abandon(self, reason: str) -> None:
+        """No report will come for what is left (a failed producer, the deadline, close):
+        those records may have been sent, so their outcome is unknown."""
+        self.fail(range(len(self.records)), True, reason)
+
     def _finish(self) -> None:
         if self.track:
             self.log._delivered(self)
-        if self.errors:
-            self.error = KafkaLogError(f"append to {self.log.topic} failed: {self.errors[0]}")
+        if self.failures:
+            self.error = _append_error(self.log, self.records, self.offsets, self.failures)
         elif self.track:
             self.appended = [
                 Appended(seq, stored, [Lifecycle(seq, "audit", f"{stored.kind}.appended", stored)])  # type: ignore[union-attr,arg-type]
@@ -282,33 +448,179 @@ class _Delivery:
         future.set_result(value)
 
 
+def _ids(ids: Sequence[str], most: int = 5) -> str:
+    shown = ", ".join(ids[:most])
+    return shown if len(ids) <= most else f"{shown}, ... ({len(ids)} in all)"
+
+
+def _append_error(
+    owner: KafkaLog,
+    records: list[Record],
+    offsets: list[int | None],
+    failures: dict[int, tuple[bool, str]],
+) -> AppendFailedError:
+    """What became of each record of a batch some of which failed, in one error."""
+    unknown = tuple(record_id(records[i]) for i in sorted(failures) if failures[i][0])
+    lost = tuple(record_id(records[i]) for i in sorted(failures) if not failures[i][0])
+    landed = tuple(
+        (record_id(r), seq) for r, seq in zip(records, offsets, strict=True) if seq is not None
+    )
+    causes = dict.fromkeys(failures[i][1] for i in sorted(failures))
+    parts = []
+    if unknown:
+        parts.append(
+            f"{len(unknown)} record(s) with outcome unknown: they may have reached the broker "
+            "unacknowledged, so the log may hold them or come to hold them; look for "
+            f"{_ids(unknown)} in the log before appending them again"
+        )
+    if lost:
+        parts.append(f"{len(lost)} record(s) not appended (never written): {_ids(lost)}")
+    if landed:
+        seqs = [seq for _, seq in landed]
+        parts.append(f"{len(landed)} record(s) appended, at seqs {min(seqs)}-{max(seqs)}")
+    kind = AppendOutcomeUnknownError if unknown else AppendFailedError
+    return kind(
+        f"append to log {owner.topic} failed: {'; '.join(causes)}: {'; '.join(parts)}",
+        not_appended=lost,
+        unknown=unknown,
+        appended=landed,
+    )
+
+
+def _fatal(exc: BaseException) -> KafkaError | None:
+    """The fatal librdkafka error behind `exc`, if any (confluent-kafka raises a fatal error
+    from poll/flush; a delivery callback running after it in the same call then fails with
+    a SystemError chained to it)."""
+    while exc is not None:
+        if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+            error: KafkaError = exc.args[0]
+            if error.fatal() or error.code() == KafkaError._FATAL:
+                return error
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return None
+
+
+_MAX_GAPS = 100
+APPEND_TIMEOUT_ENV = "MEMSTREAM_KAFKA_APPEND_TIMEOUT"
+READ_TIMEOUT_ENV = "MEMSTREAM_KAFKA_READ_TIMEOUT"
+
+
+def _seconds(given: float | None, variable: str, default: float) -> float:
+    if given is None:
+        text = os.environ.get(variable, "").strip()
+        if not text:
+            return default
+        try:
+            given = float(text)
+        except ValueError:
+            raise ValueError(f"{variable}={text!r}: expected a number of seconds") from None
+    if not given > 0:
+        raise ValueError(f"a Kafka log timeout must be a positive number of seconds, not {given}")
+    return float(given)
+
+
+def _seek(consumer: Consumer, topic: str, offset: int) -> None:
+    """Move an assigned consumer to `offset`, dropping what it fetched beyond."""
+    tp = TopicPartition(topic, 0, offset)
+    try:
+        try:
+            consumer.seek(tp)
+        except KafkaException:  # not fetching yet: assigning starts over at offset as well
+            consumer.assign([tp])
+    except KafkaException as exc:
+        raise KafkaUnavailableError(
+            f"log {topic}: cannot read from offset {offset}: {_cause(exc)}"
+        ) from None
+
+
 class KafkaLog:
-    """A log on a Kafka topic, folded into a `LogState` (hydrated from Redis if it can)."""
+    """A log on a Kafka topic, folded into a `LogState` (hydrated from Redis if it can).
+
+    `append_timeout`: an append answers within it (see the module's docstring);
+    `read_timeout`: opening and reads give up after it without progress. Unset, they come
+    from ``MEMSTREAM_KAFKA_APPEND_TIMEOUT`` / ``MEMSTREAM_KAFKA_READ_TIMEOUT`` (seconds),
+    else `APPEND_TIMEOUT_S` / `READ_TIMEOUT_S`.
+    """
 
     def __init__(
-        self, location: KafkaLocation, *, hydrate: bool = True, create: bool = True
+        self,
+        location: KafkaLocation,
+        *,
+        hydrate: bool = True,
+        create: bool = True,
+        append_timeout: float | None = None,
+        read_timeout: float | None = None,
     ) -> None:
         self.loc = location
         self.location = str(location)
         self.topic = location.topic
         self._tp = TopicPartition(self.topic, 0)
-        admin = AdminClient(client_conf(location.bootstrap))
-        ensure_topic(admin, self.topic, location.replication_factor, create=create)
-        if create:  # a reader finds the lifecycle topic once a writer or projector made it
-            ensure_topic(admin, location.lifecycle_topic, location.replication_factor)
+        self._append_timeout = _seconds(append_timeout, APPEND_TIMEOUT_ENV, APPEND_TIMEOUT_S)
+        self._read_timeout = _seconds(read_timeout, READ_TIMEOUT_ENV, READ_TIMEOUT_S)
+        failed: MemstreamError | None = None
+        try:
+            self._ensure_topics(create)
+        except MemstreamError as exc:
+            failed = exc
+        if failed is not None:
+            # Without the frames that hold the admin client, which would otherwise go on
+            # reconnecting to an unreachable broker for as long as the error is kept.
+            raise failed.with_traceback(None)
         self._lock = threading.RLock()
-        self._producer = Producer(producer_conf(location.bootstrap))
-        self._consumer = Consumer(consumer_conf(location.bootstrap))
+        self._dr_lock = threading.Lock()
+        self._last_error: str | None = None  # the producer's last broker error, for messages
+        self._producer: Producer | None = self._new_producer()
+        self._consumer = self._new_consumer(self.topic)
+        self._lost_position = False  # a failed read could not rewind: rewind first next time
         self._state = self._hydrate() if hydrate else empty_state()
-        self._consumer.assign([TopicPartition(self.topic, 0, self._state.next_seq)])
+        self._assign(self._state.next_seq)
         # Own audit appends acknowledged but not folded yet (checked against, see `append`),
         # and those produced but not acknowledged yet; both guarded by `_dr_lock`.
         self._pending: dict[UUID, BaseEvent] = {}
         self._inflight: dict[UUID, Record] = {}
         self._outstanding = 0  # pipelined batches not fully acknowledged
-        self._dr_lock = threading.Lock()
+        self._open: deque[_Delivery] = deque()  # batches produced, oldest first
         self._poller: threading.Thread | None = None
         self._closed = False
+
+    def _ensure_topics(self, create: bool) -> None:
+        location = self.loc
+        errors: list[str] = []  # the client's own errors, e.g. a refused connection
+        conf = {
+            **client_conf(location.bootstrap),
+            "error_cb": lambda e: errors.append(e.str()),
+            # Its reconnect attempts are not logged one by one: a failure names the last.
+            "log_level": 0,
+        }
+        try:
+            admin = AdminClient(conf)
+        except KafkaException as exc:
+            raise KafkaUnavailableError(
+                f"log {self.topic}: cannot connect to {location.bootstrap}: {_cause(exc)}"
+            ) from None
+        opening = time.monotonic()
+        try:
+            ensure_topic(
+                admin, self.topic, location.replication_factor, create=create,
+                timeout=self._read_timeout, bootstrap=location.bootstrap,
+                min_message_bytes=(
+                    PRODUCER_MESSAGE_MAX_BYTES + _BATCH_HEADER_BYTES if create else None
+                ),
+            )  # fmt: skip
+            if create:  # a reader finds the lifecycle topic once a writer or projector made it
+                ensure_topic(
+                    admin, location.lifecycle_topic, location.replication_factor,
+                    timeout=max(0.1, self._read_timeout - (time.monotonic() - opening)),
+                    bootstrap=location.bootstrap,
+                )  # fmt: skip
+        except KafkaUnavailableError as exc:
+            try:
+                admin.poll(0)  # serves error_cb
+            except Exception:  # only a better message is at stake
+                pass
+            if not errors:
+                raise
+            raise KafkaUnavailableError(f"{exc} (the client's last error: {errors[-1]})") from None
 
     def _hydrate(self) -> LogState:
         from projector.snapshot import SnapshotStore
@@ -321,38 +633,155 @@ class KafkaLog:
             return empty_state()
         return loaded if loaded is not None else empty_state()
 
+    # --- clients --------------------------------------------------------------------------
+
+    def _new_producer(self) -> Producer:
+        conf = producer_conf(
+            self.loc.bootstrap,
+            **{
+                "message.timeout.ms": int(self._append_timeout * _MESSAGE_TIMEOUT_SHARE * 1000),
+                "message.max.bytes": PRODUCER_MESSAGE_MAX_BYTES,
+                "error_cb": self._on_client_error,
+            },
+        )
+        try:
+            return Producer(conf)
+        except KafkaException as exc:
+            raise KafkaUnavailableError(
+                f"log {self.topic}: cannot create a producer: {_cause(exc)}"
+            ) from None
+
+    def _new_consumer(self, topic: str) -> Consumer:
+        try:
+            return Consumer(consumer_conf(self.loc.bootstrap))
+        except KafkaException as exc:
+            raise KafkaUnavailableError(
+                f"log {topic}: cannot create a consumer: {_cause(exc)}"
+            ) from None
+
+    def _on_client_error(self, error: KafkaError) -> None:
+        # Non-fatal client errors (librdkafka retries them): kept to explain a failure.
+        self._last_error = str(error.str())
+
+    def _reason(self, err: KafkaError) -> str:
+        """Why a record failed, in words; with the broker's last error when it helps."""
+        code = err.code()
+        if code == KafkaError._PURGE_QUEUE:
+            reason = (
+                f"not acknowledged within {self._append_timeout * _PURGE_SHARE:g} s, so the "
+                "records still queued in this process were dropped before being sent"
+            )
+        elif code == KafkaError._MSG_TIMED_OUT:
+            reason = (
+                f"not acknowledged within {self._append_timeout * _MESSAGE_TIMEOUT_SHARE:g} s "
+                "of being produced"
+            )
+        else:
+            return str(err.str())
+        last = self._last_error
+        return f"{reason} (the broker's last error: {last})" if last else reason
+
     # --- reading --------------------------------------------------------------------------
+
+    def _assign(self, seq: int) -> None:
+        """Put the log's consumer at `seq`, dropping whatever it fetched beyond."""
+        tp = TopicPartition(self.topic, 0, seq)
+        try:
+            self._consumer.assign([tp])
+        except KafkaException as exc:
+            raise KafkaUnavailableError(
+                f"log {self.topic}: cannot read from seq {seq}: {_cause(exc)}"
+            ) from None
+
+    def _rewind(self, seq: int) -> None:
+        """After an error or a gap: back to `seq`, the state's next, so nothing is skipped."""
+        _seek(self._consumer, self.topic, seq)
+
+    def _watermarks(self, consumer: Consumer, topic: str, doing: str) -> tuple[int, int]:
+        try:
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, 0), self._read_timeout, cached=False
+            )
+        except KafkaException as exc:
+            raise KafkaUnavailableError(
+                f"log {topic}: {doing}: no answer from the broker ({self.loc.bootstrap}) "
+                f"within {self._read_timeout:g} s: {_cause(exc)}"
+            ) from None
+        return int(low), int(high)
 
     def end_offset(self) -> int:
         """The partition's high watermark: the seq the next record will get."""
-        try:
-            _, high = self._consumer.get_watermark_offsets(self._tp, _TIMEOUT_S, cached=False)
-        except KafkaException as exc:
-            raise KafkaLogError(f"topic {self.topic}: no watermark: {exc.args[0]}") from None
-        return int(high)
+        return self._watermarks(self._consumer, self.topic, "cannot find the log's end")[1]
+
+    def _gap(self, consumer: Consumer, topic: str, expected: int, got: int) -> None:
+        """A record past `expected` came first: raise if `expected` is gone from the topic
+        (records deleted under the log); else the caller goes back to `expected`."""
+        low, _ = self._watermarks(consumer, topic, f"checking seq {expected}")
+        if low > expected:
+            raise CorruptLogError(
+                f"log {topic}: seq {expected} is no longer in the topic (it now starts at "
+                f"seq {low}): records were deleted under the log; a reader never skips a seq"
+            )
+        log.warning("%s: seq %d came where %d was due; reading again from %d",
+                    topic, got, expected, expected)  # fmt: skip
 
     def state(self, min_seq: int | None = None) -> LogState:
         with self._lock:
             last = self._state.last_seq
             if min_seq is not None and last is not None and last >= min_seq:
                 return self._state
+            if self._closed:
+                raise KafkaLogError(f"log {self.topic}: the log is closed")
             self._fold_until(self.end_offset())
             return self._state
 
     # --- writing --------------------------------------------------------------------------
 
+    def _sender(self) -> Producer:
+        """The producer to send with, a new one if the last failed. Under `_lock`."""
+        if self._closed:
+            raise KafkaLogError(f"log {self.topic}: the log is closed")
+        producer = self._producer
+        if producer is None:
+            producer = self._producer = self._new_producer()
+            log.warning("%s: a new Kafka producer replaces the one that failed", self.topic)
+        return producer
+
+    def _start(
+        self,
+        records: list[Record],
+        encoded: Sequence[bytes],
+        future: Future[Any] | None,
+        then: Callable[..., Any] | None,
+        *,
+        track: bool,
+    ) -> _Delivery:
+        """Produce a checked, encoded batch; its delivery resolves in every case (acked,
+        failed, or abandoned at its deadline). Under `_lock`."""
+        producer = self._sender()
+        delivery = _Delivery(self, records, future, then, track=track, producer=producer)
+        with self._dr_lock:
+            if track:
+                for record in records:
+                    self._inflight[record.id] = record  # type: ignore[union-attr,index]
+                self._outstanding += 1
+            self._open.append(delivery)
+        self._send(delivery, encoded)
+        return delivery
+
     def _produce(self, records: Sequence[Record], encoded: Sequence[bytes]) -> list[int]:
         """Produce and wait for every acknowledgement (the path of `transact`)."""
-        delivery = _Delivery(self, list(records), None, None, track=False)
-        self._send(delivery, encoded)
+        delivery = self._start(list(records), encoded, None, None, track=False)
         self._await(delivery)
-        if delivery.errors:
-            raise KafkaLogError(f"append to {self.topic} failed: {delivery.errors[0]}")
+        if delivery.error is not None:
+            raise delivery.error
         return delivery.offsets  # type: ignore[return-value]
 
     def _send(self, delivery: _Delivery, encoded: Sequence[bytes]) -> None:
-        produce = self._producer.produce
+        producer = delivery.producer
+        produce = producer.produce
         topic = self.topic
+        n = len(delivery.records)
         for i, (record, data) in enumerate(zip(delivery.records, encoded, strict=True)):
             headers = [(KIND_HEADER, _KIND_BYTES[record_kind(record)])]
             while True:
@@ -360,26 +789,90 @@ class KafkaLog:
                     produce(topic, data, partition=0, headers=headers,
                             on_delivery=partial(delivery.report, i))  # fmt: skip
                     break
-                except BufferError:  # local queue full: let deliveries drain
-                    self._producer.poll(0.05)
+                except BufferError:  # local queue full: let deliveries drain, for a while
+                    if time.monotonic() > delivery.purge_at:
+                        delivery.fail(range(i, n), False, "the producer's queue stayed full")
+                        return
+                    self._serve(producer, 0.05, flush=False)
+                    self._watch(time.monotonic())
+                except Exception as exc:  # refused before being queued: never sent
+                    if _fatal(exc) is not None:
+                        self._producer_failed(producer, exc)
+                    delivery.fail(range(i, n), False, _cause(exc))
+                    return
+
+    def _serve(self, producer: Producer, timeout: float, *, flush: bool = True) -> None:
+        """Serve `producer`'s delivery reports (flush sends at once, ignoring linger.ms)."""
+        try:
+            if flush:
+                producer.flush(timeout)
+            else:
+                producer.poll(timeout)
+        except Exception as exc:  # a fatal producer error (see `_fatal`), or a callback's
+            self._producer_failed(producer, exc)
+
+    def _producer_failed(self, producer: Producer, exc: BaseException) -> None:
+        """Retire a producer that raised: what it held gets an unknown outcome, and the
+        next append creates a new producer (a fatal librdkafka error is for good)."""
+        error = _fatal(exc)
+        with self._dr_lock:
+            if producer is not self._producer:
+                return  # retired already
+            self._producer = None
+            doomed = [d for d in self._open if d.producer is producer]
+        if error is None:
+            log.error("%s: the Kafka producer failed; replacing it", self.topic, exc_info=exc)
+        else:
+            log.error("%s: fatal Kafka producer error, replacing the producer: %s",
+                      self.topic, error.str())  # fmt: skip
+        reason = f"the Kafka producer failed ({_cause(exc) if error is None else error.str()})"
+        for delivery in doomed:
+            delivery.abandon(reason)
+        try:
+            producer.purge(in_queue=True, in_flight=True, blocking=False)
+        except Exception:  # a failed producer may refuse that too; it is dropped anyway
+            log.debug("%s: purging the failed producer", self.topic, exc_info=True)
+
+    def _watch(self, now: float) -> None:
+        """Deadlines of the batches in flight, oldest first: after `purge_at` the records
+        still queued are dropped (librdkafka then reports them never sent); after
+        `deadline` a batch without every report is abandoned (outcome unknown)."""
+        with self._dr_lock:
+            pending = self._open
+            while pending and pending[0].remaining == 0:
+                pending.popleft()
+            if not pending or now < pending[0].purge_at:
+                return
+            oldest = pending[0]
+            overdue = [d for d in pending if now >= d.deadline]
+        producer = oldest.producer
+        if producer is self._producer:
+            try:
+                producer.purge(in_queue=True, in_flight=False, blocking=False)
+            except Exception as exc:
+                self._producer_failed(producer, exc)
+        for delivery in overdue:
+            delivery.abandon(
+                f"not acknowledged within {self._append_timeout:g} s (no delivery report)"
+            )
 
     def _await(self, delivery: _Delivery) -> None:
         """Wait in this thread for a delivery, flushing so the batch is sent at once."""
-        deadline = time.monotonic() + _TIMEOUT_S
         while not delivery.finished:
-            # flush() ignores linger.ms and serves delivery reports here; short, since
-            # other threads' appends may keep the queue from ever emptying.
-            self._producer.flush(0.01)
-            if time.monotonic() > deadline and not delivery.finished:
-                raise KafkaLogError(f"append to {self.topic}: not acknowledged in time")
+            # Short flushes: other threads' appends may keep the queue from ever emptying.
+            self._serve(delivery.producer, 0.01)
+            self._watch(time.monotonic())
 
     def _wait_inflight(self) -> None:
-        """Until every pipelined append of this process is acknowledged or failed."""
-        deadline = time.monotonic() + _TIMEOUT_S
+        """Until every pipelined append of this process is acknowledged or failed (each
+        batch resolves by its deadline, so this ends)."""
         while self._outstanding:
-            self._producer.flush(0.05)
-            if time.monotonic() > deadline and self._outstanding:
-                raise KafkaLogError(f"append to {self.topic}: not acknowledged in time")
+            producer = self._producer
+            if producer is not None:
+                self._serve(producer, 0.05)
+            else:
+                time.sleep(0.01)
+            self._watch(time.monotonic())
 
     def _delivered(self, delivery: _Delivery) -> None:
         """Every report of a batch is in: own appends move from in flight to pending."""
@@ -435,25 +928,42 @@ class KafkaLog:
         For the seqs in `watch` (own records), their lifecycle events are kept in
         `lifecycle`, and a refusal is recomputed with the strict fold and returned, so the
         caller raises the seed's own error.
+
+        Never accepts a gap: a record past the state's next seq sends the consumer back to
+        it (or raises `CorruptLogError` if that seq was deleted), and so does any error in
+        the middle of a batch, so the next read starts where the state ends. Raises
+        `KafkaUnavailableError` once nothing arrived for `read_timeout` seconds.
         """
         watch = watch or {}
         lifecycle = {} if lifecycle is None else lifecycle
         errors: dict[int, BaseException] = {}
         state = self._state
-        deadline = time.monotonic() + _TIMEOUT_S * 4
+        consumer = self._consumer
+        if self._lost_position:  # the last read failed and could not rewind then
+            self._rewind(state.next_seq)
+            self._lost_position = False
+        waited_since = time.monotonic()
         try:
             while state.next_seq < end:
-                messages = consume_ready(self._consumer, 5000, 0.2)
-                if not messages and time.monotonic() > deadline:
-                    raise KafkaLogError(
-                        f"topic {self.topic}: stuck at seq {state.next_seq}, expected {end}"
-                    )
+                try:
+                    messages = consume_ready(consumer, 5000, 0.2)
+                except KafkaException as exc:
+                    raise KafkaUnavailableError(
+                        f"log {self.topic}: reading seq {state.next_seq}: {_cause(exc)}"
+                    ) from None
+                before_batch = state.next_seq
                 for message in messages:
                     if message.error() is not None:
-                        raise KafkaLogError(f"topic {self.topic}: {message.error()}")
+                        raise KafkaUnavailableError(
+                            f"log {self.topic}: reading seq {state.next_seq}: {message.error()}"
+                        )
                     seq = message.offset()
-                    if seq < state.next_seq:
-                        continue
+                    if seq != state.next_seq:
+                        if seq < state.next_seq:  # folded already
+                            continue
+                        self._gap(consumer, self.topic, state.next_seq, seq)
+                        self._rewind(state.next_seq)
+                        break
                     before = state
                     state, events = fold_record(state, seq, message.value())
                     if seq not in watch:
@@ -465,10 +975,31 @@ class KafkaLog:
                             errors[seq] = KafkaLogError(f"seq {seq}: refused by the fold")
                         except Exception as exc:
                             errors[seq] = exc
+                if state.next_seq > before_batch:
+                    waited_since = time.monotonic()
+                elif time.monotonic() - waited_since > self._read_timeout:
+                    raise self._stalled(state.next_seq, end)
+        except BaseException:
+            # The consumer has fetched past the state: back to its next seq, so that the
+            # rest of the batch is read again next time rather than lost to this reader.
+            try:
+                self._rewind(state.next_seq)
+            except Exception:  # the next read rewinds first
+                self._lost_position = True
+                log.warning("%s: cannot rewind to seq %d", self.topic, state.next_seq,
+                            exc_info=True)  # fmt: skip
+            raise
         finally:
             self._state = state
             self._prune_pending()
         return errors
+
+    def _stalled(self, seq: int, end: int) -> KafkaUnavailableError:
+        last = f"; its last error: {self._last_error}" if self._last_error else ""
+        return KafkaUnavailableError(
+            f"log {self.topic}: seq {seq} did not arrive within {self._read_timeout:g} s "
+            f"(the log ends at seq {end - 1}; broker {self.loc.bootstrap}{last})"
+        )
 
     def _prune_pending(self) -> None:
         if self._pending:
@@ -503,7 +1034,8 @@ class KafkaLog:
         """Check and produce audit events without waiting; a future of `then(appended)`.
 
         The future resolves once every record is acknowledged (``acks=all``), or with the
-        error that refused the batch (nothing produced) or failed a delivery.
+        error that refused the batch (nothing produced) or failed a delivery, within the
+        append timeout.
         """
         records = list(records)
         future: Future[R] = Future()
@@ -526,16 +1058,10 @@ class KafkaLog:
     ) -> _Delivery:
         with self._lock:
             if self._closed:
-                raise KafkaLogError(f"{self.topic}: the log is closed")
+                raise KafkaLogError(f"log {self.topic}: the log is closed")
             self._check(records)
-            encoded = [encode_record(r) for r in records]
-            delivery = _Delivery(self, records, future, then, track=True)
-            with self._dr_lock:
-                for record in records:
-                    self._inflight[record.id] = record  # type: ignore[union-attr,index]
-                self._outstanding += 1
-            self._send(delivery, encoded)
-            return delivery
+            encoded = encode_records(records)
+            return self._start(records, encoded, future, then, track=True)
 
     def append(self, records: Sequence[Record]) -> list[Appended]:
         records = list(records)
@@ -565,12 +1091,18 @@ class KafkaLog:
             self._poller.start()
 
     def _poll_loop(self) -> None:
-        # Serves delivery reports, which resolve `submit`'s futures; poll() returns as soon
-        # as a report is ready, so the timeout only bounds how late a close is noticed.
+        # Serves delivery reports, which resolve `submit`'s futures, and the batches'
+        # deadlines; poll() returns as soon as a report is ready, so the timeout only
+        # bounds how late a close or a deadline is noticed.
         while not self._closed:
             try:
-                self._producer.poll(0.1)
-            except Exception:  # a callback raised: logged, the loop keeps serving
+                producer = self._producer
+                if producer is None:
+                    time.sleep(0.05)
+                else:
+                    self._serve(producer, 0.1, flush=False)
+                self._watch(time.monotonic())
+            except Exception:  # logged; the loop keeps serving
                 log.exception("%s: delivery report handling failed", self.topic)
 
     # --- following ------------------------------------------------------------------------
@@ -581,16 +1113,50 @@ class KafkaLog:
         from_offset: int,
         timeout: float | None,
         stop: StopFlag | None,
+        *,
+        dense: bool,
     ) -> Iterator[KafkaMessage]:
-        consumer = Consumer(consumer_conf(self.loc.bootstrap))
-        consumer.assign([TopicPartition(topic, 0, from_offset)])
+        """Messages of `topic` from `from_offset` on. `dense` (the log itself): offsets are
+        seqs, yielded without a gap (see `_fold_until`)."""
+        consumer = self._new_consumer(topic)
+        expected = from_offset
+        gaps = 0  # in a row: a gap that persists is an error, not a loop
         try:
+            try:
+                consumer.assign([TopicPartition(topic, 0, from_offset)])
+            except KafkaException as exc:
+                raise KafkaUnavailableError(
+                    f"log {topic}: cannot read from offset {from_offset}: {_cause(exc)}"
+                ) from None
             idle_since = time.monotonic()
             while stop is None or not stop.is_set():
-                messages = consume_ready(consumer, 500, 0.05)
+                try:
+                    messages = consume_ready(consumer, 500, 0.05)
+                except KafkaException as exc:
+                    raise KafkaUnavailableError(
+                        f"log {topic}: reading offset {expected}: {_cause(exc)}"
+                    ) from None
                 for message in messages:
                     if message.error() is not None:
-                        raise KafkaLogError(f"topic {topic}: {message.error()}")
+                        raise KafkaUnavailableError(
+                            f"log {topic}: reading offset {expected}: {message.error()}"
+                        )
+                    if dense:
+                        seq = message.offset()
+                        if seq != expected:
+                            if seq < expected:
+                                continue
+                            gaps += 1
+                            if gaps > _MAX_GAPS:
+                                raise KafkaLogError(
+                                    f"log {topic}: seq {expected} keeps being skipped by the "
+                                    f"consumer (the broker serves seq {seq} instead)"
+                                )
+                            self._gap(consumer, topic, expected, seq)
+                            _seek(consumer, topic, expected)
+                            break
+                        expected = seq + 1
+                        gaps = 0
                     yield message
                 if messages:
                     idle_since = time.monotonic()
@@ -602,13 +1168,14 @@ class KafkaLog:
     def records(
         self, from_seq: int = 0, *, timeout: float | None = None, stop: StopFlag | None = None
     ) -> Iterator[tuple[int, bytes]]:
-        for message in self._follow(self.topic, from_seq, timeout, stop):
+        for message in self._follow(self.topic, from_seq, timeout, stop, dense=True):
             yield message.offset(), message.value()
 
     def lifecycle(
         self, from_offset: int = 0, *, timeout: float | None = None, stop: StopFlag | None = None
     ) -> Iterator[LifecycleRecord]:
-        for message in self._follow(self.loc.lifecycle_topic, from_offset, timeout, stop):
+        lifecycle_topic = self.loc.lifecycle_topic
+        for message in self._follow(lifecycle_topic, from_offset, timeout, stop, dense=False):
             headers = dict(message.headers() or [])
             seq = int(headers.get(SEQ_HEADER, b"-1"))
             envelope = decode_record(message.value())
@@ -619,9 +1186,18 @@ class KafkaLog:
         with self._lock:
             if self._closed:
                 return
-            self._producer.flush(_TIMEOUT_S)
+            producer = self._producer
+            if producer is not None:  # bounded: librdkafka gives up on each message in time
+                self._serve(producer, self._append_timeout)
             self._closed = True
-            self._consumer.close()
+            with self._dr_lock:
+                left = [d for d in self._open if d.remaining]
+            for delivery in left:
+                delivery.abandon("the log was closed before its acknowledgement came")
+            try:
+                self._consumer.close()
+            except Exception:
+                log.debug("%s: closing the consumer", self.topic, exc_info=True)
         # Outside the lock: a future's callback on the poller thread may still want it.
         if self._poller is not None and self._poller is not threading.current_thread():
             self._poller.join()
