@@ -9,6 +9,7 @@ __all__ = [
     "LogNotFoundError",
     "CorruptLogError",
     "RecordTooLargeError",
+    "RecordTooDeepError",
     "LogUnavailableError",
 ]
 
@@ -42,3 +43,8 @@ class RecordTooLargeError(MemstreamError, ValueError):
 class LogUnavailableError(MemstreamError):
     """The storage under a log failed (broker or Redis unreachable, disk full, read-only
     media): the message names the log, the operation and the cause."""
+
+
+class RecordTooDeepError(MemstreamError, ValueError):
+    """A record whose JSON nests deeper than records may (`schemas.codec.MAX_JSON_DEPTH`);
+    nothing was appended. The message names the record and both depths."""
