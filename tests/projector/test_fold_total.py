@@ -578,3 +578,49 @@ def test_a_mutated_length_prefix_cannot_make_the_reader_allocate() -> None:
     bad = data[:at] + _zigzag(2**31) + data[at + 1 :]
     with pytest.raises(DecodeError, match="Expected 2147483648 bytes"):
         decode_record(bad)
+
+
+# --- the record on the real Kafka log --------------------------------------------------
+
+
+@pytest.mark.kafka
+def test_the_projector_and_a_fresh_reader_get_past_the_record_on_kafka(
+    kafka_bootstrap: str, redis_url: str, unique_name: str
+) -> None:
+    from confluent_kafka import Producer
+
+    from producers.memory import Memory
+    from projector.service import Projector
+
+    location = f"kafka://{kafka_bootstrap}/{unique_name}?redis={redis_url}"
+    deep = [
+        _memex_envelope_nesting(2000),
+        encode_envelope_fields(
+            str(uuid.uuid4()), "memory", "memory.create", TS, None, _deep_text(2000)
+        ),
+    ]
+    with Memory(location) as writer:
+        writer.add_message(Message(speaker="a", content="before"))
+        producer = Producer({"bootstrap.servers": kafka_bootstrap, "acks": "all"})
+        for value in deep:  # as a TypeScript service or anyone else may produce them
+            producer.produce(unique_name, value, partition=0)
+        assert producer.flush(30) == 0
+        # The writer folds them on its way to its next append.
+        assert writer.add_message(Message(speaker="a", content="after")).seq == 3
+    projector = Projector(location)
+    state = projector.run(until_caught_up=True)
+    assert [(r.seq, r.error) for r in state.rejections] == [(1, "DecodeError"), (2, "DecodeError")]
+    assert all("2000 levels deep" in r.reason for r in state.rejections)
+    assert [e.content for e in state.memory.events] == ["before", "after"]
+    with Memory(location, create=False) as reader:
+        fresh = reader.log.state()
+        assert fresh.last_seq == 3 and len(reader) == 2
+        assert [(r.seq, r.reason) for r in fresh.rejections] == [
+            (r.seq, r.reason) for r in state.rejections
+        ]
+        rejected = [
+            (r.seq, r.envelope.payload["reason"])  # type: ignore[index]
+            for r in reader.lifecycle(0, timeout=5)
+            if r.envelope.type == "record.rejected"
+        ]
+        assert rejected == [(r.seq, r.reason) for r in state.rejections]
