@@ -7,6 +7,7 @@ hostile Avro bodies, and hypothesis: arbitrary bytes and mutations of valid reco
 from __future__ import annotations
 
 import json
+import sys
 import uuid
 from typing import Any
 
@@ -356,6 +357,46 @@ _JSON = st.recursive(
 def test_json_depth_is_the_nesting_of_the_parsed_value(value: Any, ascii: bool) -> None:
     text = json.dumps(value, ensure_ascii=ascii).encode()
     assert json_depth(text) == _depth(value)
+
+
+def _stack_depth() -> int:
+    frame, depth = sys._getframe(), 0
+    while frame is not None:
+        frame, depth = frame.f_back, depth + 1  # type: ignore[assignment]
+    return depth
+
+
+_TOKENS = st.sampled_from(
+    ["[", "]", "{", "}", '"', "\\", '\\"', '"k":', "1", ",", ":", " ", "[[[["]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_TOKENS, max_size=300))
+def test_json_depth_bounds_what_json_reaches_in_invalid_text(tokens: list[str]) -> None:
+    # With Python's recursion limit 60 levels above here, json.loads raises
+    # RecursionError past about 55 levels: text measured at 50 or less never gets there.
+    text = "".join(tokens)
+    if json_depth(text.encode()) > 50:
+        return
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(_stack_depth() + 60)
+    try:
+        json.loads(text)
+    except ValueError:
+        pass
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def test_the_recursion_guard_of_that_test_bites() -> None:
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(_stack_depth() + 60)
+    try:
+        with pytest.raises(RecursionError):
+            json.loads("[" * 80 + "]" * 80)
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 # --- any bytes, and mutations of valid records ------------------------------------------------
