@@ -40,7 +40,7 @@ from fastavro.schema import fingerprint, to_parsing_canonical_form
 from pydantic import ValidationError
 
 from schemas.audit import BaseEvent, Deletion, Document, Message, Recall
-from schemas.errors import DecodeError, RecordTooDeepError
+from schemas.errors import DecodeError, RecordTooDeepError, RecordTooLargeError
 from schemas.records import AuditEvent, GraphEnvelope, Record
 
 __all__ = [
@@ -395,24 +395,31 @@ def encode_record(record: Record) -> bytes:
     """The record bytes of an event or envelope. An event's `seq` is the log's to give.
 
     Raises `RecordTooDeepError` for an envelope whose payload nests deeper than
-    `MAX_JSON_DEPTH` (readers would reject it).
+    `MAX_JSON_DEPTH`, and `RecordTooLargeError` for a record over `MAX_DECODE_BYTES`
+    (readers would reject both; the logs' own size limit, checked before, is lower).
     """
     if isinstance(record, GraphEnvelope):
         payload = _payload_json(record.id, record.payload)
-        return encode_envelope_fields(record.id, record.namespace, record.type, record.ts,
+        data = encode_envelope_fields(record.id, record.namespace, record.type, record.ts,
                                       record.trace_id, payload)  # fmt: skip
-    fast = _FAST_AUDIT.get(record.kind)
-    if fast is not None:
+    elif (fast := _FAST_AUDIT.get(record.kind)) is not None:
         header, fields = fast
         out = bytearray(header)
         values = record.__dict__
         for name, write in fields:
             write(out, values[name])
-        return bytes(out)
-    body = dict(record.__dict__)
-    body.pop("seq", None)
-    body.pop("kind", None)
-    return _fastavro_bytes(LATEST[record.kind], body)
+        data = bytes(out)
+    else:
+        body = dict(record.__dict__)
+        body.pop("seq", None)
+        body.pop("kind", None)
+        data = _fastavro_bytes(LATEST[record.kind], body)
+    if len(data) > MAX_DECODE_BYTES:
+        raise RecordTooLargeError(
+            f"{record_kind(record)} {record_id(record)}: {len(data)} bytes encoded; records "
+            f"are read up to {MAX_DECODE_BYTES} bytes"
+        )
+    return data
 
 
 def encode_event(event: BaseEvent) -> bytes:

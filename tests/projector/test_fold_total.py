@@ -37,7 +37,7 @@ from schemas.codec import (
     encode_record,
     json_depth,
 )
-from schemas.errors import DecodeError, RecordTooDeepError
+from schemas.errors import DecodeError, RecordTooDeepError, RecordTooLargeError
 from schemas.graph.items import create_edge, create_memory_item
 from schemas.records import GraphEnvelope
 
@@ -316,6 +316,12 @@ def test_hostile_bodies_are_rejections(name: str) -> None:
         decode_record(data)
     state = fold_record(empty_state(), 0, data).state
     assert [r.seq for r in state.rejections] == [0] and state.rejections[0].reason
+
+
+def test_writers_refuse_records_readers_would_not_read() -> None:
+    big = Document(name="big", text="x" * MAX_DECODE_BYTES)
+    with pytest.raises(RecordTooLargeError, match=f"document {big.id}: .*up to {MAX_DECODE_BYTES}"):
+        encode_record(big)
 
 
 def test_a_record_over_the_size_bound_is_refused_unread() -> None:
