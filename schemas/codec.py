@@ -148,6 +148,7 @@ def json_text(value: Any) -> str:
 # The bytes JSON nests with, and the quotes that tell strings apart; all others go.
 _NOT_STRUCTURE = bytes(sorted(set(range(256)) - set(b'"[{]}')))
 _BRACKET_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+_PASSES = 16
 
 
 def json_depth(text: bytes) -> int:
@@ -157,14 +158,28 @@ def json_depth(text: bytes) -> int:
     before it stops at the first error (the prefix it read is valid, and tokenized here
     the same way), so bounding it bounds `json.loads`. Every loop runs in C: escapes are
     dropped (backslashes pair left to right, as in a string), then all but quotes and
-    brackets, then what lies between a quote and the next (a string).
+    brackets, then the strings: as adjacent quotes when none holds a bracket (the common
+    case), else what lies between a quote and the next.
     """
     if b"\\" in text:
         text = text.replace(b"\\\\", b"").replace(b'\\"', b"")
     skeleton = text.translate(None, _NOT_STRUCTURE)
     if b'"' in skeleton:
-        skeleton = b"".join(skeleton.split(b'"')[::2])
+        # Left to right, '""' pairs each string's quotes unless one holds a bracket, and
+        # then a quote is left over.
+        bare = skeleton.replace(b'""', b"")
+        skeleton = bare if b'"' not in bare else b"".join(skeleton.split(b'"')[::2])
     steps = skeleton.translate(_BRACKET_STEPS)  # +1 per opening, -1 per closing
+    # Balanced and shallow (nearly all text): each pass drops every innermost pair, one
+    # level, so the passes that empty it are its depth. Else the running sum's maximum.
+    rest = steps
+    for depth in range(_PASSES):
+        if not rest:
+            return depth
+        shorter = rest.replace(b"\x01\xff", b"")
+        if len(shorter) == len(rest):
+            break
+        rest = shorter
     return max(0, max(accumulate(array("b", steps)), default=0))
 
 
