@@ -310,6 +310,11 @@ class SqliteLog:
                     f"log {self.location}: create failed: cannot make {self.path}: "
                     f"{exc.strerror or exc}"
                 ) from exc
+            if not os.access(self.path, os.W_OK):
+                raise LogUnavailableError(
+                    f"log {self.location}: create failed: cannot write in {self.path} "
+                    "(read-only storage, or no permission)"
+                )
         elif not (os.access(self.path, os.W_OK) and os.access(file, os.W_OK)):
             self._open_read_only(file)
         self._lock = threading.RLock()

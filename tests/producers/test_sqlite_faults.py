@@ -135,8 +135,10 @@ def test_a_log_on_read_only_media_reads_everything_and_refuses_appends(tmp_path:
 
 
 def test_a_missing_log_on_read_only_media_is_not_created(tmp_path: Path) -> None:
-    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "dir").mkdir(parents=True)
     with read_only_view(tmp_path / "empty") as view:
+        with pytest.raises(LogUnavailableError, match="create failed: cannot write in"):
+            Memory(view / "dir")  # the directory is there, the log is not
         with pytest.raises(LogNotFoundError, match="only writers create"):
             Memory(view / "db", create=False)
         with pytest.raises(
