@@ -198,7 +198,10 @@ class _Checker:
         crc = row.crc
         if crc is None:
             if self.checksummed:
-                raise self.corrupt(seq, "the checksum is missing, as in no row after the first")
+                raise self.corrupt(
+                    seq, "the checksum is missing after rows that have one (damaged, or "
+                    "appended by a memstream from before checksums)"
+                )
         elif crc != record_checksum(seq, record):
             raise self.corrupt(seq, "the checksum does not match: the stored bytes changed")
         else:
