@@ -57,7 +57,7 @@ from projector.graph.state import GraphState, create_graph_state
 from projector.graph.tasks import TaskState, apply_task_command, create_task_state
 from projector.graph.transplant import import_slice
 from schemas.audit import BaseEvent, event_to_dict
-from schemas.codec import decode_record, encode_envelope_fields, json_text
+from schemas.codec import MAX_JSON_DEPTH, decode_record, encode_envelope_fields, json_text
 from schemas.errors import DecodeError, MemstreamError
 from schemas.gc_guard import cyclic_gc_paused
 from schemas.graph.commands import EdgeCreate, EdgeRetract, MemoryCommandAdapter, MemoryUpdate
@@ -443,8 +443,12 @@ def fold_record(state: LogState, seq: int, data: bytes) -> FoldResult:
     if last is not None and seq <= last:
         raise ValueError(f"seq {seq} does not follow seq {last}")
     try:
-        record = decode_record(data)
+        # Read to the depth writers allow, not the deeper one of derived lifecycle events.
+        record = decode_record(data, max_depth=MAX_JSON_DEPTH)
     except DecodeError as exc:
+        return _reject(state, seq, exc)
+    except Exception as exc:  # decode_record raises DecodeError only; anything else is a bug
+        log.warning("seq %d: decoding raised an unexpected error", seq, exc_info=True)
         return _reject(state, seq, exc)
     return fold_decoded(state, seq, record)
 

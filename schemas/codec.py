@@ -10,6 +10,14 @@ resolved to the newest version of its kind.
 Bytes that start with ``{`` are read as a JSON memex envelope as the TypeScript library
 writes it, so a TypeScript service can share the log. Anything else raises `DecodeError`.
 
+Decoding is bounded, so any bytes become a `DecodeError` and never an exception of
+another kind (the fold is total, invariant 9): records over `MAX_DECODE_BYTES` are refused
+unread, and JSON (an envelope's payload, or a whole TypeScript envelope) is measured for
+nesting before `json` parses it (`json` recurses once a level and would raise
+RecursionError). Avro bodies are read within the record's own bytes: fastavro refuses a
+length past the end, a negative one or a truncated body itself. Writers refuse what
+readers would refuse (`RecordTooDeepError`), so every record a log accepted decodes.
+
 The bytes of a record are kept as written by the logs (never re-encoded), so a hash chain
 over them stays verifiable.
 """
@@ -19,9 +27,11 @@ from __future__ import annotations
 import io
 import json
 import re
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +40,15 @@ from fastavro.schema import fingerprint, to_parsing_canonical_form
 from pydantic import ValidationError
 
 from schemas.audit import BaseEvent, Deletion, Document, Message, Recall
-from schemas.errors import DecodeError
+from schemas.errors import DecodeError, RecordTooDeepError, RecordTooLargeError
 from schemas.records import AuditEvent, GraphEnvelope, Record
 
 __all__ = [
     "MAGIC",
     "KIND_HEADER",
+    "MAX_DECODE_BYTES",
+    "MAX_JSON_DEPTH",
+    "MAX_DECODE_DEPTH",
     "SCHEMA_DIR",
     "SchemaEntry",
     "REGISTRY",
@@ -49,6 +62,7 @@ __all__ = [
     "encode_envelope_json",
     "encode_envelope_fields",
     "json_text",
+    "json_depth",
 ]
 
 MAGIC = b"\xc3\x01"
@@ -57,6 +71,20 @@ HEADER_LEN = 10
 KIND_HEADER = "memstream.kind"
 SCHEMA_DIR = Path(__file__).with_name("avro")
 _FILE_NAME = re.compile(r"^(?P<kind>[a-z_]+)\.v(?P<version>\d+)\.avsc$")
+
+# No record is read past this size. It is far above what any log accepts (the append
+# limit both logs share, `RecordTooLargeError`; Kafka's own default is 1 MB), so every
+# record a log accepted decodes; it bounds the work a hostile record can cause.
+MAX_DECODE_BYTES = 16 * 1024 * 1024
+# The deepest nesting of arrays and objects in a record's JSON payload (an envelope's
+# payload counts from 1; a TypeScript JSON envelope's own object is not counted). Writers
+# refuse deeper payloads and the fold rejects them. 64 is far beyond real memory content
+# and far below Python's recursion limit, which `json`, pydantic and the snapshot
+# formats all meet on the way.
+MAX_JSON_DEPTH = 64
+# `decode_record`'s default: records derived by the fold (lifecycle events) wrap what
+# their cause carried a level or two deeper, and must still decode.
+MAX_DECODE_DEPTH = MAX_JSON_DEPTH + 8
 
 _AUDIT_MODELS: dict[str, type[BaseEvent]] = {
     "message": Message,
@@ -115,6 +143,78 @@ def record_id(record: Record) -> str:
 def json_text(value: Any) -> str:
     """JSON as the records carry it: compact, non-ASCII kept."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+# The bytes JSON nests with, and the quotes that tell strings apart; all others go.
+_NOT_STRUCTURE = bytes(sorted(set(range(256)) - set(b'"[{]}')))
+_BRACKET_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+_PASSES = 16
+
+
+def json_depth(text: bytes) -> int:
+    """The deepest nesting of arrays and objects in UTF-8 JSON text, without parsing it.
+
+    Exact for valid JSON. For invalid JSON it is at least the depth a parser reaches
+    before it stops at the first error (the prefix it read is valid, and tokenized here
+    the same way), so bounding it bounds `json.loads`. Every loop runs in C: escapes are
+    dropped (backslashes pair left to right, as in a string), then all but quotes and
+    brackets, then the strings: as adjacent quotes when none holds a bracket (the common
+    case), else what lies between a quote and the next.
+    """
+    if b"\\" in text:
+        text = text.replace(b"\\\\", b"").replace(b'\\"', b"")
+    skeleton = text.translate(None, _NOT_STRUCTURE)
+    if b'"' in skeleton:
+        # Left to right, '""' pairs each string's quotes unless one holds a bracket, and
+        # then a quote is left over.
+        bare = skeleton.replace(b'""', b"")
+        skeleton = bare if b'"' not in bare else b"".join(skeleton.split(b'"')[::2])
+    steps = skeleton.translate(_BRACKET_STEPS)  # +1 per opening, -1 per closing
+    # Balanced and shallow (nearly all text): each pass drops every innermost pair, one
+    # level, so the passes that empty it are its depth. Else the running sum's maximum.
+    rest = steps
+    for depth in range(_PASSES):
+        if not rest:
+            return depth
+        shorter = rest.replace(b"\x01\xff", b"")
+        if len(shorter) == len(rest):
+            break
+        rest = shorter
+    return max(0, max(accumulate(array("b", steps)), default=0))
+
+
+def _check_depth(raw: bytes, limit: int, what: str, outer: int = 0) -> None:
+    """DecodeError when the JSON in `raw` nests deeper than `limit` below its `outer`
+    levels (1 for a whole JSON envelope, whose payload sits in its object)."""
+    # Counting brackets is enough for nearly every record: no more than `limit` in all
+    # cannot nest deeper. Only records with more get measured exactly.
+    if raw.count(b"[") + raw.count(b"{") > limit + outer:
+        depth = json_depth(raw) - outer
+        if depth > limit:
+            raise DecodeError(
+                f"{what} nests arrays and objects {depth} levels deep; records are read "
+                f"to at most {limit} levels"
+            )
+
+
+def _payload_json(envelope_id: str, payload: Any) -> str:
+    """An envelope's payload as JSON text for a log record: RecordTooDeepError when it
+    nests deeper than readers read (`MAX_JSON_DEPTH`)."""
+    try:
+        text = json_text(payload)
+    except RecursionError:  # deeper than Python's recursion limit, far past the bound
+        raise RecordTooDeepError(
+            f"envelope {envelope_id}: payload nests too deep to encode; records hold JSON "
+            f"nested at most {MAX_JSON_DEPTH} levels"
+        ) from None
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH:
+        depth = json_depth(text.encode())
+        if depth > MAX_JSON_DEPTH:
+            raise RecordTooDeepError(
+                f"envelope {envelope_id}: payload nests arrays and objects {depth} levels "
+                f"deep; records hold JSON nested at most {MAX_JSON_DEPTH} levels"
+            )
+    return text
 
 
 _json_text = json_text
@@ -181,15 +281,21 @@ def _read_long(data: bytes, pos: int) -> tuple[int, int]:
             raise ValueError("varint longer than 10 bytes")
 
 
-def _read_str(data: bytes, pos: int) -> tuple[str, int]:
+def _read_bytes(data: bytes, pos: int) -> tuple[bytes, int]:
     size, pos = _read_long(data, pos)
     end = pos + size
     if size < 0 or end > len(data):
         raise ValueError(f"string of {size} bytes at {pos} past the end ({len(data)})")
-    return data[pos:end].decode(), end
+    return data[pos:end], end
+
+
+def _read_str(data: bytes, pos: int) -> tuple[str, int]:
+    raw, pos = _read_bytes(data, pos)
+    return raw.decode(), pos
 
 
 def _decode_envelope_fast(data: bytes) -> dict[str, Any]:
+    """The envelope's fields; its payload still as the UTF-8 bytes of its JSON text."""
     id_, pos = _read_str(data, HEADER_LEN)
     namespace, pos = _read_str(data, pos)
     type_, pos = _read_str(data, pos)
@@ -201,7 +307,7 @@ def _decode_envelope_fast(data: bytes) -> dict[str, Any]:
         trace_id, pos = _read_str(data, pos)
     else:
         raise ValueError(f"union branch {branch} of ['null', 'string']")
-    payload, pos = _read_str(data, pos)
+    payload, pos = _read_bytes(data, pos)
     if pos != len(data):
         raise DecodeError(f"envelope v{_FAST_ENVELOPE.version}: {len(data) - pos} trailing bytes")  # type: ignore[union-attr]
     return {"id": id_, "namespace": namespace, "type": type_, "ts": ts,
@@ -301,22 +407,34 @@ _FAST_AUDIT: dict[str, tuple[bytes, tuple[tuple[str, _Writer], ...]]] = {
 
 
 def encode_record(record: Record) -> bytes:
-    """The record bytes of an event or envelope. An event's `seq` is the log's to give."""
+    """The record bytes of an event or envelope. An event's `seq` is the log's to give.
+
+    Raises `RecordTooDeepError` for an envelope whose payload nests deeper than
+    `MAX_JSON_DEPTH`, and `RecordTooLargeError` for a record over `MAX_DECODE_BYTES`
+    (readers would reject both; the logs' own size limit, checked before, is lower).
+    """
     if isinstance(record, GraphEnvelope):
-        return encode_envelope_fields(record.id, record.namespace, record.type, record.ts,
-                                      record.trace_id, _json_text(record.payload))  # fmt: skip
-    fast = _FAST_AUDIT.get(record.kind)
-    if fast is not None:
+        payload = _payload_json(record.id, record.payload)
+        data = encode_envelope_fields(record.id, record.namespace, record.type, record.ts,
+                                      record.trace_id, payload)  # fmt: skip
+    elif (fast := _FAST_AUDIT.get(record.kind)) is not None:
         header, fields = fast
         out = bytearray(header)
         values = record.__dict__
         for name, write in fields:
             write(out, values[name])
-        return bytes(out)
-    body = dict(record.__dict__)
-    body.pop("seq", None)
-    body.pop("kind", None)
-    return _fastavro_bytes(LATEST[record.kind], body)
+        data = bytes(out)
+    else:
+        body = dict(record.__dict__)
+        body.pop("seq", None)
+        body.pop("kind", None)
+        data = _fastavro_bytes(LATEST[record.kind], body)
+    if len(data) > MAX_DECODE_BYTES:
+        raise RecordTooLargeError(
+            f"{record_kind(record)} {record_id(record)}: {len(data)} bytes encoded; records "
+            f"are read up to {MAX_DECODE_BYTES} bytes"
+        )
+    return data
 
 
 def encode_event(event: BaseEvent) -> bytes:
@@ -329,10 +447,16 @@ def encode_envelope_json(envelope: GraphEnvelope) -> bytes:
     return _json_text(envelope.to_json_dict()).encode()
 
 
-def _decode_envelope_json(data: bytes) -> GraphEnvelope:
+def _decode_envelope_json(data: bytes, max_depth: int) -> GraphEnvelope:
     try:
-        fields = json.loads(data)
-    except (UnicodeDecodeError, ValueError) as exc:
+        # Decoded here, not by json: it would guess UTF-16 from a NUL in the second byte.
+        text = data.decode()
+    except UnicodeDecodeError as exc:
+        raise DecodeError(f"record starts with '{{' but is not UTF-8 JSON: {exc}") from None
+    _check_depth(data, max_depth, "JSON envelope: payload", outer=1)
+    try:
+        fields = json.loads(text)
+    except ValueError as exc:
         raise DecodeError(f"record starts with '{{' but is not JSON: {exc}") from None
     if not isinstance(fields, dict):
         raise DecodeError("JSON record: expected an envelope object")
@@ -355,16 +479,25 @@ def _decode_envelope_json(data: bytes) -> GraphEnvelope:
     )
 
 
-def decode_record(data: bytes, seq: int | None = None) -> Record:
+def decode_record(
+    data: bytes, seq: int | None = None, *, max_depth: int = MAX_DECODE_DEPTH
+) -> Record:
     """The event or envelope a record holds; audit events get `seq` (the log's position).
 
-    Raises `DecodeError` naming why when the bytes are not a record this version reads.
+    Raises `DecodeError` naming why when the bytes are not a record this version reads,
+    and only that, whatever the bytes: a record over `MAX_DECODE_BYTES`, or whose payload
+    nests deeper than `max_depth`, is refused before it is parsed. The fold reads log
+    records with `max_depth=MAX_JSON_DEPTH`, what writers allow.
     """
     if not isinstance(data, bytes | bytearray | memoryview):
         raise DecodeError(f"expected record bytes, got {type(data).__name__}")
+    if len(data) > MAX_DECODE_BYTES:
+        raise DecodeError(
+            f"record of {len(data)} bytes; records are read up to {MAX_DECODE_BYTES} bytes"
+        )
     data = bytes(data)
     if data[:1] == b"{":
-        return _decode_envelope_json(data)
+        return _decode_envelope_json(data, max_depth)
     if len(data) < HEADER_LEN or data[:2] != MAGIC:
         raise DecodeError(
             f"not an Avro single-object record (marker {data[:2].hex() or 'missing'}, "
@@ -393,9 +526,17 @@ def decode_record(data: bytes, seq: int | None = None) -> Record:
     if rest:
         raise DecodeError(f"{entry.kind} v{entry.version}: {rest} trailing bytes")
     if entry.kind == "envelope":
+        raw = body["payload"]
         try:
-            payload = json.loads(body["payload"])
-        except ValueError as exc:
+            if isinstance(raw, str):  # read by fastavro (an envelope schema of another shape)
+                text, raw = raw, raw.encode()
+            else:
+                text = raw.decode()
+            _check_depth(raw, max_depth, f"envelope {body['id']}: payload")
+            payload = json.loads(text)
+        except DecodeError:
+            raise
+        except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError among them
             raise DecodeError(f"envelope {body['id']}: payload is not JSON: {exc}") from None
         body["payload"] = payload
         return GraphEnvelope.model_construct(**body)

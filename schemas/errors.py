@@ -9,6 +9,7 @@ __all__ = [
     "LogNotFoundError",
     "CorruptLogError",
     "RecordTooLargeError",
+    "RecordTooDeepError",
     "LogUnavailableError",
     "AppendFailedError",
     "AppendOutcomeUnknownError",
@@ -71,3 +72,8 @@ class AppendOutcomeUnknownError(AppendFailedError):
     """Some records may have reached the storage without being acknowledged: the log may
     hold them or not, and may still come to hold them. Look for the ids in `unknown` before
     appending them again."""
+
+
+class RecordTooDeepError(MemstreamError, ValueError):
+    """A record whose JSON nests deeper than records may (`schemas.codec.MAX_JSON_DEPTH`);
+    nothing was appended. The message names the record and both depths."""

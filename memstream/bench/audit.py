@@ -19,7 +19,7 @@ from typing import Any
 from rich.console import Console
 
 from memstream.bench.report import Row, best_of, ms, per_second, print_table
-from producers.logs.sqlite import SqliteLog
+from producers.logs.sqlite import SqliteLog, record_checksum
 from producers.memory import Memory
 from projector.audit import replay
 from queryd.audit import search
@@ -73,7 +73,8 @@ def _sqlite_alone(path: Path, messages: list[Message]) -> float:
     """Appends per second of the statements alone: BEGIN IMMEDIATE, PRAGMA data_version,
     INSERT, COMMIT on the log's own connection (same table, WAL, FULL), records encoded
     beforehand. What the disk allows before any Python of ours runs."""
-    rows = [(seq, str(m.id), m.kind, encode_record(m)) for seq, m in enumerate(messages)]
+    rows = [(seq, str(m.id), m.kind, data, record_checksum(seq, data))
+            for seq, m in enumerate(messages) for data in (encode_record(m),)]  # fmt: skip
     log = SqliteLog(path)
     try:
         cursor = log._conn.cursor()  # the connection, not the log: no check, no fold
@@ -81,8 +82,8 @@ def _sqlite_alone(path: Path, messages: list[Message]) -> float:
         for row in rows:
             cursor.execute("BEGIN IMMEDIATE")
             cursor.execute("PRAGMA data_version").fetchone()
-            cursor.execute("INSERT INTO events (seq, id, kind, record) VALUES (?, ?, ?, ?)",
-                           row)
+            cursor.execute("INSERT INTO events (seq, id, kind, record, crc) "
+                           "VALUES (?, ?, ?, ?, ?)", row)  # fmt: skip
             cursor.execute("COMMIT")
         return per_second(len(rows), time.perf_counter() - start)
     finally:

@@ -9,55 +9,225 @@ is the same total fold of them.
 An append's own records are folded on a helper thread while its COMMIT waits on the fsync
 (sqlite3 lets go of the GIL meanwhile): the fold then costs an append nothing, and the
 append still returns only once its commit is durable and folded.
+
+Every record was checked before it was written, so the log is replayed strictly: a stored
+row whose seq is not the next one, whose checksum (CRC-32 of its seq and bytes) does not
+match, whose id or kind columns disagree with its record, or whose record no longer
+decodes or checks is corruption, and raises `CorruptLogError` naming the log and the seq;
+the embedded log holds no rejections. The checksum catches damage, not tampering: an edit
+that rewrites a record and its checksum together, or removes records from the end, is
+caught only by the audit-grade log's signed checkpoints.
+
+Faults of the storage never reach a caller as sqlite3 errors: damage is
+`CorruptLogError`; a full disk, read-only media, I/O errors, a lock held too long are
+`LogUnavailableError` naming the log, the operation and the cause. A log on read-only
+media (an auditor's archive) opens read-only: everything reads, appends are refused.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import queue
 import sqlite3
 import threading
 import time
 import weakref
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from os import PathLike
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
+from urllib.parse import quote
 
 from producers.logs.base import (
     Appended,
     LifecycleRecord,
     StopFlag,
     Transaction,
-    fold_lifecycle,
     prepare,
 )
-from projector.log_state import LogState, apply_record, empty_state, fold_record
-from schemas.codec import record_id, record_kind
-from schemas.errors import LogNotFoundError
+from projector.log_state import (
+    FoldResult,
+    LogState,
+    apply_record,
+    empty_state,
+    lifecycle_envelope,
+)
+from schemas.codec import MAX_JSON_DEPTH, decode_record, record_id, record_kind
+from schemas.errors import (
+    CorruptLogError,
+    DecodeError,
+    LogNotFoundError,
+    LogUnavailableError,
+    MemstreamError,
+)
 from schemas.records import Record
 
-__all__ = ["SqliteLog", "LOG_FILE"]
+__all__ = ["SqliteLog", "LOG_FILE", "record_checksum"]
+
+log = logging.getLogger("memstream.producers.sqlite")
 
 T = TypeVar("T")
 LOG_FILE = "log.sqlite3"
 _POLL_S = 0.05
-_INSERT = "INSERT INTO events (seq, id, kind, record) VALUES (?, ?, ?, ?)"
+_INSERT = "INSERT INTO events (seq, id, kind, record, crc) VALUES (?, ?, ?, ?, ?)"
+# CAST: a damaged row may hold text that is not UTF-8, which sqlite3 would fail to decode
+# without saying where; as bytes every value reaches the checks below.
+_ROWS = (
+    "SELECT seq, CAST(id AS BLOB), CAST(kind AS BLOB), CAST(record AS BLOB), {crc} "
+    "FROM events WHERE seq >= ? ORDER BY seq"
+)
+
+# The table's column names, as bytes: a damaged schema may hold text that is not UTF-8.
+_COLUMNS = "SELECT CAST(name AS BLOB) FROM pragma_table_info('events') ORDER BY cid"
+# SQLite's structural check, its findings as bytes (they may quote damaged text).
+_QUICK_CHECK = "SELECT CAST(quick_check AS BLOB) FROM pragma_quick_check(5)"
+# The columns of the table now, and before checksums were added.
+_SHAPES = ([b"seq", b"id", b"kind", b"record", b"crc"], [b"seq", b"id", b"kind", b"record"])
 
 # No index on id: every read is served by the folded state, and an index would cost a
-# second B-tree write on each append.
+# second B-tree write on each append. `crc` is the row's checksum (`record_checksum`);
+# logs written before it had none, and get the column (NULL in their old rows) from the
+# first writer that opens them.
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
     seq INTEGER PRIMARY KEY,
     id TEXT NOT NULL,
     kind TEXT NOT NULL,
-    record BLOB NOT NULL
+    record BLOB NOT NULL,
+    crc INTEGER
 );
 CREATE TRIGGER IF NOT EXISTS events_append_only_u BEFORE UPDATE ON events
 BEGIN SELECT RAISE(ABORT, 'the log is append-only'); END;
 CREATE TRIGGER IF NOT EXISTS events_append_only_d BEFORE DELETE ON events
 BEGIN SELECT RAISE(ABORT, 'the log is append-only'); END;
 """
+
+
+def record_checksum(seq: int, record: bytes) -> int:
+    """The checksum stored beside a record: CRC-32 of its seq (8 bytes, little-endian)
+    and its bytes. It finds damage (any burst of up to 32 bits, most others), not
+    tampering: anyone who can edit the file can recompute it."""
+    return zlib.crc32(record, zlib.crc32(seq.to_bytes(8, "little", signed=True)))
+
+
+# SQLite's primary result codes (extended codes carry them in their low byte).
+_SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
+_CAUSES = {
+    3: "permission denied",
+    5: "the log is locked by another connection",
+    6: "the log is locked by another connection",
+    7: "out of memory",
+    8: "the log is on read-only storage",
+    10: "the storage failed (I/O error)",
+    13: "the disk is full",
+    14: "the log's files cannot be opened",
+    18: "a record is too large for SQLite",
+    23: "permission denied",
+}
+
+
+# sqlite3 raises UnicodeDecodeError for a message of SQLite's it cannot decode: a damaged
+# schema is quoted in its error ("malformed database schema (\xeavents)").
+_DRIVER_ERRORS = (sqlite3.Error, UnicodeDecodeError)
+
+
+def _driver_error(
+    location: str, operation: str, exc: sqlite3.Error | UnicodeDecodeError
+) -> MemstreamError:
+    """The memstream error for a sqlite3 error: damage or an unavailable log."""
+    if isinstance(exc, UnicodeDecodeError):
+        return CorruptLogError(
+            f"log {location}: {operation} failed: {LOG_FILE} is damaged (SQLite reported "
+            f"text that is not UTF-8: {exc.object[:200]!r})"
+        )
+    code = getattr(exc, "sqlite_errorcode", None)
+    name = getattr(exc, "sqlite_errorname", None) or type(exc).__name__
+    primary = None if code is None else code & 0xFF
+    if primary in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
+        return CorruptLogError(
+            f"log {location}: {operation} failed: {LOG_FILE} is damaged ({name}: {exc})"
+        )
+    cause = _CAUSES.get(primary or 0, "SQLite failed")
+    return LogUnavailableError(f"log {location}: {operation} failed: {cause} ({name}: {exc})")
+
+
+class _Row(NamedTuple):
+    seq: int
+    id: Any  # bytes as stored (see _ROWS); anything, in a damaged row
+    kind: Any
+    record: Any
+    crc: Any  # an int, or None in rows written before checksums
+
+
+_KIND_BYTES = {kind: kind.encode() for kind in ("message", "document", "recall", "deletion",
+                                                "envelope")}  # fmt: skip
+
+
+class _Checker:
+    """Checks stored rows in seq order before they are folded (see the module's doc).
+
+    `checksummed` is set by the first row that has a checksum: rows written before
+    checksums existed (NULL) may only come before it.
+    """
+
+    __slots__ = ("location", "next_seq", "checksummed")
+
+    def __init__(self, location: str, next_seq: int, checksummed: bool = False) -> None:
+        self.location = location
+        self.next_seq = next_seq
+        self.checksummed = checksummed
+
+    def corrupt(self, seq: int, what: str) -> CorruptLogError:
+        return CorruptLogError(
+            f"log {self.location}: seq {seq}: {what}; the log is corrupt (every record "
+            "was checked before it was written)"
+        )
+
+    def bytes_of(self, row: _Row) -> bytes:
+        """The row's record bytes, once its seq and checksum check."""
+        seq = row.seq
+        if seq != self.next_seq:
+            if seq > self.next_seq:
+                raise self.corrupt(self.next_seq, f"missing: the next stored record has seq {seq}")
+            raise self.corrupt(seq, f"stored out of order, after seq {self.next_seq - 1}")
+        record = row.record
+        if type(record) is not bytes:
+            raise self.corrupt(seq, f"the record is not bytes but {type(record).__name__}")
+        crc = row.crc
+        if crc is None:
+            if self.checksummed:
+                raise self.corrupt(
+                    seq, "the checksum is missing after rows that have one (damaged, or "
+                    "appended by a memstream from before checksums)"
+                )
+        elif crc != record_checksum(seq, record):
+            raise self.corrupt(seq, "the checksum does not match: the stored bytes changed")
+        else:
+            self.checksummed = True
+        self.next_seq = seq + 1
+        return record
+
+    def fold(self, state: LogState, row: _Row) -> FoldResult:
+        """The strict fold of the row onto `state` (which ends just before it)."""
+        data = self.bytes_of(row)
+        seq = row.seq
+        try:
+            record = decode_record(data, max_depth=MAX_JSON_DEPTH)
+        except DecodeError as exc:
+            raise self.corrupt(seq, f"the stored record does not decode: {exc}") from None
+        kind = record_kind(record)
+        if row.kind != _KIND_BYTES.get(kind):
+            raise self.corrupt(seq, f"the kind column says {row.kind!r}, the record is a {kind}")
+        if row.id != record_id(record).encode():
+            raise self.corrupt(
+                seq, f"the id column says {row.id!r}, the record's id is {record_id(record)}"
+            )
+        try:
+            return apply_record(state, seq, record)
+        except Exception as exc:
+            raise self.corrupt(seq, f"the stored record no longer checks: {exc}") from None
 
 
 def _fold_appended(
@@ -116,54 +286,184 @@ class _FoldThread:
 
 
 class SqliteLog:
-    """A log in `path/log.sqlite3`, folded incrementally into a `LogState`."""
+    """A log in `path/log.sqlite3`, folded incrementally into a `LogState`.
+
+    Raises `LogNotFoundError` when `create` is false and there is no log; opening a log
+    on storage it cannot write (read-only media) opens it read-only, and its appends
+    raise `LogUnavailableError`. Damage raises `CorruptLogError`, from here or later reads.
+    """
 
     def __init__(self, path: str | PathLike[str], *, create: bool = True) -> None:
         self.path = Path(path)
         self.location = str(path)
-        if not create and not (self.path / LOG_FILE).is_file():
+        file = self.path / LOG_FILE
+        if not create and not file.is_file():
             raise LogNotFoundError(
-                f"log {self.location}: no embedded log there ({self.path / LOG_FILE} does not "
+                f"log {self.location}: no embedded log there ({file} does not "
                 "exist); only writers create logs"
             )
-        self.path.mkdir(parents=True, exist_ok=True)
-        self._conn = self._connect()
-        self._conn.executescript("BEGIN IMMEDIATE;" + _SCHEMA + "COMMIT;")
-        # One cursor for the statements of every append (under the lock), rather than a
-        # new one per statement. Each runs to its end, so none holds a read snapshot.
-        self._cursor = self._conn.cursor()
+        # Why appends are refused (None: they are not), and the URI of a read-only open.
+        self.read_only: str | None = None
+        self._uri: str | None = None
+        if not file.is_file():
+            try:
+                self.path.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise LogUnavailableError(
+                    f"log {self.location}: create failed: cannot make {self.path}: "
+                    f"{exc.strerror or exc}"
+                ) from exc
+            if not os.access(self.path, os.W_OK):
+                raise LogUnavailableError(
+                    f"log {self.location}: create failed: cannot write in {self.path} "
+                    "(read-only storage, or no permission)"
+                )
+        elif not (os.access(self.path, os.W_OK) and os.access(file, os.W_OK)):
+            self._open_read_only(file)
         self._lock = threading.RLock()
         self._state = empty_state()
         self._data_version = -1
         self._folder: _FoldThread | None = None
-        self._catch_up()
+        self._conn = self._connect()
+        try:
+            self._rows_sql = self._prepare_table()
+            self._check_structure()
+            # One cursor for the statements of every append (under the lock), rather than
+            # a new one per statement. Each runs to its end, so none holds a read snapshot.
+            self._cursor = self._conn.cursor()
+            self._checker = _Checker(self.location, 0)
+            self._catch_up()
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def _open_read_only(self, file: Path) -> None:
+        """Choose how to read a log this process cannot write (read-only media, or files
+        it has no write permission on)."""
+        wal = file.with_name(f"{LOG_FILE}-wal")
+        shm = file.with_name(f"{LOG_FILE}-shm")
+        uri = "file:" + quote(str(file.resolve()))
+        try:
+            media_read_only = bool(os.statvfs(self.path).f_flag & os.ST_RDONLY)
+            pending = wal.is_file() and wal.stat().st_size > 0
+        except OSError as exc:
+            raise LogUnavailableError(
+                f"log {self.location}: open failed: {exc.strerror or exc}"
+            ) from exc
+        if pending and media_read_only and not shm.is_file():
+            # Records may still be in the write-ahead log, which SQLite reads only through
+            # its -shm index, and cannot make one here; reading without would drop them.
+            raise LogUnavailableError(
+                f"log {self.location}: open failed: it is on read-only storage with a "
+                f"write-ahead log ({wal.name}) but no {shm.name}, so committed records may "
+                "be unreadable here; copy the directory to writable storage to read it"
+            )
+        if media_read_only and not pending:
+            # Nothing can change the file, and all of it is in the main file: SQLite then
+            # needs no lock and no -shm file, which it could not create here.
+            self._uri = uri + "?immutable=1"
+            why = "it is on read-only storage"
+        else:
+            self._uri = uri + "?mode=ro"
+            why = "it is on read-only storage" if media_read_only else "its files are not writable"
+        self.read_only = f"the log is opened read-only: {why}"
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(
-            self.path / LOG_FILE, isolation_level=None, check_same_thread=False, timeout=60
-        )
-        conn.execute("PRAGMA journal_mode=WAL")
-        # FULL: every commit is fsynced before an append returns (invariant 14).
-        conn.execute("PRAGMA synchronous=FULL")
-        # A checkpoint every 128 pages (default 1000), so the WAL is reused from its start
-        # soon: a fresh WAL file grows with every commit until then, and fsyncing a growing
-        # file costs about twice fsyncing one overwritten in place. Each checkpoint costs a
-        # few fsyncs, a small share of 128 commits.
-        conn.execute("PRAGMA wal_autocheckpoint=128")
-        return conn
+        try:
+            if self._uri is not None:
+                return sqlite3.connect(
+                    self._uri, uri=True, isolation_level=None, check_same_thread=False,
+                    timeout=60,
+                )  # fmt: skip
+            conn = sqlite3.connect(
+                self.path / LOG_FILE, isolation_level=None, check_same_thread=False, timeout=60
+            )
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                # FULL: every commit is fsynced before an append returns (invariant 14).
+                conn.execute("PRAGMA synchronous=FULL")
+                # A checkpoint every 128 pages (default 1000), so the WAL is reused from its
+                # start soon: a fresh WAL file grows with every commit until then, and
+                # fsyncing a growing file costs about twice fsyncing one overwritten in
+                # place. Each checkpoint costs a few fsyncs, a small share of 128 commits.
+                conn.execute("PRAGMA wal_autocheckpoint=128")
+            except BaseException:
+                conn.close()
+                raise
+            return conn
+        except _DRIVER_ERRORS as exc:
+            raise _driver_error(self.location, "open", exc) from exc
+
+    def _prepare_table(self) -> str | None:
+        """Create the table (a writer), give an older log its checksum column; the query
+        of the rows, or None for a log without a table yet (read-only: nothing to read)."""
+        conn = self._conn
+        try:
+            if self.read_only is None:
+                conn.executescript("BEGIN IMMEDIATE;" + _SCHEMA)
+                try:
+                    columns = self._check_columns(conn)
+                    if b"crc" not in columns:
+                        conn.execute("ALTER TABLE events ADD COLUMN crc INTEGER")
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+                return _ROWS.format(crc="crc")
+            columns = self._check_columns(conn)
+        except _DRIVER_ERRORS as exc:
+            raise _driver_error(self.location, "open", exc) from exc
+        if not columns:
+            return None  # a writer created the file and died before its table
+        return _ROWS.format(crc="crc" if b"crc" in columns else "NULL")
+
+    def _check_structure(self) -> None:
+        """SQLite's own check of the file's structure, once at open: damage that leaves
+        every row readable may still drop rows (a page's cell count changed), which no
+        check of the rows could see. It costs a small share of the fold that follows."""
+        try:
+            problems = self._conn.execute(_QUICK_CHECK).fetchall()
+        except _DRIVER_ERRORS as exc:
+            raise _driver_error(self.location, "open", exc) from exc
+        if problems != [(b"ok",)]:
+            found = "; ".join(row[0].decode(errors="replace") for row in problems)
+            raise CorruptLogError(
+                f"log {self.location}: {LOG_FILE} is damaged (SQLite's quick_check: {found})"
+            )
+
+    def _check_columns(self, conn: sqlite3.Connection) -> set[bytes]:
+        """The events table's columns (none: no table yet); CorruptLogError unless they
+        are this version's or the one's before checksums."""
+        names = [row[0] for row in conn.execute(_COLUMNS)]
+        if names and names not in _SHAPES:
+            raise CorruptLogError(
+                f"log {self.location}: the events table of {LOG_FILE} has the columns "
+                f"{names}, expected {_SHAPES[0]}: the file is damaged or not a memstream log"
+            )
+        return set(names)
+
+    def _rows(self, conn: sqlite3.Connection, from_seq: int) -> Iterator[_Row]:
+        if self._rows_sql is None:
+            return iter(())
+        return map(_Row._make, conn.execute(self._rows_sql, (from_seq,)))
 
     def _catch_up(self) -> None:
-        """Fold what other connections appended since we last looked."""
-        version = self._cursor.execute("PRAGMA data_version").fetchone()[0]
-        if version == self._data_version:
-            return
-        state = self._state
-        rows = self._conn.execute(
-            "SELECT seq, record FROM events WHERE seq >= ? ORDER BY seq", (state.next_seq,)
-        )
-        for seq, record in rows:
-            state = fold_record(state, seq, record).state
-        self._state = state
+        """Fold what other connections appended since we last looked, checked strictly."""
+        try:
+            version = self._cursor.execute("PRAGMA data_version").fetchone()[0]
+            if version == self._data_version:
+                return
+            state = self._state
+            checker = self._checker
+            for row in self._rows(self._conn, state.next_seq):
+                state = checker.fold(state, row).state
+                self._state = state  # what checked so far stays folded
+        except _DRIVER_ERRORS as exc:
+            raise _driver_error(self.location, "read", exc) from exc
+        except CorruptLogError:
+            self._checker = _Checker(self.location, self._state.next_seq, checker.checksummed)
+            raise
         self._data_version = version
 
     def state(self, min_seq: int | None = None) -> LogState:
@@ -180,47 +480,67 @@ class SqliteLog:
 
     def transact(self, build: Transaction[T]) -> tuple[list[Appended], T]:
         with self._lock:
+            if self.read_only is not None:
+                raise LogUnavailableError(f"log {self.location}: append refused: {self.read_only}")
             cursor = self._cursor
-            cursor.execute("BEGIN IMMEDIATE")
+            try:
+                cursor.execute("BEGIN IMMEDIATE")
+            except _DRIVER_ERRORS as exc:
+                raise _driver_error(self.location, "append", exc) from exc
             try:
                 self._catch_up()
                 state = self._state
-                records, encoded, value = prepare(state, build)
+                records, encoded, value = prepare(state, build)  # the caller's errors as-is
                 first = state.next_seq
-                if len(records) == 1:  # execute: executemany's set-up costs more
-                    record = records[0]
-                    cursor.execute(
-                        _INSERT, (first, record_id(record), record_kind(record), encoded[0])
-                    )
-                else:
-                    cursor.executemany(_INSERT, [
-                        (seq, record_id(record), record_kind(record), data)
-                        for seq, record, data in zip(
-                            range(first, first + len(records)), records, encoded, strict=True
-                        )
-                    ])  # fmt: skip
-                folder = self._fold_thread()
-                folder.start(lambda: _fold_appended(state, first, records))
                 try:
-                    cursor.execute("COMMIT")  # the fsync; the fold runs meanwhile
-                except BaseException:
-                    folder.wait()  # nothing else may fold before this fold is over
-                    raise
+                    if len(records) == 1:  # execute: executemany's set-up costs more
+                        record, data = records[0], encoded[0]
+                        cursor.execute(_INSERT, (first, record_id(record), record_kind(record),
+                                                 data, record_checksum(first, data)))  # fmt: skip
+                    else:
+                        cursor.executemany(_INSERT, [
+                            (seq, record_id(record), record_kind(record), data,
+                             record_checksum(seq, data))
+                            for seq, record, data in zip(
+                                range(first, first + len(records)), records, encoded, strict=True
+                            )
+                        ])  # fmt: skip
+                    folder = self._fold_thread()
+                    folder.start(lambda: _fold_appended(state, first, records))
+                    try:
+                        cursor.execute("COMMIT")  # the fsync; the fold runs meanwhile
+                    except BaseException:
+                        folder.wait()  # nothing else may fold before this fold is over
+                        raise
+                except _DRIVER_ERRORS as exc:
+                    raise _driver_error(self.location, "append", exc) from exc
             except BaseException:
-                if self._conn.in_transaction:  # a failed COMMIT may have rolled back already
-                    cursor.execute("ROLLBACK")
+                self._rollback()
                 raise
             folded, error = folder.wait()
             if error is not None:
-                # Committed, yet the fold refused a record it had checked (a bug): fold
-                # the log's rows as every reader does, so the state still is the log's.
+                # Committed, yet the fold refused a record it had checked (a bug): the
+                # next read folds the log's rows as every reader does, so the state still
+                # is the log's.
                 self._data_version = -1
-                self._catch_up()
                 raise error
             # data_version does not move for this connection's own commits, so the
             # next catch-up still sees exactly what others add.
             self._state, appended = folded
+            self._checker.next_seq = self._state.next_seq
+            self._checker.checksummed = True
             return appended, value
+
+    def _rollback(self) -> None:
+        # Whatever failed, the next read looks at the log again rather than trusting
+        # data_version, so the state is the log's whatever a failed COMMIT left.
+        self._data_version = -1
+        if not self._conn.in_transaction:  # a failed COMMIT may have rolled back already
+            return
+        try:
+            self._cursor.execute("ROLLBACK")
+        except _DRIVER_ERRORS:
+            log.warning("log %s: ROLLBACK failed", self.location, exc_info=True)
 
     def append(self, records: Sequence[Record]) -> list[Appended]:
         """Append records (checked, all or none, one commit)."""
@@ -230,23 +550,31 @@ class SqliteLog:
     def head(self) -> int | None:
         """The seq of the log's last record, folded yet or not (None: an empty log)."""
         with self._lock:
-            return self._conn.execute("SELECT max(seq) FROM events").fetchone()[0]  # type: ignore[no-any-return]
+            if self._rows_sql is None:
+                return None
+            try:
+                return self._conn.execute("SELECT max(seq) FROM events").fetchone()[0]  # type: ignore[no-any-return]
+            except _DRIVER_ERRORS as exc:
+                raise _driver_error(self.location, "read", exc) from exc
 
-    def records(
-        self, from_seq: int = 0, *, timeout: float | None = None, stop: StopFlag | None = None
-    ) -> Iterator[tuple[int, bytes]]:
+    def _follow(
+        self, from_seq: int, timeout: float | None, stop: StopFlag | None
+    ) -> Iterator[_Row]:
+        """Stored rows from `from_seq` on, then new ones, on a connection of their own."""
         conn = self._connect()
         try:
             next_seq = from_seq
             idle_since = time.monotonic()
             while stop is None or not stop.is_set():
-                rows = conn.execute(
-                    "SELECT seq, record FROM events WHERE seq >= ? ORDER BY seq LIMIT 1000",
-                    (next_seq,),
-                ).fetchall()
-                for seq, record in rows:
-                    yield seq, record
-                    next_seq = seq + 1
+                try:
+                    rows = [] if self._rows_sql is None else conn.execute(
+                        self._rows_sql + " LIMIT 1000", (next_seq,)
+                    ).fetchall()  # fmt: skip
+                except _DRIVER_ERRORS as exc:
+                    raise _driver_error(self.location, "read", exc) from exc
+                for row in rows:
+                    yield _Row._make(row)
+                    next_seq = row[0] + 1
                 if rows:
                     idle_since = time.monotonic()
                     continue
@@ -256,15 +584,38 @@ class SqliteLog:
         finally:
             conn.close()
 
+    def records(
+        self, from_seq: int = 0, *, timeout: float | None = None, stop: StopFlag | None = None
+    ) -> Iterator[tuple[int, bytes]]:
+        """(seq, bytes) from `from_seq` on, then new ones; CorruptLogError at a damaged row
+        (seqs not dense, a checksum that does not match)."""
+        checker = _Checker(self.location, from_seq)
+        for row in self._follow(from_seq, timeout, stop):
+            yield row.seq, checker.bytes_of(row)
+
     def lifecycle(
         self, from_offset: int = 0, *, timeout: float | None = None, stop: StopFlag | None = None
     ) -> Iterator[LifecycleRecord]:
-        return fold_lifecycle(self.records(0, timeout=timeout, stop=stop), from_offset)
+        """The lifecycle stream, derived by folding the log from seq 0 as strictly as the
+        state is (the projector publishes the same stream on Kafka)."""
+        state = empty_state()
+        checker = _Checker(self.location, 0)
+        offset = 0
+        for row in self._follow(0, timeout, stop):
+            state, events = checker.fold(state, row)
+            for index, event in enumerate(events):
+                if offset >= from_offset:
+                    yield LifecycleRecord(offset, row.seq, lifecycle_envelope(event, index))
+                offset += 1
 
     def close(self) -> None:
         with self._lock:
-            self._conn.close()
-            if self._folder is not None:
-                self._folder.stop()
-                self._folder.thread.join()
-                self._folder = None
+            try:
+                self._conn.close()
+            except _DRIVER_ERRORS as exc:
+                raise _driver_error(self.location, "close", exc) from exc
+            finally:
+                if self._folder is not None:
+                    self._folder.stop()
+                    self._folder.thread.join()
+                    self._folder = None

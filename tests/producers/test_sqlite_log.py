@@ -14,6 +14,7 @@ import producers.logs.sqlite as sqlite_log
 from memstream import Memory, Message
 from producers.logs.sqlite import LOG_FILE, SqliteLog
 from projector.log_state import fold_log
+from schemas.errors import LogUnavailableError
 
 FRAME = 24 + 4096  # a WAL frame: its header and one page
 
@@ -71,7 +72,8 @@ def test_a_failed_commit_appends_and_folds_nothing(
                 return getattr(real, name)
 
         monkeypatch.setattr(log, "_cursor", FailingCommit())
-        with pytest.raises(sqlite3.OperationalError, match="disk I/O"):
+        # A driver error never reaches the caller raw (issue 11, item 12).
+        with pytest.raises(LogUnavailableError, match="append failed.*disk I/O"):
             memory.add_message(Message(speaker="a", content="lost"))
         monkeypatch.setattr(log, "_cursor", real)
         assert memory.events() == [first]
