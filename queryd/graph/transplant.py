@@ -92,29 +92,45 @@ def export_slice(
                 aliases.setdefault(edge.to, []).append(edge.from_)
         memories.update(_walk(list(memories), aliases))
 
+    # Related walks as the seed makes them: intents from the collected memories (their
+    # intent_id, and intents whose root_memory_ids name one), then tasks from the memories
+    # (their task_id, and tasks whose input or output memory ids name one) and from the
+    # collected intents (tasks of an exported intent). Tasks do not pull in intents.
+    intents: dict[str, Intent] = {}
+    for intent_id in opts.intent_ids or ():
+        intent = get_intent_by_id(intent_state, intent_id)
+        if intent is not None:
+            intents[intent.id] = intent
+    if opts.include_related_intents:
+        for m in memories:
+            intent_id = items[m].intent_id
+            intent = None if intent_id is None else get_intent_by_id(intent_state, intent_id)
+            if intent is not None:
+                intents[intent.id] = intent
+        for intent in intent_state.intents.values():
+            roots = intent.root_memory_ids or ()
+            if intent.id not in intents and any(r in memories for r in roots):
+                intents[intent.id] = intent
+
     tasks: dict[str, Task] = {}
     for task_id in opts.task_ids or ():
         task = get_task_by_id(task_state, task_id)
         if task is not None:
             tasks[task.id] = task
     if opts.include_related_tasks:
-        for intent_id in opts.intent_ids or ():
-            tasks.update((t.id, t) for t in get_tasks_by_intent(task_state, intent_id))
         for mem_id in memories:
             task_id = items[mem_id].task_id
             task = None if task_id is None else get_task_by_id(task_state, task_id)
             if task is not None:
                 tasks[task.id] = task
-
-    intents: dict[str, Intent] = {}
-    wanted = list(opts.intent_ids or ())
-    if opts.include_related_intents:
-        wanted += [i for m in memories if (i := items[m].intent_id) is not None]
-        wanted += [t.intent_id for t in tasks.values()]
-    for intent_id in wanted:
-        intent = get_intent_by_id(intent_state, intent_id)
-        if intent is not None:
-            intents[intent.id] = intent
+        for intent_id in intents:
+            tasks.update((t.id, t) for t in get_tasks_by_intent(task_state, intent_id))
+        for task in task_state.tasks.values():
+            if task.id not in tasks and any(
+                m in memories for m in (*(task.input_memory_ids or ()),
+                                        *(task.output_memory_ids or ()))
+            ):  # fmt: skip
+                tasks[task.id] = task
 
     return MemexExport(
         memories=[item for mem_id, item in items.items() if mem_id in memories],
