@@ -86,7 +86,8 @@ def _mint(
     """The pre-pass: the fresh id of every incoming entity that the target (as it was)
     holds under its id, different, when the options re-id differences."""
     remap: dict[str, str] = {}
-    if not (opts.shallow_compare_existing and opts.re_id_on_difference):
+    if not (opts.skip_existing_ids and opts.shallow_compare_existing
+            and opts.re_id_on_difference):  # fmt: skip
         return remap
     minted: set[str] = set()
 
@@ -105,16 +106,18 @@ def _mint(
 
 
 def _decide(old: BaseModel | None, entity: BaseModel, opts: ImportOptions) -> Action:
-    """The seed's decision for one entity against the graph as the import left it so far."""
+    """The seed's decision for one entity against the graph as the import left it so far:
+    without ``skip_existing_ids`` an existing id is always updated; with it, it is
+    compared only under ``shallow_compare_existing``."""
     if old is None:
         return "create"
+    if not opts.skip_existing_ids:
+        return "update"
     if opts.shallow_compare_existing:
         if _same(old, entity):
             return "skip"
-        if opts.re_id_on_difference:
-            return "reid"
-        return "conflict" if opts.skip_existing_ids else "update"
-    return "skip" if opts.skip_existing_ids else "update"
+        return "reid" if opts.re_id_on_difference else "conflict"
+    return "skip"
 
 
 def _ids(values: list[str] | None, remap: Mapping[str, str]) -> list[str] | None:
@@ -173,13 +176,13 @@ def import_slice(
     each against its graph as the import has left it so far (an id repeated inside the
     slice meets its earlier copy). An entity whose id is new is created. Whose id exists:
 
-    1. with ``shallow_compare_existing``: identical (every field, as exported): skipped;
-       different and ``re_id_on_difference``: created under a fresh UUIDv7 id 1 ms after
-       the original's time (``created_at``, else its id's UUIDv7 timestamp; ValueError
-       ``Cannot re-id "<id>": provide created_at or use a UUIDv7 id`` when it has
-       neither), reported in created; different otherwise: a conflict when
-       ``skip_existing_ids``, else updated;
-    2. without it: skipped when ``skip_existing_ids``, else updated.
+    1. without ``skip_existing_ids``: updated;
+    2. with it and ``shallow_compare_existing``: identical (every field, as exported):
+       skipped; different and ``re_id_on_difference``: created under a fresh UUIDv7 id
+       1 ms after the original's time (``created_at``, else its id's UUIDv7 timestamp;
+       ValueError ``Cannot re-id "<id>": provide created_at or use a UUIDv7 id`` when it
+       has neither), reported in created; different otherwise: a conflict;
+    3. with it alone: skipped.
 
     Updated means the seed's update of the existing entity with the incoming one's fields
     that are not None (memories and edges through the memory.update / edge.update merge

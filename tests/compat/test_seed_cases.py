@@ -49,8 +49,12 @@ def test_c1_edge_retract_removes_the_edge() -> None:
         s = mk(L, item("a"), item("b"), edges=({"edge_id": "e1", "from": "a", "to": "b",
                                                  "kind": "SUPPORTS"},))  # fmt: skip
         s, ev = L.apply_command(s, {"type": "edge.retract", "edge_id": "e1", "author": "a"})
-        again = outcome(lambda L: L.apply_command(
-            s, {"type": "edge.update", "edge_id": "e1", "partial": {}, "author": "a"}), L)
+        again = outcome(
+            lambda L: L.apply_command(
+                s, {"type": "edge.update", "edge_id": "e1", "partial": {}, "author": "a"}
+            ),
+            L,
+        )
         replayed = L.replay_commands([
             {"type": "memory.create", "item": item("a")},
             {"type": "edge.create", "edge": {"edge_id": "e1", "from": "a", "to": "a",
@@ -58,16 +62,25 @@ def test_c1_edge_retract_removes_the_edge() -> None:
             {"type": "edge.retract", "edge_id": "e1", "author": "a"},
             {"type": "edge.retract", "edge_id": "e1", "author": "a"},
         ])  # fmt: skip
-        return ("e1" in s.edges, ev[0].edge.active, L.get_stats(s).edges.total, again[:2],
-                [(x.index, type(x.error).__name__) for x in replayed.skipped])
+        return (
+            "e1" in s.edges,
+            ev[0].edge.active,
+            L.get_stats(s).edges.total,
+            again[:2],
+            [(x.index, type(x.error).__name__) for x in replayed.skipped],
+        )
 
     assert same(f)[1][3] == ("raised", "EdgeNotFoundError")
 
 
 @pytest.mark.parametrize("op", ["mark_contradiction", "mark_alias"])
 def test_c2_marks_need_no_existing_endpoint(op: str) -> None:
-    same(lambda L: [(e.type, e.edge.from_, e.edge.to)
-                    for e in getattr(L, op)(mk(L, item("a")), "a", "gone", "j").events])
+    same(
+        lambda L: [
+            (e.type, e.edge.from_, e.edge.to)
+            for e in getattr(L, op)(mk(L, item("a")), "a", "gone", "j").events
+        ]
+    )
 
 
 def test_c3_cascade_of_an_absent_id() -> None:
@@ -80,9 +93,22 @@ def test_c3_cascade_of_an_absent_id() -> None:
 
 
 def test_c4_cascade_order() -> None:
-    same(lambda L: L.cascade_retract(mk(
-        L, item("r"), item("c1", parents=["r"]), item("c2", parents=["r"]),
-        item("g", parents=["c1"]), item("x", parents=["r", "c2"])), "r", "x").retracted)
+    same(
+        lambda L: (
+            L.cascade_retract(
+                mk(
+                    L,
+                    item("r"),
+                    item("c1", parents=["r"]),
+                    item("c2", parents=["r"]),
+                    item("g", parents=["c1"]),
+                    item("x", parents=["r", "c2"]),
+                ),
+                "r",
+                "x",
+            ).retracted
+        )
+    )
 
 
 def test_c5_bulk_adjust_scores() -> None:
@@ -107,15 +133,29 @@ def test_c6_no_op_returns_the_same_state() -> None:
 
 def test_c7_result_records_are_tuples() -> None:
     def f(L: ModuleType) -> Any:
-        s = mk(L, item("a"), item("b", parents=["gone"]),
-               edges=({"edge_id": "e", "from": "a", "to": "b", "kind": "CONTRADICTS"},))
+        s = mk(
+            L,
+            item("a"),
+            item("b", parents=["gone"]),
+            edges=({"edge_id": "e", "from": "a", "to": "b", "kind": "CONTRADICTS"},),
+        )
         st, ev, retracted = L.cascade_retract(s, "a", "x")
         st2, ev2, skipped = L.replay_commands([])
-        (a, b, edge), = L.get_contradictions(s)
-        (it, missing), = L.get_stale_items(s)
+        ((a, b, edge),) = L.get_contradictions(s)
+        ((it, missing),) = L.get_stale_items(s)
         items, edges = L.get_stats(s)
-        return (retracted, skipped, a.id, b.id, edge.edge_id, it.id, missing,
-                tuple(items)[0], tuple(edges), isinstance(L.get_stats(s), tuple))
+        return (
+            retracted,
+            skipped,
+            a.id,
+            b.id,
+            edge.edge_id,
+            it.id,
+            missing,
+            tuple(items)[0],
+            tuple(edges),
+            isinstance(L.get_stats(s), tuple),
+        )
 
     same(f)
 
@@ -140,11 +180,17 @@ def test_c8_graph_state_maps_are_assignable_and_clones_independent() -> None:
     assert not isinstance(memstream.create_graph_state().items, dict)
 
 
-@pytest.mark.parametrize("flt", [{"or": []}, {"range": {"conviction": {"max": 0.5}}},
-                                 {"range": {"conviction": {}}}, {"not": {"or": []}}])
+@pytest.mark.parametrize(
+    "flt",
+    [
+        {"or": []},
+        {"range": {"conviction": {"max": 0.5}}},
+        {"range": {"conviction": {}}},
+        {"not": {"or": []}},
+    ],
+)
 def test_c9_filters(flt: dict[str, Any]) -> None:
-    same(lambda L: [i.id for i in L.get_items(
-        mk(L, item("a"), item("b", conviction=0.3)), flt)])
+    same(lambda L: [i.id for i in L.get_items(mk(L, item("a"), item("b", conviction=0.3)), flt)])
 
 
 @pytest.mark.parametrize("call", [
@@ -162,17 +208,31 @@ def test_c10_unknown_sort_field_or_decay_raises_only_when_used(call: Any) -> Non
     same(lambda L: [getattr(x, "id", None) for x in call(L)])
 
 
-@pytest.mark.parametrize("value", ["custom-id-12345", "00000000-0000-7000-8000-000000000000",
-                                   "{01a23c77-6b71-7380-9c69-e1ff3816e7fc}", 12])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "custom-id-12345",
+        "00000000-0000-7000-8000-000000000000",
+        "{01a23c77-6b71-7380-9c69-e1ff3816e7fc}",
+        12,
+    ],
+)
 def test_c11_extract_timestamp(value: Any) -> None:
     same(lambda L: (L.extract_timestamp(value), L.safe_extract_timestamp(value)))
 
 
 def test_c12_filter_contradictions_ties_and_self() -> None:
     def f(L: ModuleType) -> Any:
-        s = mk(L, item("aaa"), item("zzz"), item("solo"), edges=(
-            {"edge_id": "e1", "from": "aaa", "to": "zzz", "kind": "CONTRADICTS"},
-            {"edge_id": "e2", "from": "solo", "to": "solo", "kind": "CONTRADICTS"}))
+        s = mk(
+            L,
+            item("aaa"),
+            item("zzz"),
+            item("solo"),
+            edges=(
+                {"edge_id": "e1", "from": "aaa", "to": "zzz", "kind": "CONTRADICTS"},
+                {"edge_id": "e2", "from": "solo", "to": "solo", "kind": "CONTRADICTS"},
+            ),
+        )
         out = []
         for order in (("zzz", "aaa", "solo"), ("aaa", "zzz", "solo")):
             sc = [L.ScoredItem(item=s.items[i], score=0.5) for i in order]
@@ -184,43 +244,81 @@ def test_c12_filter_contradictions_ties_and_self() -> None:
 
 def test_c13_surface_contradictions_leaves_its_input() -> None:
     def f(L: ModuleType) -> Any:
-        s = mk(L, item("a"), item("b"), edges=(
-            {"edge_id": "e1", "from": "a", "to": "b", "kind": "CONTRADICTS"},))
+        s = mk(
+            L,
+            item("a"),
+            item("b"),
+            edges=({"edge_id": "e1", "from": "a", "to": "b", "kind": "CONTRADICTS"},),
+        )
         sc = [L.ScoredItem(item=s.items[i], score=0.5) for i in ("a", "b")]
         out = L.surface_contradictions(s, sc)
-        return ([x.contradicted_by for x in sc], [x is y for x, y in zip(out, sc, strict=True)],
-                [[c.id for c in x.contradicted_by] for x in out])
+        return (
+            [x.contradicted_by for x in sc],
+            [x is y for x, y in zip(out, sc, strict=True)],
+            [[c.id for c in x.contradicted_by] for x in out],
+        )
 
     same(f)
 
 
 def test_c14_apply_diversity_counts_repeated_parents() -> None:
-    same(lambda L: [(x.item.id, x.score) for x in L.apply_diversity(
-        [L.ScoredItem(item=L.MemoryItem(**item("k", parents=["p", "p"])), score=0.5),
-         L.ScoredItem(item=L.MemoryItem(**item("j", parents=["p"])), score=0.9)],
-        {"parent_penalty": 0.1})])
+    same(
+        lambda L: [
+            (x.item.id, x.score)
+            for x in L.apply_diversity(
+                [
+                    L.ScoredItem(item=L.MemoryItem(**item("k", parents=["p", "p"])), score=0.5),
+                    L.ScoredItem(item=L.MemoryItem(**item("j", parents=["p"])), score=0.9),
+                ],
+                {"parent_penalty": 0.1},
+            )
+        ]
+    )
 
 
 def test_c15_stale_items_list_missing_parents_as_they_appear() -> None:
-    same(lambda L: [s.missing_parents for s in L.get_stale_items(
-        mk(L, item("k", parents=["gone", "x", "gone"]), item("x")))])
+    same(
+        lambda L: [
+            s.missing_parents
+            for s in L.get_stale_items(mk(L, item("k", parents=["gone", "x", "gone"]), item("x")))
+        ]
+    )
 
 
 def test_c16_dependents_include_the_item_on_a_cycle() -> None:
-    same(lambda L: ([i.id for i in L.get_dependents(mk(L, item("z", parents=["z"])), "z")],
-                    [i.id for i in L.get_dependents(mk(L, item("a", parents=["b"]),
-                                                       item("b", parents=["a"])), "a", True)]))
+    same(
+        lambda L: (
+            [i.id for i in L.get_dependents(mk(L, item("z", parents=["z"])), "z")],
+            [
+                i.id
+                for i in L.get_dependents(
+                    mk(L, item("a", parents=["b"]), item("b", parents=["a"])), "a", True
+                )
+            ],
+        )
+    )
 
 
 def test_c17_aliases_are_directional() -> None:
     def f(L: ModuleType) -> Any:
-        s = mk(L, item("a"), item("b"), item("c"), edges=(
-            {"edge_id": "e1", "from": "a", "to": "b", "kind": "ALIAS"},
-            {"edge_id": "e2", "from": "gone", "to": "c", "kind": "ALIAS"},
-            {"edge_id": "e3", "from": "b", "to": "gone", "kind": "ALIAS"}))
+        s = mk(
+            L,
+            item("a"),
+            item("b"),
+            item("c"),
+            edges=(
+                {"edge_id": "e1", "from": "a", "to": "b", "kind": "ALIAS"},
+                {"edge_id": "e2", "from": "gone", "to": "c", "kind": "ALIAS"},
+                {"edge_id": "e3", "from": "b", "to": "gone", "kind": "ALIAS"},
+            ),
+        )
         ids = lambda xs: [i.id for i in xs]  # noqa: E731
-        return (ids(L.get_alias_group(s, "b")), ids(L.get_aliases(s, "b")),
-                ids(L.get_alias_group(s, "gone")), ids(L.get_alias_group(s, "a")))
+        return (
+            ids(L.get_alias_group(s, "b")),
+            ids(L.get_aliases(s, "b")),
+            ids(L.get_alias_group(s, "gone")),
+            ids(L.get_alias_group(s, "a")),
+        )
 
     same(f)
 
@@ -243,8 +341,12 @@ def test_c19_wrapped_payloads_hold_the_models() -> None:
         ev = L.MemoryLifecycleEvent(type="memory.created", item=it, cause_type="memory.create")
         env = L.wrap_lifecycle_event(ev, "c1")
         st = L.wrap_state_event(it, "c2")
-        return (env.payload["item"] is it, list(env.payload), env.payload["type"],
-                st.payload["item"] is it)
+        return (
+            env.payload["item"] is it,
+            list(env.payload),
+            env.payload["type"],
+            st.payload["item"] is it,
+        )
 
     same(f)
 
@@ -258,8 +360,14 @@ def test_c20_export_related_walks() -> None:
         tst = L.apply_task_command(L.create_task_state(), {"type": "task.create",
             "task": L.create_task(id="t1", intent_id="i1", action="s", priority=0.5,
                                   input_memory_ids=["m1"])}).state  # fmt: skip
-        a = L.export_slice(mem, ist, tst, memory_ids=["m1"], include_related_intents=True,
-                           include_related_tasks=True)
+        a = L.export_slice(
+            mem,
+            ist,
+            tst,
+            memory_ids=["m1"],
+            include_related_intents=True,
+            include_related_tasks=True,
+        )
         b = L.export_slice(mem, ist, tst, task_ids=["t1"], include_related_intents=True)
         return [i.id for i in a.intents], [t.id for t in a.tasks], [i.id for i in b.intents]
 
@@ -267,10 +375,18 @@ def test_c20_export_related_walks() -> None:
 
 
 def test_c21_re_id_of_an_id_without_a_time() -> None:
-    raised = same(lambda L: L.import_slice(
-        mk(L, item("custom", authority=0.9)), L.create_intent_state(), L.create_task_state(),
-        {"memories": [item("custom", authority=0.1)]}, shallow_compare_existing=True,
-        re_id_on_difference=True).report.created.memories)
+    raised = same(
+        lambda L: (
+            L.import_slice(
+                mk(L, item("custom", authority=0.9)),
+                L.create_intent_state(),
+                L.create_task_state(),
+                {"memories": [item("custom", authority=0.1)]},
+                shallow_compare_existing=True,
+                re_id_on_difference=True,
+            ).report.created.memories
+        )
+    )
     assert raised[:2] == ("raised", "ValueError")
 
 
@@ -278,10 +394,19 @@ def test_c22_edge_update_replaces_meta() -> None:
     def f(L: ModuleType) -> Any:
         s = mk(L, item("a"), edges=({"edge_id": "e1", "from": "a", "to": "a", "kind": "K",
                                      "meta": {"k1": 1}},))  # fmt: skip
-        s = L.apply_command(s, {"type": "edge.update", "edge_id": "e1",
-                                "partial": {"meta": {"k2": 2}}, "author": "a"}).state
-        s = L.apply_command(s, {"type": "memory.update", "item_id": "a",
-                                "partial": {"meta": {"k2": 2}}, "author": "a"}).state
+        s = L.apply_command(
+            s,
+            {"type": "edge.update", "edge_id": "e1", "partial": {"meta": {"k2": 2}}, "author": "a"},
+        ).state
+        s = L.apply_command(
+            s,
+            {
+                "type": "memory.update",
+                "item_id": "a",
+                "partial": {"meta": {"k2": 2}},
+                "author": "a",
+            },
+        ).state
         return s.edges["e1"].meta, s.items["a"].meta
 
     same(f)
@@ -297,8 +422,10 @@ def test_c23_intent_and_task_updates_replace_context_and_meta() -> None:
         t = L.apply_task_command(L.create_task_state(), {"type": "task.create",
             "task": L.create_task(id="t1", intent_id="i1", action="s", priority=0.5,
                                   meta={"m1": 1})}).state  # fmt: skip
-        t = L.apply_task_command(t, {"type": "task.update", "task_id": "t1",
-                                     "partial": {"meta": {"m2": 2}}, "author": "o"}).state
+        t = L.apply_task_command(
+            t,
+            {"type": "task.update", "task_id": "t1", "partial": {"meta": {"m2": 2}}, "author": "o"},
+        ).state
         return s.intents["i1"].context, s.intents["i1"].meta, t.tasks["t1"].meta
 
     same(f)
