@@ -204,7 +204,7 @@ def import_slice(
 
     # Pre-pass: the fresh ids, decided against the target as it was.
     mems = _mint(export.memories, lambda m: m.id, mem_state.items, opts)
-    edges = _mint(export.edges, lambda e: e.edge_id, mem_state.edges, opts)
+    # Nothing refers to an edge: the seed re-ids edges as it writes them (below).
     intents = _mint(export.intents, lambda i: i.id, intent_state.intents, opts)
     tasks = _mint(export.tasks, lambda t: t.id, task_state.tasks, opts)
     out = _Buckets()
@@ -232,10 +232,13 @@ def import_slice(
 
     for edge in export.edges:
         action = _decide(mem_state.edges.get(edge.edge_id), edge, opts)
+        edge_id = edge.edge_id
+        if action == "reid":
+            edge_id = derive_reid(edge_id, None, mem_state.edges.__contains__)
         new_edge = _rewrite(
             edge,
             {
-                "edge_id": edges[edge.edge_id] if action == "reid" else edge.edge_id,
+                "edge_id": edge_id,
                 "from_": mems.get(edge.from_, edge.from_),
                 "to": mems.get(edge.to, edge.to),
             },

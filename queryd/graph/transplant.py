@@ -128,7 +128,8 @@ def export_slice(
             task = None if task_id is None else get_task_by_id(task_state, task_id)
             if task is not None:
                 tasks[task.id] = task
-        for intent_id in intents:
+        # The requested intent ids count whether or not they exist (as the seed's).
+        for intent_id in dict.fromkeys([*(opts.intent_ids or ()), *intents]):
             tasks.update((t.id, t) for t in get_tasks_by_intent(task_state, intent_id))
         for task in task_state.tasks.values():
             if task.id not in tasks and any(

@@ -505,8 +505,9 @@ _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9
 class Normalizer:
     """Comparable data from any outcome; minted ids renamed in order of appearance."""
 
-    def __init__(self) -> None:
+    def __init__(self, with_ms: bool = True) -> None:
         self.minted: dict[str, str] = {}
+        self.with_ms = with_ms  # False: the clock was not frozen (stored logs)
 
     def _id(self, s: str) -> str:
         def rename(m: re.Match[str]) -> str:
@@ -514,7 +515,7 @@ class Normalizer:
             if u in KNOWN:
                 return u
             if u not in self.minted:
-                ms = int(u[:8] + u[9:13], 16)
+                ms = int(u[:8] + u[9:13], 16) if self.with_ms else "?"
                 self.minted[u] = f"<minted{len(self.minted)}@{ms}>"
             return self.minted[u]
 

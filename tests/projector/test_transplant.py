@@ -261,12 +261,13 @@ def test_overwrite_when_not_skipping(world: World) -> None:
     assert tasks.tasks["t1"].action == "fetch"  # tasks and intents are replaced whole
 
 
-def test_overwrite_with_compare_skips_identical(world: World) -> None:
+def test_overwrite_does_not_compare(world: World) -> None:
+    # As the seed: without skip_existing_ids an existing id is updated, compared or not.
     target = changed_target(world)
     _, _, _, report = target.import_(
         full_slice(world), skip_existing_ids=False, shallow_compare_existing=True
     )
-    assert report.skipped.memories == [A] and report.updated.memories == [B]
+    assert report.skipped.memories == [] and report.updated.memories == [A, B]
 
 
 def test_overwrite_of_intent_keeps_status(world: World) -> None:
