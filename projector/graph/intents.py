@@ -41,16 +41,28 @@ __all__ = [
 Index = OrderedPMap[str, SmallSet]
 
 
+def _indexable(key: object) -> bool:
+    # An unvalidated update may set parent_id / intent_id to any value (as the seed's
+    # may): a value that is not hashable names no entity, so it is not indexed.
+    if key is None:
+        return False
+    try:
+        hash(key)
+    except TypeError:
+        return False
+    return True
+
+
 def index_add(index: Index, key: str | None, member: str) -> Index:
     """``index`` with ``member`` added under ``key`` (unchanged when key is None)."""
-    if key is None:
+    if not _indexable(key):
         return index
-    return index.set(key, sset_add(index.get(key), member))
+    return index.set(key, sset_add(index.get(key), member))  # type: ignore[arg-type]
 
 
 def index_drop(index: Index, key: str | None, member: str) -> Index:
     """``index`` without ``member`` under ``key``; an emptied key disappears."""
-    if key is None or key not in index:
+    if not _indexable(key) or key not in index:
         return index
     rest = sset_remove(index[key], member)
     return index.set(key, rest) if rest is not None else index.remove(key)

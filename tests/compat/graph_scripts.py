@@ -473,6 +473,11 @@ class Runner:
             if a["from_export"] is not None:
                 sl = L.export_slice(self.mem, self.intents, self.tasks, **a["from_export"])
                 sl = sl.model_dump(by_alias=True)
+                # memex lists an export in its sets' order (it varies with the hash seed):
+                # the same order for both, so that the import meets the same sequence.
+                for key, idk in (("memories", "id"), ("edges", "edge_id"), ("intents", "id"),
+                                 ("tasks", "id")):  # fmt: skip
+                    sl[key].sort(key=lambda e, idk=idk: e[idk])
                 for m in sl["memories"]:  # import them changed, so that ids collide
                     m["authority"] = 1.0 - m["authority"]
             r = L.import_slice(self.mem, self.intents, self.tasks, sl, **a["kw"])
