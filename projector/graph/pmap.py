@@ -221,7 +221,7 @@ class OrderedPMap(MutableMapping[K, V], Generic[K, V]):
         return _ItemsView(self)
 
     def __repr__(self) -> str:
-        return f"OrderedPMap({dict(self.items())!r})"
+        return repr(dict(self.items()))  # as the seed's dicts print
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Buckets depend on the process's hash seed: pickle the pairs, rebuild on load.

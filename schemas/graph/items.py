@@ -94,11 +94,11 @@ def create_memory_item(
     task_id: str | None = None,
     meta: dict[str, Any] | None = None,
 ) -> MemoryItem:
-    """A validated MemoryItem; mints a UUIDv7 id and fills created_at when omitted."""
+    """A validated MemoryItem; mints a UUIDv7 id (now) when omitted, and fills created_at
+    when omitted from the id's UUIDv7 timestamp, else the clock."""
     if id is None:
-        created_at = now_ms() if created_at is None else created_at
-        id = uuid7(created_at)
-    elif created_at is None:
+        id = uuid7()  # the seed mints from the clock, whatever created_at says
+    if created_at is None:
         ts = safe_extract_timestamp(id)
         created_at = ts if ts is not None else now_ms()
     return MemoryItem(

@@ -52,8 +52,8 @@ ids = st.sampled_from(ITEM_IDS)
 refs = st.sampled_from(REF_IDS)
 score = st.sampled_from(SCORES)
 opt_score = st.none() | score
-small_dict = st.dictionaries(st.sampled_from(["k", "m", "n"]), st.sampled_from([1, "v", None]),
-                             max_size=2)  # fmt: skip
+small_dict = st.dictionaries(st.sampled_from(["k", "m", "n", "é"]),
+                             st.sampled_from([1, "v", None, "é", 1.5]), max_size=2)  # fmt: skip
 created = st.sampled_from([None, NOW_MS - 10 * DAY, NOW_MS - DAY, NOW_MS - 1000, NOW_MS + DAY])
 
 
