@@ -42,7 +42,7 @@ Index = OrderedPMap[str, SmallSet]
 
 
 def _indexable(key: object) -> bool:
-    # An unvalidated update may set parent_id / intent_id to any value (as the seed's
+    # An unvalidated update can give parent_id / intent_id any value (as the seed's
     # may): a value that is not hashable names no entity, so it is not indexed.
     if key is None:
         return False
