@@ -98,7 +98,8 @@ def parent_index(state: IntentState) -> Index:
     """``state.by_parent``, rebuilt first if ``state.intents`` was assigned to (as the
     seed's dict may be) since it was made."""
     intents: Any = state.intents
-    if intents.version() != state._stamp:  # type: ignore[attr-defined]
+    # (No stamp: a state pickled before maps took assignment; its index holds.)
+    if intents.version() != state.__dict__.get("_stamp", intents.version()):
         object.__setattr__(state, "by_parent", _parent_index(intents))
         object.__setattr__(state, "_stamp", intents.version())
     assert state.by_parent is not None

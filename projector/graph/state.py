@@ -174,11 +174,15 @@ class GraphState:
         idx = self._index
         items: Any = self.items
         edges: Any = self.edges
-        if (items._ver, edges._ver) != self._stamp:  # type: ignore[attr-defined]
-            # Someone assigned to the maps (as to the seed's dicts): derive anew.
-            idx = build_index(items, edges)
-            object.__setattr__(self, "_index", idx)
-            object.__setattr__(self, "_stamp", (items._ver, edges._ver))
+        now = (items._ver, edges._ver)
+        stamp = self.__dict__.get("_stamp")
+        if now != stamp:
+            if stamp is not None or idx is None:
+                # Someone assigned to the maps (as to the seed's dicts): derive anew.
+                idx = build_index(items, edges)
+                object.__setattr__(self, "_index", idx)
+            # (No stamp: a state pickled before maps took assignment; its index holds.)
+            object.__setattr__(self, "_stamp", now)
         assert idx is not None  # set by __post_init__
         return idx
 

@@ -72,7 +72,8 @@ def task_indexes(state: TaskState) -> tuple[Index, Index]:
     """``(state.by_intent, state.by_parent)``, rebuilt first if ``state.tasks`` was
     assigned to (as the seed's dict may be) since they were made."""
     tasks: Any = state.tasks
-    if tasks.version() != state._stamp:  # type: ignore[attr-defined]
+    # (No stamp: a state pickled before maps took assignment; its index holds.)
+    if tasks.version() != state.__dict__.get("_stamp", tasks.version()):
         object.__setattr__(state, "by_intent", _build_index(tasks, "intent_id"))
         object.__setattr__(state, "by_parent", _build_index(tasks, "parent_id"))
         object.__setattr__(state, "_stamp", tasks.version())

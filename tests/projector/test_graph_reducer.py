@@ -441,3 +441,19 @@ def test_bulk_retraction_path_matches_per_item_path() -> None:
     ]
     assert_index_consistent(s1)
     assert [s.item.id for s in get_stale_items(s1)] == ["keep"]
+
+
+def test_assignment_to_the_maps_reindexes_and_old_pickles_still_load() -> None:
+    import pickle
+
+    st = build(MemoryCreate(item=item("c", ["p"])))
+    # A state pickled by the code before the maps took assignment has no stamp.
+    old = pickle.loads(pickle.dumps(st))
+    del old.__dict__["_stamp"]
+    assert [s.item.id for s in get_stale_items(old)] == ["c"]
+    clone = clone_graph_state(st)
+    clone.items["p"] = item("p")  # as into the seed's dict: the clone re-derives its index
+    assert get_stale_items(clone) == [] and [s.item.id for s in get_stale_items(st)] == ["c"]
+    assert_index_consistent(clone)
+    state2 = apply_command(clone, MemoryRetract(item_id="p", author="x")).state
+    assert [s.item.id for s in get_stale_items(state2)] == ["c"]
