@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 $(BIN)/.installed: pyproject.toml setup.py queryd/graph/_native.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -U pip
-	$(BIN)/python -m pip install -q -e '.[dev,openai]'
+	$(BIN)/python -m pip install -q -e '.[dev,openai,test]'
 	touch $@
 
 # The scripted multi-agent session on the embedded default (no servers).

@@ -35,7 +35,7 @@ import hashlib
 import logging
 from collections import ChainMap
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 from uuid import UUID
@@ -584,6 +584,8 @@ def lifecycle_payload(event: Lifecycle) -> dict[str, Any]:
                 continue
             if isinstance(value, BaseModel):
                 value = value.model_dump(mode="json", by_alias=True, exclude_none=True)
+            elif is_dataclass(value) and not isinstance(value, type):
+                value = asdict(value)  # an import report
             payload[key] = value
     payload["seq"] = event.seq
     return payload

@@ -44,6 +44,7 @@ from producers.logs.kafka import (
 from producers.logs.location import KafkaLocation, parse_kafka_location
 from projector.audit.state import no_gc
 from projector.log_state import LogState, empty_state, encode_lifecycle, fold_record
+from projector.memex_publisher import MemexPublisher
 from projector.snapshot import Entry, SnapshotLost, SnapshotStore, entry_of
 from schemas.codec import KIND_HEADER
 
@@ -221,6 +222,7 @@ class Projector:
         # The projector reads the log (only writers create logs) and writes its lifecycle.
         ensure_topic(admin, self.loc.topic, self.loc.replication_factor, create=False)
         ensure_topic(admin, self.loc.lifecycle_topic, self.loc.replication_factor)
+        self.memex = MemexPublisher(self.loc, admin)  # the derived topic LOG.memex
         self.store = SnapshotStore.connect(self.loc)
         self.compact_every_s = 1.0
         self.compact_at_chunks = 48
@@ -320,6 +322,7 @@ class Projector:
         try:
             state = self._start_state()
             self._published = last_published(self.loc)
+            self.memex.load_position()
             consumer.assign([TopicPartition(self.loc.topic, 0, state.next_seq)])
             end = consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1]
             buffer: list[Entry] = []
@@ -346,7 +349,9 @@ class Projector:
                     if seq < state.next_seq:
                         continue
                     data = message.value()
+                    before = state
                     state, events = fold_record(state, seq, data)
+                    produced += self.memex.publish(producer, before, state, seq, data, events)
                     self.stats.folded += 1
                     buffer.append(entry_of(seq, data, events))
                     for index, event in enumerate(events):

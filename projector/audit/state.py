@@ -121,12 +121,11 @@ class Ledger:
         """Fold one event. `found`: its words, when already known (no re-tokenizing)."""
         seq = event.seq
         if seq is None:
-            raise ValueError(f"cannot replay event {event.id}: it has no seq")
+            # The seed's messages, word for word.
+            raise ValueError(f"event {event.id} has no seq; not from the log")
         seqs = self.seqs
         if seqs and seq <= seqs[-1]:
-            raise ValueError(
-                f"cannot replay event {event.id}: seq {seq} does not follow seq {seqs[-1]}"
-            )
+            raise ValueError(f"out-of-order event: seq {seq} after seq {seqs[-1]}")
         events = self.events
         pos = len(events)
         share_fields_set(event)  # an equal set, shared: the per-event set is ~700 bytes
@@ -154,7 +153,7 @@ class Ledger:
         """What a Recall or a Deletion adds (both are rare next to content)."""
         seq = event.seq
         if isinstance(event, Recall):
-            for item_id in dict.fromkeys(event.recalled):
+            for item_id in event.recalled:  # each occurrence counts, as in the seed
                 self.recall_seqs.setdefault(item_id, []).append(seq)  # type: ignore[arg-type]
                 self.recall_times.setdefault(item_id, []).append(event.timestamp)
         elif isinstance(event, Deletion):
@@ -181,7 +180,7 @@ class Ledger:
         seqs = list(map(_SEQ, rows))
         last = self.last_seq
         if last is not None and seqs[0] <= last:
-            raise ValueError(f"cannot replay seq {seqs[0]}: it does not follow seq {last}")
+            raise ValueError(f"out-of-order event: seq {seqs[0]} after seq {last}")
         base = len(self.events)
         self.events.extend(rows)
         self.seqs.extend(seqs)

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from projector.graph.pmap import sset_iter
 from projector.graph.reducer import Tx
 from projector.graph.state import CommandResult, GraphState, child_ids, in_edge_order
 from schemas.gc_guard import cyclic_gc_paused, no_cyclic_gc
 from schemas.graph.commands import MemoryLifecycleEvent
-from schemas.graph.errors import MemoryNotFoundError
 from schemas.graph.items import Edge, create_edge
 
 # The seed leaves the provenance of system-made edges open: they are deterministic
@@ -31,17 +29,12 @@ def _system_edge(
 LOSER_AUTHORITY_FACTOR = 0.1
 
 
-@dataclass(frozen=True)
-class CascadeResult:
+class CascadeResult(NamedTuple):
+    """Unpacks as ``state, events, retracted = cascade_retract(...)``, as the seed's does."""
+
     state: GraphState
     events: list[MemoryLifecycleEvent]
     retracted: list[str]  # ids in retraction order (leaves first)
-
-
-def _require(state: GraphState, *ids: str) -> None:
-    for i in ids:
-        if i not in state.items:
-            raise MemoryNotFoundError(i)
 
 
 @cyclic_gc_paused
@@ -52,8 +45,7 @@ def mark_contradiction(
     author: str,
     meta: dict[str, Any] | None = None,
 ) -> CommandResult:
-    """Add a CONTRADICTS edge a -> b. MemoryNotFoundError if either item is absent."""
-    _require(state, item_id_a, item_id_b)
+    """Add a CONTRADICTS edge a -> b, whether or not the items exist (as the seed does)."""
     tx = Tx(state)
     tx.create_edge(_system_edge(item_id_a, item_id_b, "CONTRADICTS", author, meta))
     return tx.result()
@@ -105,10 +97,10 @@ def mark_alias(
     author: str,
     meta: dict[str, Any] | None = None,
 ) -> CommandResult:
-    """Add ALIAS edges a -> b and b -> a. Self-alias is a no-op."""
+    """Add ALIAS edges a -> b and b -> a, whether or not the items exist (as the seed
+    does). Self-alias is a no-op."""
     if item_id_a == item_id_b:
         return CommandResult(state, [])
-    _require(state, item_id_a, item_id_b)
     tx = Tx(state)
     for src, dst in ((item_id_a, item_id_b), (item_id_b, item_id_a)):
         tx.create_edge(_system_edge(src, dst, "ALIAS", author, meta))
@@ -116,8 +108,11 @@ def mark_alias(
 
 
 def cascade_order(state: GraphState, item_id: str) -> list[str]:
-    """The item and its transitive dependents in post-order (leaves first). Iterative and
-    cycle-safe: each item appears once."""
+    """The item and its transitive dependents in depth-first post-order (leaves first), as
+    the seed orders them: each item's dependents are visited most recently created first,
+    an item is entered once (cycles and shared descendants are cut at the second visit),
+    and the root comes last. An absent root is not listed: only the items that still name
+    it as a parent, and theirs. Iterative: no recursion limit on deep chains."""
     children = state.index.children
     lookup = children.get
     # Each persistent lookup is a Python call; once the walk has covered a good share of
@@ -130,11 +125,11 @@ def cascade_order(state: GraphState, item_id: str) -> list[str]:
     def kids(node: str, s: Any) -> Iterator[str]:
         if type(s) is tuple and len(s) == 1:
             return iter(s)  # the common case: no order to restore
-        return iter(child_ids(state, node))
+        return reversed(child_ids(state, node))
 
     root = lookup(item_id)
     if root is None:
-        return [item_id]
+        return [item_id] if item_id in state.items else []
     stack = [(item_id, kids(item_id, root))]
     while stack:
         node, it = stack[-1]
@@ -152,6 +147,8 @@ def cascade_order(state: GraphState, item_id: str) -> list[str]:
         else:
             stack.pop()
             append(node)
+    if item_id not in state.items:
+        order.pop()  # the absent root itself
     return order
 
 
@@ -160,11 +157,13 @@ def cascade_retract(
 ) -> CascadeResult:
     """Retract an item and all its transitive dependents, leaves first, with their edges.
 
-    MemoryNotFoundError if the item is absent.
+    An absent item raises nothing (as in the seed): the items still naming it as a parent
+    are retracted with their dependents. Nothing to retract returns ``state`` itself.
     """
-    _require(state, item_id)
     with no_cyclic_gc():
         order = cascade_order(state, item_id)
+        if not order:
+            return CascadeResult(state, [], [])
         tx = Tx(state)
         tx.retract_many(order)
         return CascadeResult(tx.freeze(), tx.events, order)

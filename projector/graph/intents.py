@@ -41,16 +41,28 @@ __all__ = [
 Index = OrderedPMap[str, SmallSet]
 
 
+def _indexable(key: object) -> bool:
+    # An unvalidated update can give parent_id / intent_id any value (as the seed's
+    # may): a value that is not hashable names no entity, so it is not indexed.
+    if key is None:
+        return False
+    try:
+        hash(key)
+    except TypeError:
+        return False
+    return True
+
+
 def index_add(index: Index, key: str | None, member: str) -> Index:
     """``index`` with ``member`` added under ``key`` (unchanged when key is None)."""
-    if key is None:
+    if not _indexable(key):
         return index
-    return index.set(key, sset_add(index.get(key), member))
+    return index.set(key, sset_add(index.get(key), member))  # type: ignore[arg-type]
 
 
 def index_drop(index: Index, key: str | None, member: str) -> Index:
     """``index`` without ``member`` under ``key``; an emptied key disappears."""
-    if key is None or key not in index:
+    if not _indexable(key) or key not in index:
         return index
     rest = sset_remove(index[key], member)
     return index.set(key, rest) if rest is not None else index.remove(key)
@@ -75,10 +87,23 @@ class IntentState:
     by_parent: Index | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.intents, OrderedPMap):
+        if not isinstance(self.intents, OrderedPMap) or self.intents is EMPTY:
             object.__setattr__(self, "intents", OrderedPMap(self.intents))
         if self.by_parent is None:
             object.__setattr__(self, "by_parent", _parent_index(self.intents))
+        object.__setattr__(self, "_stamp", self.intents.version())  # type: ignore[attr-defined]
+
+
+def parent_index(state: IntentState) -> Index:
+    """``state.by_parent``, rebuilt first if ``state.intents`` was assigned to (as the
+    seed's dict may be) since it was made."""
+    intents: Any = state.intents
+    # (No stamp: a state pickled before maps took assignment; its index holds.)
+    if intents.version() != state.__dict__.get("_stamp", intents.version()):
+        object.__setattr__(state, "by_parent", _parent_index(intents))
+        object.__setattr__(state, "_stamp", intents.version())
+    assert state.by_parent is not None
+    return state.by_parent
 
 
 class IntentResult(NamedTuple):
@@ -127,28 +152,17 @@ _TRANSITIONS: dict[str, tuple[frozenset[str], IntentStatus, IntentLifecycleEvent
     "intent.resume": (frozenset({"paused"}), "active", "intent.resumed"),
 }
 
-# Keys whose dict values are merged key by key on update, as the memory graph does for
-# content/meta; every other key is replaced.
-_MERGED_KEYS = frozenset({"context", "meta"})
 _IMMUTABLE_KEYS = frozenset({"id", "status"})
 
 
 def merge_partial(existing: Any, partial: Mapping[str, Any]) -> dict[str, Any]:
-    """The field updates ``partial`` makes to ``existing`` (a Pydantic model).
-
-    ``id``/``status`` and unknown keys are ignored; ``context``/``meta`` dicts merge keys.
+    """The field updates ``partial`` makes to ``existing`` (an Intent or a Task), as the
+    seed's ``intent.update`` / ``task.update``: a shallow merge at the top level. Every key
+    but ``id``/``status`` replaces the old value (``context`` and ``meta`` included: they
+    are replaced, not merged; unknown keys are set as ``model_copy(update=)`` sets them).
     Like the memory graph's updates, the values are not re-validated.
     """
-    fields = type(existing).model_fields
-    update: dict[str, Any] = {}
-    for key, value in partial.items():
-        if key in _IMMUTABLE_KEYS or key not in fields:
-            continue
-        old = getattr(existing, key)
-        if key in _MERGED_KEYS and isinstance(old, dict) and isinstance(value, dict):
-            value = {**old, **value}
-        update[key] = value
-    return update
+    return {k: v for k, v in partial.items() if k not in _IMMUTABLE_KEYS}
 
 
 def _event(type_: IntentLifecycleEventType, intent: Intent, cause: str) -> IntentLifecycleEvent:
@@ -159,8 +173,7 @@ def _event(type_: IntentLifecycleEventType, intent: Intent, cause: str) -> Inten
 
 
 def _with(state: IntentState, old: Intent | None, new: Intent) -> IntentState:
-    assert state.by_parent is not None
-    index = state.by_parent
+    index = parent_index(state)
     if old is None or old.parent_id != new.parent_id:
         if old is not None:
             index = index_drop(index, old.parent_id, old.id)

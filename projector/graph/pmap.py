@@ -16,7 +16,7 @@ vectors; holes are compacted away (O(n), amortised) once they outnumber live ent
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from itertools import repeat
 from typing import Any, Generic, TypeVar, cast, overload
 
@@ -60,10 +60,19 @@ def _build_buckets(keys: Iterable[Any], slots: Iterable[int], nb: int) -> Any:
     return pvector(table)
 
 
-class OrderedPMap(Mapping[K, V], Generic[K, V]):
-    """Read-only, persistent, insertion-ordered mapping; writes return a new map."""
+class OrderedPMap(MutableMapping[K, V], Generic[K, V]):
+    """Persistent, insertion-ordered mapping: ``set``/``remove``/... return a new map and
+    leave this one as it was.
 
-    __slots__ = ("_buckets", "_mask", "_keys", "_vals", "_len", "_cache", "_derived")
+    It also takes dict-style assignment (``m[k] = v``, ``del m[k]``, ``pop``, ``update``,
+    ...), as the seed's ``GraphState.items`` (a dict) does: that rebinds THIS map object to
+    new vectors, O(log n), and bumps ``version()``. Other maps sharing its structure are
+    not touched, so a map made by ``copy()`` is independent. Objects holding a map (the
+    graph states) compare versions to notice such an assignment and rebuild what they
+    derived from it.
+    """
+
+    __slots__ = ("_buckets", "_mask", "_keys", "_vals", "_len", "_cache", "_derived", "_ver")
 
     _buckets: Any
     _mask: int
@@ -72,6 +81,7 @@ class OrderedPMap(Mapping[K, V], Generic[K, V]):
     _len: int
     _cache: tuple[V, ...] | None
     _derived: dict[str, Any] | None
+    _ver: int
 
     def __init__(self, pairs: Iterable[tuple[K, V]] | Mapping[K, V] = ()) -> None:
         # dict semantics for duplicates: the last value wins, the first position is kept.
@@ -94,6 +104,7 @@ class OrderedPMap(Mapping[K, V], Generic[K, V]):
         self._len = length
         self._cache = None
         self._derived = None
+        self._ver = 0
 
     @classmethod
     def _make(cls, buckets: Any, mask: int, keys: Any, vals: Any, length: int) -> OrderedPMap:
@@ -105,6 +116,7 @@ class OrderedPMap(Mapping[K, V], Generic[K, V]):
         new._len = length
         new._cache = None
         new._derived = None
+        new._ver = 0
         return new
 
     # -- reads ---------------------------------------------------------------------------
@@ -209,7 +221,7 @@ class OrderedPMap(Mapping[K, V], Generic[K, V]):
         return _ItemsView(self)
 
     def __repr__(self) -> str:
-        return f"OrderedPMap({dict(self.items())!r})"
+        return repr(dict(self.items()))  # as the seed's dicts print
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Buckets depend on the process's hash seed: pickle the pairs, rebuild on load.
@@ -280,6 +292,7 @@ class OrderedPMap(Mapping[K, V], Generic[K, V]):
         new._len = n
         new._cache = None
         new._derived = None
+        new._ver = 0
         return new
 
     def remove(self, key: K) -> OrderedPMap[K, V]:
@@ -299,6 +312,39 @@ class OrderedPMap(Mapping[K, V], Generic[K, V]):
                     buckets = self._buckets.set(h, rest or None)
                     return self._make(buckets, self._mask, self._keys, vals, n)
         raise KeyError(key)
+
+    # -- dict-style assignment (in place; see the class docstring) ---------------------------
+
+    def version(self) -> int:
+        """How many in-place assignments this map object has taken."""
+        return self._ver
+
+    def _become(self, other: OrderedPMap[K, V]) -> None:
+        if self is EMPTY:
+            raise TypeError("the shared empty OrderedPMap cannot be assigned to; copy() it")
+        self._buckets, self._mask, self._keys = other._buckets, other._mask, other._keys
+        self._vals, self._len = other._vals, other._len
+        self._cache = None
+        self._derived = None
+        self._ver += 1
+
+    def __setitem__(self, key: K, value: V) -> None:
+        self._become(self.set(key, value))
+
+    def __delitem__(self, key: K) -> None:
+        self._become(self.remove(key))
+
+    def clear(self) -> None:
+        self._become(EMPTY)
+
+    def copy(self) -> OrderedPMap[K, V]:
+        """An independent map with the same entries: O(1), the vectors are shared."""
+        return self._make(self._buckets, self._mask, self._keys, self._vals, self._len)
+
+    def __copy__(self) -> OrderedPMap[K, V]:
+        return self.copy()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as a dict
 
     def to_dict(self) -> dict[K, V]:
         """A plain dict copy (insertion order), built at C speed when there are no holes:
@@ -322,7 +368,7 @@ class OrderedPMap(Mapping[K, V], Generic[K, V]):
                 raise KeyError(next((k for k in keys if k not in self), keys[0])) from None
             if len(d) == self._len:
                 return self, out
-            return (OrderedPMap(d.items()) if d else EMPTY), out
+            return OrderedPMap(d.items()), out
         buckets = self._buckets.evolver()
         vals = self._vals.evolver()
         mask = self._mask

@@ -49,37 +49,31 @@ from schemas.graph.errors import (
 )
 from schemas.graph.items import Edge, MemoryItem
 
-_ITEM_FIELDS = frozenset(MemoryItem.model_fields)
 _ITEM_IMMUTABLE = frozenset({"id", "created_at"})
-_EDGE_FIELDS = frozenset(Edge.model_fields)
 _EDGE_IMMUTABLE = frozenset({"edge_id", "from_", "from", "to"})
 _MERGED = frozenset({"content", "meta"})
 
 
-def _merge(existing: Any, partial: Mapping[str, Any], fields: frozenset[str],
-           immutable: frozenset[str]) -> Any:  # fmt: skip
+def merge_item(existing: MemoryItem, partial: Mapping[str, Any]) -> MemoryItem:
+    """The seed's update of an item, unvalidated: every key of ``partial`` but id and
+    created_at replaces the item's (unknown keys too, as ``model_copy(update=)`` sets
+    them); ``content`` and ``meta`` merge keys into the old dicts, so their new value must
+    be a mapping (TypeError otherwise: "'NoneType' object is not a mapping")."""
     update: dict[str, Any] = {}
     for key, value in partial.items():
-        if key in immutable or key not in fields:
-            continue  # identity fields are immutable; unknown keys would corrupt the model
+        if key in _ITEM_IMMUTABLE:
+            continue
         if key in _MERGED:
-            if value is None:
-                continue  # keys cannot be deleted through an update
-            if isinstance(value, Mapping):
-                base = getattr(existing, key) or {}
-                value = {**base, **value}
+            value = {**(getattr(existing, key) or {}), **value}
         update[key] = value
     return replace(existing, update) if update else existing
 
 
-def merge_item(existing: MemoryItem, partial: Mapping[str, Any]) -> MemoryItem:
-    """Shallow merge without validation; content/meta merge keys; id/created_at are kept."""
-    return _merge(existing, partial, _ITEM_FIELDS, _ITEM_IMMUTABLE)  # type: ignore[no-any-return]
-
-
 def merge_edge(existing: Edge, partial: Mapping[str, Any]) -> Edge:
-    """Shallow merge without validation; meta merges keys; edge_id/from/to are kept."""
-    return _merge(existing, partial, _EDGE_FIELDS, _EDGE_IMMUTABLE)  # type: ignore[no-any-return]
+    """The seed's update of an edge, unvalidated: every key of ``partial`` but edge_id and
+    the endpoints replaces the edge's; ``meta`` is replaced, not merged."""
+    update = {k: v for k, v in partial.items() if k not in _EDGE_IMMUTABLE}
+    return replace(existing, update) if update else existing
 
 
 # One fields set shared by every event built here: events are frozen, so nothing adds to it
@@ -366,11 +360,8 @@ class Tx:
                 stale = stale.set(kid, True)  # its parent is gone now
         self.stale = stale
         self.events.append(_event("memory.retracted", cause, item=item))
-        for eid in incident:
-            edge = self._drop_edge(eid)
-            if edge.active:
-                edge = replace(edge, {"active": False})
-            self.events.append(_event("edge.retracted", cause, edge=edge))
+        for eid in incident:  # each event carries the edge as it was, as the seed's do
+            self.events.append(_event("edge.retracted", cause, edge=self._drop_edge(eid)))
         return item
 
     def retract_many(self, ids: list[str], cause: str | None = "memory.retract") -> None:
@@ -411,10 +402,7 @@ class Tx:
                 if out_s is not None or in_s is not None:
                     incident = set(sset_iter(out_s)) | set(sset_iter(in_s))
                     for eid in sorted(incident, key=self.edges.position):
-                        edge = self._drop_edge(eid)
-                        if edge.active:
-                            edge = replace(edge, {"active": False})
-                        events.append(_event("edge.retracted", cause, edge=edge))
+                        events.append(_event("edge.retracted", cause, edge=self._drop_edge(eid)))
         if not items:
             # Nothing stays: no child, nothing stale. The edge indexes were kept above.
             self.children = self.stale = EMPTY
@@ -506,14 +494,13 @@ class Tx:
         return new
 
     def retract_edge(self, eid: str, cause: str | None = "edge.retract") -> Edge:
-        old = self.edges.get(eid)
-        if old is None:
+        """Remove the edge (as the seed does: it leaves ``edges``); the event carries it as
+        it was."""
+        if eid not in self.edges:
             raise EdgeNotFoundError(eid)
-        new = replace(old, {"active": False}) if old.active else old
-        self.edges = self.edges.set(eid, new)
-        self._reindex_kind(old, new)
-        self.events.append(_event("edge.retracted", cause, edge=new))
-        return new
+        old = self._drop_edge(eid)
+        self.events.append(_event("edge.retracted", cause, edge=old))
+        return old
 
     def _reindex_kind(self, old: Edge, new: Edge) -> None:
         if old.active == bool(new.active) and old.kind == new.kind:

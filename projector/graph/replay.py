@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from projector.graph.reducer import Tx, coerce_command
 from projector.graph.state import GraphState, create_graph_state
@@ -23,11 +23,12 @@ class ReplayFailure:
     envelope: Any = None
 
 
-@dataclass(frozen=True)
-class ReplayResult:
+class ReplayResult(NamedTuple):
+    """Unpacks as ``state, events, skipped = replay_commands(...)``, as the seed's does."""
+
     state: GraphState
-    events: list[MemoryLifecycleEvent] = field(default_factory=list)
-    skipped: list[ReplayFailure] = field(default_factory=list)
+    events: list[MemoryLifecycleEvent]
+    skipped: list[ReplayFailure]
 
 
 _validate_item = MemoryItem.__pydantic_validator__.validate_python
@@ -57,6 +58,15 @@ def _fold(
     with no_cyclic_gc():
         for entry in entries:
             cmd = entry[1]
+            if type(cmd) is _Payload:
+                try:
+                    cmd = _field(cmd.env, "payload")
+                except Exception as exc:
+                    if run:
+                        flush()
+                    skipped.append(ReplayFailure(entry[0], exc, envelope=entry[2]))
+                    continue
+                entry = (entry[0], cmd, entry[2])
             if (type(cmd) is dict and cmd.get("type") == "memory.create"
                     and cmd.keys() == _CREATE_KEYS):  # fmt: skip
                 # The log's common entry: validate just the item (what MemoryCreate would do,
@@ -96,6 +106,11 @@ def replay_commands(
     return _fold(((i, c, None) for i, c in enumerate(commands)), state)
 
 
+def _field(envelope: Any, name: str) -> Any:
+    # As the seed reads an envelope: a dict by key (KeyError if absent), else an attribute.
+    return envelope[name] if isinstance(envelope, dict) else getattr(envelope, name)
+
+
 def replay_from_envelopes(
     envelopes: Iterable[EventEnvelope[Any] | Mapping[str, Any]],
     *,
@@ -103,21 +118,34 @@ def replay_from_envelopes(
 ) -> ReplayResult:
     """Sort envelopes by ``ts`` (strict ISO-8601, stable on ties) and fold their payloads.
 
-    An envelope that is malformed or has a bad ``ts`` is skipped (InvalidTimestampError /
-    ValidationError in ``skipped``); failures are listed by input index.
+    An envelope without a readable ``ts`` (KeyError / AttributeError / TypeError /
+    InvalidTimestampError) is skipped first, in input order; then the payloads that fail
+    to fold, in fold order. Each failure names its envelope and input index (its
+    ``command`` is None), as the seed reports them.
     """
-    ordered: list[tuple[int, int, Any, Any]] = []
+    ordered: list[tuple[int, int, Any]] = []
     bad: list[ReplayFailure] = []
     for i, env in enumerate(envelopes):
         try:
-            e = env if isinstance(env, EventEnvelope) else EventEnvelope[Any].model_validate(env)
-            ordered.append((parse_iso_ms(e.ts), i, e.payload, env))
+            ordered.append((parse_iso_ms(_field(env, "ts")), i, env))
         except Exception as exc:
             bad.append(ReplayFailure(i, exc, envelope=env))
     ordered.sort(key=lambda t: (t[0], t[1]))
-    result = _fold(((i, payload, env) for _, i, payload, env in ordered), state)
-    skipped = sorted(bad + result.skipped, key=lambda f: f.index)
-    return ReplayResult(result.state, result.events, skipped)
+    entries = ((i, _Payload(env), env) for _, i, env in ordered)
+    result = _fold(entries, state)
+    for failure in result.skipped:
+        failure.command = None
+    return ReplayResult(result.state, result.events, bad + result.skipped)
+
+
+class _Payload:
+    """An envelope's payload, read when the fold reaches it (a missing one is that
+    envelope's failure, not the whole replay's)."""
+
+    __slots__ = ("env",)
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
 
 
 __all__ = ["ReplayFailure", "ReplayResult", "replay_commands", "replay_from_envelopes"]

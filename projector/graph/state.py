@@ -144,31 +144,45 @@ EMPTY_INDEX = GraphIndex(EMPTY, EMPTY, EMPTY, EMPTY, EMPTY, EMPTY, 0, EMPTY_COLU
 
 @dataclass(frozen=True)
 class GraphState:
-    """The memory graph. ``items`` and ``edges`` are read-only, insertion-ordered mappings.
+    """The memory graph. ``items`` and ``edges`` are insertion-ordered maps.
 
     ``GraphState(items=..., edges=...)`` also accepts plain mappings; they are converted and
     indexed once (O(n)). The reducer builds states directly, with the index already kept.
+    The maps take dict-style assignment, as the seed's dicts do (``state.items[k] = v``);
+    the state notices it (the maps' versions) and rebuilds its index on the next read.
     """
 
-    items: Mapping[str, MemoryItem] = field(default_factory=lambda: EMPTY)
-    edges: Mapping[str, Edge] = field(default_factory=lambda: EMPTY)
+    items: Mapping[str, MemoryItem] = field(default_factory=lambda: EMPTY.copy())
+    edges: Mapping[str, Edge] = field(default_factory=lambda: EMPTY.copy())
     _index: GraphIndex | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         items, edges = self.items, self.edges
-        if not isinstance(items, OrderedPMap):
+        if not isinstance(items, OrderedPMap) or items is EMPTY:
             items = OrderedPMap(items.items() if isinstance(items, Mapping) else items)
             object.__setattr__(self, "items", items)
-        if not isinstance(edges, OrderedPMap):
+        if not isinstance(edges, OrderedPMap) or edges is EMPTY:
             edges = OrderedPMap(edges.items() if isinstance(edges, Mapping) else edges)
             object.__setattr__(self, "edges", edges)
         if self._index is None:
             object.__setattr__(self, "_index", build_index(items, edges))
+        object.__setattr__(self, "_stamp", (items._ver, edges._ver))
         _untrack(items, edges, self.index)
 
     @property
     def index(self) -> GraphIndex:
         idx = self._index
+        items: Any = self.items
+        edges: Any = self.edges
+        now = (items._ver, edges._ver)
+        stamp = self.__dict__.get("_stamp")
+        if now != stamp:
+            if stamp is not None or idx is None:
+                # Someone assigned to the maps (as to the seed's dicts): derive anew.
+                idx = build_index(items, edges)
+                object.__setattr__(self, "_index", idx)
+            # (No stamp: a state pickled before maps took assignment; its index holds.)
+            object.__setattr__(self, "_stamp", now)
         assert idx is not None  # set by __post_init__
         return idx
 
@@ -188,11 +202,17 @@ def _make_state(
     items: OrderedPMap[str, MemoryItem], edges: OrderedPMap[str, Edge], index: GraphIndex
 ) -> GraphState:
     # Bypasses __post_init__ normalisation: the reducer's maps and index are already right.
+    # The maps a state shows are never the shared EMPTY, which must not be assigned to.
+    if items is EMPTY:
+        items = EMPTY.copy()
+    if edges is EMPTY:
+        edges = EMPTY.copy()
     _untrack(items, edges, index)
     st = object.__new__(GraphState)
     object.__setattr__(st, "items", items)
     object.__setattr__(st, "edges", edges)
     object.__setattr__(st, "_index", index)
+    object.__setattr__(st, "_stamp", (items._ver, edges._ver))
     return st
 
 
@@ -203,20 +223,17 @@ class CommandResult(NamedTuple):
     events: list[MemoryLifecycleEvent]
 
 
-_EMPTY_STATE: GraphState | None = None
-
-
 def create_graph_state() -> GraphState:
-    """A new, empty memory graph."""
-    global _EMPTY_STATE
-    if _EMPTY_STATE is None:  # immutable, so one shared empty state is safe
-        _EMPTY_STATE = _make_state(EMPTY, EMPTY, EMPTY_INDEX)
-    return _EMPTY_STATE
+    """A new, empty memory graph (its own maps: assigning to them touches no other)."""
+    return _make_state(EMPTY.copy(), EMPTY.copy(), EMPTY_INDEX)
 
 
 def clone_graph_state(state: GraphState) -> GraphState:
-    """A new state object sharing all (immutable) structure with ``state``: O(1)."""
-    return _make_state(state.items, state.edges, state.index)  # type: ignore[arg-type]
+    """A new state with new maps holding the same entries and sharing all (immutable)
+    structure, O(1): assigning to the clone's maps leaves ``state``'s as they were."""
+    items: Any = state.items
+    edges: Any = state.edges
+    return _make_state(items.copy(), edges.copy(), state.index)
 
 
 def build_index(items: OrderedPMap[str, MemoryItem], edges: OrderedPMap[str, Edge]) -> GraphIndex:

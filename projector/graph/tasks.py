@@ -59,12 +59,26 @@ class TaskState:
     by_parent: Index | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.tasks, OrderedPMap):
+        if not isinstance(self.tasks, OrderedPMap) or self.tasks is EMPTY:
             object.__setattr__(self, "tasks", OrderedPMap(self.tasks))
         if self.by_intent is None:
             object.__setattr__(self, "by_intent", _build_index(self.tasks, "intent_id"))
         if self.by_parent is None:
             object.__setattr__(self, "by_parent", _build_index(self.tasks, "parent_id"))
+        object.__setattr__(self, "_stamp", self.tasks.version())  # type: ignore[attr-defined]
+
+
+def task_indexes(state: TaskState) -> tuple[Index, Index]:
+    """``(state.by_intent, state.by_parent)``, rebuilt first if ``state.tasks`` was
+    assigned to (as the seed's dict may be) since they were made."""
+    tasks: Any = state.tasks
+    # (No stamp: a state pickled before maps took assignment; its index holds.)
+    if tasks.version() != state.__dict__.get("_stamp", tasks.version()):
+        object.__setattr__(state, "by_intent", _build_index(tasks, "intent_id"))
+        object.__setattr__(state, "by_parent", _build_index(tasks, "parent_id"))
+        object.__setattr__(state, "_stamp", tasks.version())
+    assert state.by_intent is not None and state.by_parent is not None
+    return state.by_intent, state.by_parent
 
 
 class TaskResult(NamedTuple):
@@ -132,8 +146,7 @@ def _event(type_: TaskLifecycleEventType, task: Task, cause: str) -> TaskLifecyc
 
 
 def _with(state: TaskState, old: Task | None, new: Task) -> TaskState:
-    assert state.by_intent is not None and state.by_parent is not None
-    by_intent, by_parent = state.by_intent, state.by_parent
+    by_intent, by_parent = task_indexes(state)
     if old is None or old.intent_id != new.intent_id:
         if old is not None:
             by_intent = index_drop(by_intent, old.intent_id, old.id)

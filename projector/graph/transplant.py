@@ -12,19 +12,18 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, TypeVar
 
 from pydantic import BaseModel
 
-from projector.graph.intents import IntentState, apply_intent_command, put_intent
+from projector.graph.intents import IntentState, apply_intent_command
 from projector.graph.reducer import apply_command
 from projector.graph.state import GraphState
-from projector.graph.tasks import TaskState, apply_task_command, put_task
+from projector.graph.tasks import TaskState, apply_task_command
 from schemas.graph.commands import EdgeCreate, EdgeUpdate, MemoryCreate, MemoryUpdate
-from schemas.graph.ids import now_ms, safe_extract_timestamp
-from schemas.graph.intents import IntentCreate
-from schemas.graph.tasks import TaskCreate
+from schemas.graph.ids import safe_extract_timestamp
+from schemas.graph.intents import IntentCreate, IntentUpdate
+from schemas.graph.tasks import TaskCreate, TaskUpdate
 from schemas.graph.transplant import ImportBucket, ImportOptions, ImportReport, MemexExport
 
 __all__ = ["ImportResult", "import_slice", "derive_reid"]
@@ -44,15 +43,17 @@ class ImportResult(NamedTuple):
     report: ImportReport
 
 
-def derive_reid(original: str, taken: Callable[[str], bool]) -> str:
-    """A UUIDv7-shaped id 1 ms after ``original``'s timestamp, not ``taken``.
+def derive_reid(original: str, created_at: int | None, taken: Callable[[str], bool]) -> str:
+    """A UUIDv7 1 ms after the original entity's time (its ``created_at``, else its id's
+    UUIDv7 timestamp), not ``taken``. The seed's ValueError when the entity has neither.
 
     The 74 "random" bits are a hash of the original id (and a counter on a clash), so the
     same import into the same state mints the same ids: a fold that replays it agrees.
-    An original that is not a UUIDv7 has no timestamp; the wall clock is used instead.
     """
-    ts = safe_extract_timestamp(original)
-    ms = min((ts + 1) if ts is not None else now_ms(), _MAX_MS)
+    ts = created_at if created_at is not None else safe_extract_timestamp(original)
+    if ts is None:
+        raise ValueError(f'Cannot re-id "{original}": provide created_at or use a UUIDv7 id')
+    ms = (ts + 1) & _MAX_MS
     counter = 0
     while True:
         digest = hashlib.sha256(f"memstream.reid:{original}:{counter}".encode()).digest()
@@ -71,59 +72,52 @@ def derive_reid(original: str, taken: Callable[[str], bool]) -> str:
         counter += 1
 
 
-@dataclass
-class _Plan:
-    """The pre-pass's decision for one graph."""
-
-    steps: list[tuple[Any, Action]] = field(default_factory=list)
-    remap: dict[str, str] = field(default_factory=dict)
-
-
 def _same(a: BaseModel, b: BaseModel) -> bool:
     # Shallow compare: every top-level field by value, as the entity was exported.
     return a.model_dump() == b.model_dump()
 
 
-def _plan(
+def _mint(
     entities: Iterable[M],
     id_of: Callable[[M], str],
     existing: Mapping[str, M],
-    slice_ids: set[str],
     opts: ImportOptions,
-) -> _Plan:
-    compare = opts.shallow_compare_existing or opts.re_id_on_difference
-    plan = _Plan()
-    first: dict[str, M] = {}
+) -> dict[str, str]:
+    """The pre-pass: the fresh id of every incoming entity that the target (as it was)
+    holds under its id, different, when the options re-id differences."""
+    remap: dict[str, str] = {}
+    if not (opts.skip_existing_ids and opts.shallow_compare_existing
+            and opts.re_id_on_difference):  # fmt: skip
+        return remap
     minted: set[str] = set()
 
     def taken(candidate: str) -> bool:
-        return candidate in existing or candidate in slice_ids or candidate in minted
+        return candidate in existing or candidate in minted
 
     for entity in entities:
         eid = id_of(entity)
-        earlier = first.get(eid)
-        if earlier is not None:
-            # A repeated id inside the slice: the first occurrence wins, never written twice.
-            plan.steps.append((entity, "skip" if _same(earlier, entity) else "conflict"))
-            continue
-        first[eid] = entity
         old = existing.get(eid)
-        action: Action
-        if old is None:
-            action = "create"
-        elif compare and _same(old, entity):
-            action = "skip"
-        elif compare and opts.re_id_on_difference:
-            action = "reid"
-            new_id = derive_reid(eid, taken)
-            minted.add(new_id)
-            plan.remap[eid] = new_id
-        elif opts.skip_existing_ids:
-            action = "conflict" if compare else "skip"
-        else:
-            action = "update"
-        plan.steps.append((entity, action))
-    return plan
+        if old is None or _same(old, entity) or eid in remap:
+            continue
+        new_id = derive_reid(eid, getattr(entity, "created_at", None), taken)
+        minted.add(new_id)
+        remap[eid] = new_id
+    return remap
+
+
+def _decide(old: BaseModel | None, entity: BaseModel, opts: ImportOptions) -> Action:
+    """The seed's decision for one entity against the graph as the import left it so far:
+    without ``skip_existing_ids`` an existing id is always updated; with it, it is
+    compared only under ``shallow_compare_existing``."""
+    if old is None:
+        return "create"
+    if not opts.skip_existing_ids:
+        return "update"
+    if opts.shallow_compare_existing:
+        if _same(old, entity):
+            return "skip"
+        return "reid" if opts.re_id_on_difference else "conflict"
+    return "skip"
 
 
 def _ids(values: list[str] | None, remap: Mapping[str, str]) -> list[str] | None:
@@ -157,6 +151,7 @@ class _Buckets:
 
 _BUCKET_OF: dict[Action, str] = {
     "create": "created",
+    "reid": "created",
     "update": "updated",
     "skip": "skipped",
     "conflict": "conflicts",
@@ -174,29 +169,28 @@ def import_slice(
     re_id_on_difference: bool = False,
     options: ImportOptions | Mapping[str, Any] | None = None,
 ) -> ImportResult:
-    """Import ``slice`` into the three graphs; the input states are never modified.
+    """Import ``slice`` into the three graphs, as the seed does; the input states are never
+    modified (a graph the slice does not change comes back as the same object).
 
-    Per incoming entity whose id is new to its graph: created. Whose id exists:
+    Graphs are taken in the order memories, edges, intents, tasks; entities one by one,
+    each against its graph as the import has left it so far (an id repeated inside the
+    slice meets its earlier copy). An entity whose id is new is created. Whose id exists:
 
-    1. compared (``shallow_compare_existing`` or ``re_id_on_difference``) and identical,
-       field by field as exported: skipped;
-    2. compared, different, ``re_id_on_difference``: created under a fresh UUIDv7-shaped
-       id 1 ms after the original (see ``derive_reid``); the original id is reported in
-       conflicts and the new one in created;
-    3. else with ``skip_existing_ids``: left alone, reported skipped (not compared) or in
-       conflicts (compared and different);
-    4. else: overwritten, reported updated. Memories and edges are overwritten through
-       ``memory.update`` / ``edge.update`` (authored by the incoming entity's author), so
-       the seed's update rules hold: id/created_at and edge_id are kept, content/meta
-       merge keys. An edge whose endpoints differ cannot be updated: it is a conflict.
-       Intents and tasks are replaced whole, status included.
+    1. without ``skip_existing_ids``: updated;
+    2. with it and ``shallow_compare_existing``: identical (every field, as exported):
+       skipped; different and ``re_id_on_difference``: created under a fresh UUIDv7 id
+       1 ms after the original's time (``created_at``, else its id's UUIDv7 timestamp;
+       ValueError ``Cannot re-id "<id>": provide created_at or use a UUIDv7 id`` when it
+       has neither), reported in created; different otherwise: a conflict;
+    3. with it alone: skipped.
 
-    Every reference in the slice to a re-id'd entity is remapped, in every graph. An id
-    repeated inside the slice is imported once (its first occurrence); later copies are
-    skipped when identical and conflicts otherwise. ``options`` may carry the settings as
-    a struct; explicit keywords override it. Nothing in the slice is validated against
-    the target (dangling parents or endpoints are imported as they are, as the seed's
-    create commands allow).
+    Updated means the seed's update of the existing entity with the incoming one's fields
+    that are not None (memories and edges through the memory.update / edge.update merge
+    rules; intents and tasks as their update commands, where their cross-references
+    (parent_id, root_memory_ids; intent_id, parent_id and memory-id lists) are always
+    written, None included). Re-ids are minted in a pre-pass against the target as it was,
+    and every reference in the slice to a re-id'd entity is remapped, in every graph.
+    ``options`` may carry the settings as a struct; explicit keywords override it.
     """
     export = slice if isinstance(slice, MemexExport) else MemexExport.model_validate(slice)
     opts = ImportOptions() if options is None else ImportOptions.model_validate(options)
@@ -208,111 +202,88 @@ def import_slice(
     overrides = {k: v for k, v in kw.items() if v != ImportOptions.model_fields[k].default}
     opts = opts.model_copy(update=overrides) if overrides else opts
 
-    # Pre-pass: every graph's fate and id map, decided against the target as it was.
-    mem_plan = _plan(
-        export.memories, lambda m: m.id, mem_state.items, {m.id for m in export.memories}, opts
-    )
-    edge_plan = _plan(
-        export.edges, lambda e: e.edge_id, mem_state.edges, {e.edge_id for e in export.edges}, opts
-    )
-    intent_plan = _plan(
-        export.intents, lambda i: i.id, intent_state.intents, {i.id for i in export.intents}, opts
-    )
-    task_plan = _plan(
-        export.tasks, lambda t: t.id, task_state.tasks, {t.id for t in export.tasks}, opts
-    )
-    mems, edges, intents, tasks = (
-        mem_plan.remap,
-        edge_plan.remap,
-        intent_plan.remap,
-        task_plan.remap,
-    )
+    # Pre-pass: the fresh ids, decided against the target as it was.
+    mems = _mint(export.memories, lambda m: m.id, mem_state.items, opts)
+    # Nothing refers to an edge: the seed re-ids edges as it writes them (below).
+    intents = _mint(export.intents, lambda i: i.id, intent_state.intents, opts)
+    tasks = _mint(export.tasks, lambda t: t.id, task_state.tasks, opts)
     out = _Buckets()
 
-    def record(graph: str, action: Action, original: str, written: str) -> None:
-        if action == "reid":
-            out.add("conflicts", graph, original)
-            out.add("created", graph, written)
-        else:
-            out.add(_BUCKET_OF[action], graph, original)
-
-    def writes(action: Action) -> bool:
-        return action in ("create", "reid", "update")
-
-    # Write pass. Intents, then tasks, then memories, then edges: referents land first.
-    for intent, action in intent_plan.steps:
-        new = _rewrite(
-            intent,
-            {
-                "id": intents.get(intent.id, intent.id),
-                "parent_id": _one(intent.parent_id, intents),
-                "root_memory_ids": _ids(intent.root_memory_ids, mems),
-            },
-        )
-        if action == "update":
-            intent_state = put_intent(intent_state, new)
-        elif writes(action):
-            intent_state = apply_intent_command(intent_state, IntentCreate(intent=new)).state
-        record("intents", action, intent.id, new.id)
-
-    for task, action in task_plan.steps:
-        new = _rewrite(
-            task,
-            {
-                "id": tasks.get(task.id, task.id),
-                "intent_id": intents.get(task.intent_id, task.intent_id),
-                "parent_id": _one(task.parent_id, tasks),
-                "input_memory_ids": _ids(task.input_memory_ids, mems),
-                "output_memory_ids": _ids(task.output_memory_ids, mems),
-            },
-        )
-        if action == "update":
-            task_state = put_task(task_state, new)
-        elif writes(action):
-            task_state = apply_task_command(task_state, TaskCreate(task=new)).state
-        record("tasks", action, task.id, new.id)
-
-    for item, action in mem_plan.steps:
+    for item in export.memories:
+        action = _decide(mem_state.items.get(item.id), item, opts)
         new_item = _rewrite(
             item,
             {
-                "id": mems.get(item.id, item.id),
+                "id": mems[item.id] if action == "reid" else item.id,
                 "parents": _ids(item.parents, mems),
                 "intent_id": _one(item.intent_id, intents),
                 "task_id": _one(item.task_id, tasks),
             },
         )
         if action == "update":
-            partial = new_item.model_dump(exclude={"id", "created_at"})
+            partial = new_item.model_dump(exclude_none=True)
             cmd: Any = MemoryUpdate(
                 item_id=item.id, partial=partial, author=item.author, reason=_IMPORT_REASON
             )
             mem_state = apply_command(mem_state, cmd).state
-        elif writes(action):
+        elif action in ("create", "reid"):
             mem_state = apply_command(mem_state, MemoryCreate(item=new_item)).state
-        record("memories", action, item.id, new_item.id)
+        out.add(_BUCKET_OF[action], "memories", new_item.id)
 
-    for edge, action in edge_plan.steps:
+    for edge in export.edges:
+        action = _decide(mem_state.edges.get(edge.edge_id), edge, opts)
+        edge_id = edge.edge_id
+        if action == "reid":
+            edge_id = derive_reid(edge_id, None, mem_state.edges.__contains__)
         new_edge = _rewrite(
             edge,
             {
-                "edge_id": edges.get(edge.edge_id, edge.edge_id),
+                "edge_id": edge_id,
                 "from_": mems.get(edge.from_, edge.from_),
                 "to": mems.get(edge.to, edge.to),
             },
         )
         if action == "update":
-            old = mem_state.edges[edge.edge_id]
-            if (old.from_, old.to) != (new_edge.from_, new_edge.to):
-                action = "conflict"  # endpoints are immutable under edge.update
-            else:
-                partial = new_edge.model_dump(exclude={"edge_id", "from_", "to"})
-                cmd = EdgeUpdate(
-                    edge_id=edge.edge_id, partial=partial, author=edge.author, reason=_IMPORT_REASON
-                )
-                mem_state = apply_command(mem_state, cmd).state
-        elif writes(action):
+            partial = new_edge.model_dump(exclude_none=True)
+            cmd = EdgeUpdate(
+                edge_id=edge.edge_id, partial=partial, author=edge.author, reason=_IMPORT_REASON
+            )
+            mem_state = apply_command(mem_state, cmd).state
+        elif action in ("create", "reid"):
             mem_state = apply_command(mem_state, EdgeCreate(edge=new_edge)).state
-        record("edges", action, edge.edge_id, new_edge.edge_id)
+        out.add(_BUCKET_OF[action], "edges", new_edge.edge_id)
+
+    for intent in export.intents:
+        action = _decide(intent_state.intents.get(intent.id), intent, opts)
+        refs = {
+            "parent_id": _one(intent.parent_id, intents),
+            "root_memory_ids": _ids(intent.root_memory_ids, mems),
+        }
+        new = _rewrite(intent, {"id": intents[intent.id] if action == "reid" else intent.id,
+                                **refs})  # fmt: skip
+        if action == "update":
+            partial = {**new.model_dump(exclude_none=True), **refs}
+            cmd = IntentUpdate(intent_id=intent.id, partial=partial, author=intent.owner)
+            intent_state = apply_intent_command(intent_state, cmd).state
+        elif action in ("create", "reid"):
+            intent_state = apply_intent_command(intent_state, IntentCreate(intent=new)).state
+        out.add(_BUCKET_OF[action], "intents", new.id)
+
+    for task in export.tasks:
+        action = _decide(task_state.tasks.get(task.id), task, opts)
+        refs = {
+            "intent_id": intents.get(task.intent_id, task.intent_id),
+            "parent_id": _one(task.parent_id, tasks),
+            "input_memory_ids": _ids(task.input_memory_ids, mems),
+            "output_memory_ids": _ids(task.output_memory_ids, mems),
+        }
+        new = _rewrite(task, {"id": tasks[task.id] if action == "reid" else task.id, **refs})
+        if action == "update":
+            partial = {**new.model_dump(exclude_none=True), **refs}
+            cmd = TaskUpdate(task_id=task.id, partial=partial, author="import_slice")
+            task_state = apply_task_command(task_state, cmd).state
+        elif action in ("create", "reid"):
+            task_state = apply_task_command(task_state, TaskCreate(task=new)).state
+        out.add(_BUCKET_OF[action], "tasks", new.id)
 
     return ImportResult(mem_state, intent_state, task_state, out.report())

@@ -533,7 +533,8 @@ def create_app(
         state = await state_of(handle, min_seq)
         found = page(get_contradictions(state.graph), offset, limit)
         return m.ContradictionsAnswer.model_construct(
-            seq=seq_of(response, state), contradictions=found
+            seq=seq_of(response, state),
+            contradictions=[m.Contradiction.model_construct(**c._asdict()) for c in found],
         )
 
     @app.get("/logs/{log}/graph/stale", tags=["graph"], summary="get_stale_items")
@@ -543,7 +544,10 @@ def create_app(
     ) -> m.StaleAnswer:  # fmt: skip
         state = await state_of(handle, min_seq)
         found = page(get_stale_items(state.graph), offset, limit)
-        return m.StaleAnswer.model_construct(seq=seq_of(response, state), stale=found)
+        return m.StaleAnswer.model_construct(
+            seq=seq_of(response, state),
+            stale=[m.StaleItem.model_construct(**s._asdict()) for s in found],
+        )
 
     @app.post("/logs/{log}/graph/edges/query", tags=["graph"], summary="get_edges")
     async def query_edges(
@@ -603,7 +607,7 @@ def create_app(
     async def stats(handle: Handle, response: Response, min_seq: MinSeq = None) -> m.StatsAnswer:
         state = await state_of(handle, min_seq)
         return m.StatsAnswer.model_construct(
-            seq=seq_of(response, state), stats=get_stats(state.graph)
+            seq=seq_of(response, state), stats=m.GraphStats.of(get_stats(state.graph))
         )
 
     @app.post("/logs/{log}/graph/export_slice", tags=["graph"], summary="export_slice")

@@ -26,7 +26,7 @@ from schemas.graph.filters import (
 )
 from schemas.graph.intents import Intent, IntentFilter
 from schemas.graph.items import Edge, MemoryItem
-from schemas.graph.results import Contradiction, GraphStats, ScoredItem, StaleItem
+from schemas.graph.results import ScoredItem
 from schemas.graph.scoring import ScoreWeights
 from schemas.graph.tasks import Task, TaskFilter
 from schemas.graph.transplant import ExportOptions, MemexExport
@@ -221,6 +221,46 @@ class SupportTreeAnswer(Answer):
         description="the tree in pre-order, each item once; a node's parents are ids of "
         "other nodes (flat, so a chain of any depth travels)"
     )
+
+
+# The graph's result records are NamedTuples (as the seed's); over HTTP they stay objects.
+class Contradiction(BaseModel):
+    a: MemoryItem
+    b: MemoryItem
+    edge: Edge | None = None
+
+
+class StaleItem(BaseModel):
+    item: MemoryItem
+    missing_parents: list[str]
+
+
+class ItemStats(BaseModel):
+    total: int
+    by_kind: dict[str, int]
+    by_source_kind: dict[str, int]
+    by_author: dict[str, int]
+    by_scope: dict[str, int]
+    with_parents: int
+    root: int
+
+
+class EdgeStats(BaseModel):
+    total: int
+    active: int
+    by_kind: dict[str, int]
+
+
+class GraphStats(BaseModel):
+    items: ItemStats
+    edges: EdgeStats
+
+    @classmethod
+    def of(cls, stats: Any) -> GraphStats:
+        return cls.model_construct(
+            items=ItemStats.model_construct(**stats.items._asdict()),
+            edges=EdgeStats.model_construct(**stats.edges._asdict()),
+        )
 
 
 class ContradictionsAnswer(Answer):

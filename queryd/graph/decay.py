@@ -8,7 +8,7 @@ from typing import Any
 
 from schemas.graph.coerce import coerce
 from schemas.graph.ids import now_ms
-from schemas.graph.items import MemoryItem, item_timestamp
+from schemas.graph.items import MemoryItem, require_timestamp
 from schemas.graph.scoring import DecayConfig
 
 INTERVAL_MS: dict[str, int] = {"hour": 3_600_000, "day": 86_400_000, "week": 604_800_000}
@@ -16,18 +16,20 @@ DECAY_TYPES = ("exponential", "linear", "step")
 
 
 def check_decay(decay: DecayConfig) -> tuple[float, int, str]:
-    """(rate, interval_ms, type); ValueError on an unknown interval or type."""
+    """(rate, interval_ms, type); the seed's ValueError on an unknown interval or type."""
     interval_ms = INTERVAL_MS.get(decay.interval)
     if interval_ms is None:
-        raise ValueError(f"unknown decay interval: {decay.interval!r}")
+        raise ValueError(
+            f'Unknown decay interval: "{decay.interval}". Expected "hour", "day", or "week".'
+        )
     if decay.type not in DECAY_TYPES:
-        raise ValueError(f"unknown decay type: {decay.type!r}")
+        raise ValueError(
+            f'Unknown decay type: "{decay.type}". Expected "exponential", "linear", or "step".'
+        )
     return decay.rate, interval_ms, decay.type
 
 
-def decay_at(ts: int | None, now: int, rate: float, interval_ms: int, kind: str) -> float:
-    if ts is None:
-        return 1.0  # no known age: nothing to decay (seed is silent)
+def decay_at(ts: int, now: int, rate: float, interval_ms: int, kind: str) -> float:
     age = now - ts
     if age <= 0:
         return 1.0  # future-dated (clock skew)
@@ -42,9 +44,14 @@ def decay_at(ts: int | None, now: int, rate: float, interval_ms: int, kind: str)
 def compute_decay_multiplier(
     item: MemoryItem, decay: DecayConfig | Mapping[str, Any], *, now: int | None = None
 ) -> float:
-    """The multiplier for an item's age; ``now`` (ms) defaults to the wall clock."""
+    """The multiplier for an item's age; ``now`` (ms) defaults to the wall clock.
+
+    InvalidTimestampError when the item has no known time (no created_at, no UUIDv7 id);
+    ValueError on an unknown interval or type.
+    """
     rate, interval_ms, kind = check_decay(coerce(DecayConfig, decay))
-    return decay_at(item_timestamp(item), now_ms() if now is None else now, rate, interval_ms, kind)
+    ts = require_timestamp(item)
+    return decay_at(ts, now_ms() if now is None else now, rate, interval_ms, kind)
 
 
 __all__ = ["compute_decay_multiplier", "check_decay", "decay_at"]

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from collections import deque
-
-from projector.graph.pmap import sset_iter
-from projector.graph.state import GraphState, active_edge_ids, child_ids, in_item_order, stale_ids
+from projector.graph.state import (
+    GraphState,
+    active_edge_ids,
+    child_ids,
+    outgoing_edge_ids,
+    stale_ids,
+)
 from schemas.graph.items import MemoryItem
 from schemas.graph.results import Contradiction, StaleItem
 
@@ -23,31 +26,35 @@ def get_contradictions(state: GraphState) -> list[Contradiction]:
 
 
 def get_stale_items(state: GraphState) -> list[StaleItem]:
-    """Items naming parents that are not in the graph, in insertion order."""
+    """Items naming parents that are not in the graph, in insertion order; each missing
+    parent is listed as often as, and where, it appears in ``parents`` (as the seed does)."""
     items = state.items
     out = []
     for iid in stale_ids(state):
         item = items[iid]
-        missing = [p for p in dict.fromkeys(item.parents or ()) if p not in items]
+        missing = [p for p in item.parents or () if p not in items]
         out.append(StaleItem(item=item, missing_parents=missing))
     return out
 
 
 def dependent_ids(state: GraphState, item_id: str, transitive: bool = False) -> list[str]:
-    """Children of the item, or (transitive) all descendants breadth-first, cycle-safe,
-    never the item itself."""
+    """The seed's dependents: the items naming ``item_id`` as a parent, in insertion order
+    (the item itself when it is its own parent); or, ``transitive``, every descendant in
+    the seed's walk order (a stack of children, each pushed in insertion order and taken
+    once, the latest first), the item itself included when a cycle leads back to it."""
     direct = child_ids(state, item_id)
     if not transitive:
-        return [c for c in direct if c != item_id]
-    seen = {item_id}
+        return direct
+    seen: set[str] = set()
     out: list[str] = []
-    queue = deque([item_id])
-    while queue:
-        for c in child_ids(state, queue.popleft()):
-            if c not in seen:
-                seen.add(c)
-                out.append(c)
-                queue.append(c)
+    stack = direct
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        out.append(node)
+        stack.extend(child_ids(state, node))
     return out
 
 
@@ -56,41 +63,43 @@ def get_dependents(state: GraphState, item_id: str, transitive: bool = False) ->
     return [items[i] for i in dependent_ids(state, item_id, transitive)]
 
 
-def _alias_neighbours(state: GraphState, item_id: str) -> list[str]:
-    # Identity is symmetric: an ALIAS edge in either direction makes the two ids aliases.
-    idx, edges = state.index, state.edges
+def _alias_targets(state: GraphState, item_id: str) -> list[str]:
+    """Targets of the active ALIAS edges leaving ``item_id``, in edge order (repeats kept):
+    aliases are directional, as in the seed."""
+    edges = state.edges
     out = []
-    for eid in sset_iter(idx.outgoing.get(item_id)):
+    for eid in outgoing_edge_ids(state, item_id):
         e = edges[eid]
         if e.active and e.kind == "ALIAS":
             out.append(e.to)
-    for eid in sset_iter(idx.incoming.get(item_id)):
-        e = edges[eid]
-        if e.active and e.kind == "ALIAS":
-            out.append(e.from_)
     return out
 
 
 def get_aliases(state: GraphState, item_id: str) -> list[MemoryItem]:
-    """Existing items joined to ``item_id`` by an active ALIAS edge, in insertion order."""
+    """The existing targets of the active ALIAS edges leaving ``item_id``, in edge order,
+    repeats and the item itself (a self-alias edge) included."""
     items = state.items
-    ids = [i for i in _alias_neighbours(state, item_id) if i != item_id]
-    return [items[i] for i in in_item_order(state, ids)]
+    return [items[i] for i in _alias_targets(state, item_id) if i in items]
 
 
 def get_alias_group(state: GraphState, item_id: str) -> list[MemoryItem]:
-    """The connected alias component, the item included, in insertion order ([] if absent)."""
+    """Everything reachable from ``item_id`` along active ALIAS edges, in the seed's walk
+    order (a stack, the latest target first). Ids that are not items are passed through
+    but not listed; the item itself is listed first when it exists."""
     items = state.items
-    if item_id not in items:
-        return []
-    seen = {item_id}
-    queue = deque([item_id])
-    while queue:
-        for n in _alias_neighbours(state, queue.popleft()):
-            if n not in seen and n in items:
-                seen.add(n)
-                queue.append(n)
-    return [items[i] for i in in_item_order(state, seen)]
+    seen: set[str] = set()
+    out: list[MemoryItem] = []
+    stack = [item_id]
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        found = items.get(node)
+        if found is not None:
+            out.append(found)
+        stack.extend(_alias_targets(state, node))
+    return out
 
 
 __all__ = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
-from projector.graph.intents import IntentState
+from projector.graph.intents import IntentState, parent_index
 from projector.graph.pmap import OrderedPMap
 from schemas.graph.intents import Intent, IntentFilter
 
@@ -58,5 +58,4 @@ def get_intent_by_id(state: IntentState, id: str) -> Intent | None:
 
 def get_child_intents(state: IntentState, parent_id: str) -> list[Intent]:
     """Intents whose parent_id is ``parent_id``, in insertion order (indexed, no scan)."""
-    assert state.by_parent is not None
-    return _ordered(state, state.by_parent.get(parent_id, ()))
+    return _ordered(state, parent_index(state).get(parent_id, ()))

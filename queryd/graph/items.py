@@ -19,17 +19,21 @@ from schemas.gc_guard import no_cyclic_gc
 from schemas.graph.coerce import coerce, coerce_opt
 from schemas.graph.filters import MemoryFilter, QueryOptions, Range, SortOption
 from schemas.graph.ids import now_ms
-from schemas.graph.items import MemoryItem, item_timestamp
+from schemas.graph.items import MemoryItem, item_timestamp, require_timestamp
 
 Predicate = Callable[[MemoryItem], bool]
 _MISSING = object()
 
 
 def _in_range(value: float | None, r: Range) -> bool:
-    v = 0.0 if value is None else value  # a missing score counts as 0, as in compute_score
-    if r.min is not None and v < r.min:
+    """Whether ``value`` is within the inclusive bounds. An absent score is outside any
+    range with a bound (the seed's rule), inside one without."""
+    lo, hi = r.min, r.max
+    if value is None:
+        return lo is None and hi is None
+    if lo is not None and value < lo:
         return False
-    return not (r.max is not None and v > r.max)
+    return not (hi is not None and value > hi)
 
 
 def _meta_get(meta: Mapping[str, Any] | None, path: str) -> Any:
@@ -107,20 +111,27 @@ def compile_filter(
             add(lambda it: all_of.issubset(it.parents or ()))
         if pf.count is not None:
             count = pf.count
-            add(lambda it: _in_range(len(it.parents or ()), count))
+            add(lambda it: _in_range(len(it.parents or ()), count))  # never absent: 0
     if f.decay is not None:
-        rate, interval_ms, dkind = check_decay(f.decay.config)
-        minimum = f.decay.min
+        config, minimum = f.decay.config, f.decay.min
         at = now_ms() if now is None else now
-        add(lambda it: decay_at(item_timestamp(it), at, rate, interval_ms, dkind) >= minimum)
+
+        def decayed(it: MemoryItem) -> bool:
+            # As the seed evaluates it, item by item: the item's time first, then (for an
+            # item in the past) the interval and type, so a bad config raises only then.
+            ts = require_timestamp(it)
+            if at - ts <= 0:
+                return 1.0 >= minimum
+            rate, interval_ms, dkind = check_decay(config)
+            return decay_at(ts, at, rate, interval_ms, dkind) >= minimum
+
+        add(decayed)
     if f.created is not None:
         before, after = f.created.before, f.created.after
         if before is not None or after is not None:
 
             def created(it: MemoryItem) -> bool:
-                ts = item_timestamp(it)
-                if ts is None:
-                    return False  # no known time is outside every window
+                ts = require_timestamp(it)  # no known time: the seed's InvalidTimestampError
                 if before is not None and not ts < before:
                     return False
                 return after is None or ts >= after
@@ -135,7 +146,7 @@ def compile_filter(
     if f.meta_has is not None:
         paths = list(f.meta_has)
         add(lambda it: all(_meta_get(it.meta, p) is not _MISSING for p in paths))
-    if f.or_ is not None:
+    if f.or_:  # an empty list is no condition: it matches every item, as in the seed
         alts = [compile_filter(sub, now) for sub in f.or_]
         add(lambda it: any(alt(it) for alt in alts))
 
@@ -217,17 +228,14 @@ def _sorted_by_scope(state: GraphState, f: MemoryFilter, opts: QueryOptions
     if any(getattr(f, n) is not None for n in _OTHER_FIELDS):
         return None
     keys = opts.sort if isinstance(opts.sort, list) else [opts.sort]
-    for opt in keys:
-        if opt.order not in ("asc", "desc"):
-            raise ValueError(f"unknown sort order: {opt.order!r}")
-        if opt.field not in _SORT_FIELDS:
-            raise ValueError(f"unknown sort field: {opt.field!r}")
+    if not keys or any(opt.field not in _SORT_FIELDS for opt in keys):
+        return None  # the item-by-item path raises the seed's error, if there is an item
     slots, exact = _scope_slots(state, f.scope, f.scope_prefix)
     if not exact:
         return None
     cols = state.index.columns
     if cols.ts_has_none and any(opt.field == "recency" for opt in keys):
-        return None  # unknown timestamps sort as 0: the item-by-item path handles it
+        return None  # an item may have no time: the item-by-item path raises for it
     items: Any = state.items
     vals = items.slot_values()
     if items.has_holes():
@@ -294,20 +302,43 @@ def timestamps(items: Sequence[MemoryItem]) -> list[int | None]:
     return ts
 
 
+def unknown_sort_field(field: str) -> ValueError:
+    return ValueError(
+        f'Unknown sort field: "{field}". Expected "authority", "conviction", "importance", '
+        'or "recency".'
+    )
+
+
 def _column(items: Sequence[MemoryItem], field: str) -> list[float]:
-    """Sort key column of ``field``; a missing score or timestamp sorts as 0."""
+    """Sort key column of ``field``; a missing score sorts as 0. The caller has checked
+    the field and (for recency) that every item has a time."""
+    col: list[Any]
     if field == "recency":
-        col: list[Any] = timestamps(items)
-    elif field in ("authority", "conviction", "importance"):
-        col = list(map(attrgetter(field), items))
+        col = timestamps(items)
     else:
-        raise ValueError(f"unknown sort field: {field!r}")
-    if None in col:
-        col = [0 if v is None else v for v in col]
+        col = list(map(attrgetter(field), items))
+        if None in col:
+            col = [0 if v is None else v for v in col]
     if field == "recency" and col and max(col) < _EXACT_FLOAT and min(col) > -_EXACT_FLOAT:
         # Exact as floats, and a sort compares floats much faster than multi-digit ints.
         col = list(map(float, col))
     return col
+
+
+def _check_sort_keys(items: Sequence[MemoryItem], keys: list[SortOption]) -> None:
+    """Raise what the seed's sort raises, in its order: it computes each item's key (all
+    sort fields, in order) item by item, so the first item and field that fail decide
+    between ValueError (unknown field) and InvalidTimestampError (no time for recency)."""
+    unknown = any(opt.field not in _SORT_FIELDS for opt in keys)
+    recency = any(opt.field == "recency" for opt in keys)
+    if not unknown and not (recency and None in timestamps(items)):
+        return
+    for it in items:
+        for opt in keys:
+            if opt.field not in _SORT_FIELDS:
+                raise unknown_sort_field(opt.field)
+            if opt.field == "recency":
+                require_timestamp(it)
 
 
 def sort_items(items: Sequence[MemoryItem], sort: SortOption | list[SortOption] | None
@@ -316,9 +347,9 @@ def sort_items(items: Sequence[MemoryItem], sort: SortOption | list[SortOption] 
     if sort is None:
         return list(items)
     keys = sort if isinstance(sort, list) else [sort]
-    for opt in keys:
-        if opt.order not in ("asc", "desc"):
-            raise ValueError(f"unknown sort order: {opt.order!r}")
+    if not items or not keys:
+        return list(items)
+    _check_sort_keys(items, keys)
     cols = [_column(items, opt.field) for opt in keys]
     # One stable sort per key, least significant first, each keyed by a precomputed column
     # (reverse keeps ties in order): together a lexicographic sort whose final ties keep

@@ -12,12 +12,12 @@ Direction = Literal["from", "to", "both"]
 
 
 def get_parents(state: GraphState, item_id: str) -> list[MemoryItem]:
-    """The item's parents that exist, in the order the item lists them (deduplicated)."""
+    """The item's parents that exist, as the item lists them (repeats kept, as the seed)."""
     item = state.items.get(item_id)
     if item is None or not item.parents:
         return []
     items = state.items
-    return [items[p] for p in dict.fromkeys(item.parents) if p in items]
+    return [items[p] for p in item.parents if p in items]
 
 
 def get_children(state: GraphState, item_id: str) -> list[MemoryItem]:
@@ -34,8 +34,7 @@ def get_related_items(
     ``"from"``: edges leaving the item (it is their ``from``); ``"to"``: edges arriving at
     it; ``"both"``: either. Deduplicated, insertion-ordered, without the item itself.
     """
-    if direction not in ("from", "to", "both"):
-        raise ValueError(f"unknown direction: {direction!r}")
+    # Another direction follows no edge (the seed returns [] for it, raising nothing).
     idx = state.index
     edges = state.edges
     related: list[str] = []

@@ -30,37 +30,48 @@ class SupportNode:
 
 
 def get_support_tree(state: GraphState, item_id: str) -> SupportNode | None:
-    """The provenance tree of an item; each item appears once (cycles and shared ancestors
-    are expanded at their first visit only). Iterative: no recursion limit on deep chains."""
+    """The provenance tree of an item, as the seed builds it: depth first, parents in the
+    order the item lists them (repeats kept, absent ones left out); an item already
+    expanded anywhere in the tree reappears as a leaf (``m1[m2[m1[]]]``) instead of being
+    expanded again. Iterative: no recursion limit on deep chains."""
     items = state.items
     item = items.get(item_id)
     if item is None:
         return None
     root = SupportNode(item)
-    seen = {item_id}
-    stack = [root]
+    expanded = {item_id}
+    stack = [(root, iter(item.parents or ()))]
     while stack:
-        node = stack.pop()
-        for p in dict.fromkeys(node.item.parents or ()):
-            if p in seen or p not in items:
+        node, parents = stack[-1]
+        for p in parents:
+            parent = items.get(p)
+            if parent is None:
                 continue
-            seen.add(p)
-            child = SupportNode(items[p])
+            child = SupportNode(parent)
             node.parents.append(child)
-            stack.append(child)
+            if p not in expanded:
+                expanded.add(p)
+                stack.append((child, iter(parent.parents or ())))
+                break
+        else:
+            stack.pop()
     return root
 
 
 def get_support_set(state: GraphState, item_id: str) -> list[MemoryItem]:
-    """The support tree flattened in pre-order: the item itself first, then its ancestors."""
+    """The support tree flattened in pre-order, each item once: the item itself first,
+    then its ancestors."""
     root = get_support_tree(state, item_id)
     if root is None:
         return []
     out: list[MemoryItem] = []
+    seen: set[str] = set()
     stack = [root]
     while stack:
         node = stack.pop()
-        out.append(node.item)
+        if node.item.id not in seen:
+            seen.add(node.item.id)
+            out.append(node.item)
         stack.extend(reversed(node.parents))
     return out
 
@@ -71,11 +82,12 @@ def _superseded(state: GraphState) -> set[str]:
 
 
 def _contradiction_edges(state: GraphState, present: Mapping[str, Any]) -> list[Any]:
+    """Active CONTRADICTS edges (in edge order) whose both ends are in ``present``."""
     edges = state.edges
     out = []
     for eid in active_edge_ids(state, "CONTRADICTS"):
         e = edges[eid]
-        if e.from_ != e.to and e.from_ in present and e.to in present:
+        if e.from_ in present and e.to in present:
             out.append(e)
     return out
 
@@ -83,55 +95,69 @@ def _contradiction_edges(state: GraphState, present: Mapping[str, Any]) -> list[
 def filter_contradictions(state: GraphState, scored: Sequence[ScoredItem]) -> list[ScoredItem]:
     """Drop superseded items, then the lower-scoring side of each unresolved contradiction.
 
-    Pairs are settled from the highest-scoring down (then by edge_id); a pair one of whose
-    sides is already dropped is settled. On equal scores the side ranked later is dropped.
+    As the seed settles them: an id's score is that of its last occurrence; pairs are
+    settled from the highest-scoring down (then by edge_id), a pair one of whose sides is
+    already dropped being settled; on equal scores the side whose id sorts later is
+    dropped, so a self-contradiction drops its item. Every occurrence of a dropped id goes.
     """
     gone = _superseded(state)
     kept = [s for s in scored if s.item.id not in gone]
-    pos: dict[str, int] = {}
-    for i, s in enumerate(kept):
-        pos.setdefault(s.item.id, i)
-    pairs = _contradiction_edges(state, pos)
-    pairs.sort(key=lambda e: (-max(kept[pos[e.from_]].score, kept[pos[e.to]].score), e.edge_id))
+    score = {s.item.id: s.score for s in kept}
+    pairs = _contradiction_edges(state, score)
+    pairs.sort(key=lambda e: (-max(score[e.from_], score[e.to]), e.edge_id))
     dropped: set[str] = set()
     for e in pairs:
-        if e.from_ in dropped or e.to in dropped:
+        a, b = e.from_, e.to
+        if a in dropped or b in dropped:
             continue
-        a, b = kept[pos[e.from_]], kept[pos[e.to]]
-        if a.score != b.score:
-            dropped.add(b.item.id if a.score > b.score else a.item.id)
+        sa, sb = score[a], score[b]
+        if sa > sb:
+            dropped.add(b)
+        elif sb > sa:
+            dropped.add(a)
         else:
-            dropped.add(e.to if pos[e.to] > pos[e.from_] else e.from_)
+            dropped.add(max(a, b))
     return [s for s in kept if s.item.id not in dropped]
 
 
 def surface_contradictions(state: GraphState, scored: Sequence[ScoredItem]) -> list[ScoredItem]:
-    """Drop superseded items; keep both sides of each contradiction, annotating
-    ``contradicted_by`` on the given ScoredItems in place. Self-edges are ignored."""
+    """Drop superseded items; keep both sides of each contradiction. Returns new
+    ScoredItems (the input is left untouched), each side's ``contradicted_by`` naming the
+    other, once, in edge order. As in the seed, an id listed twice is annotated on its
+    last occurrence only, and self-edges are ignored."""
     gone = _superseded(state)
-    kept = [s for s in scored if s.item.id not in gone]
-    by_id: dict[str, list[ScoredItem]] = {}
-    for s in kept:
-        by_id.setdefault(s.item.id, []).append(s)
-    items = state.items
+    out = [
+        scored_item_with(s.item, s.score, s.contradicted_by)
+        for s in scored if s.item.id not in gone
+    ]  # fmt: skip
+    by_id = {s.item.id: s for s in out}
     for e in _contradiction_edges(state, by_id):
+        if e.from_ == e.to:
+            continue
         for here, there in ((e.from_, e.to), (e.to, e.from_)):
-            other = items.get(there)
-            if other is None:
-                continue
-            for s in by_id[here]:
-                current = s.contradicted_by or []
-                if all(o.id != there for o in current):
-                    s.contradicted_by = [*current, other]
-    return kept
+            s = by_id[here]
+            other = by_id[there].item
+            current = s.contradicted_by or []
+            if all(o.id != there for o in current):
+                s.contradicted_by = [*current, other]
+    return out
+
+
+def scored_item_with(item: MemoryItem, score: float, contradicted_by: Any) -> ScoredItem:
+    return construct(
+        ScoredItem,
+        {"item": item, "score": score,
+         "contradicted_by": None if contradicted_by is None else list(contradicted_by)},
+    )  # fmt: skip
 
 
 def apply_diversity(
     scored: Sequence[ScoredItem], options: DiversityOptions | Mapping[str, Any]
 ) -> list[ScoredItem]:
-    """Subtract a penalty per earlier item (in the given order) sharing the author, a parent
-    or the source kind; clamp at 0; re-sort by score descending (stable). Returns new
-    ScoredItems; the inputs are not modified."""
+    """Subtract, item by item in the given order, a penalty per earlier occurrence of the
+    author, of the source kind and of each parent id (every occurrence counts, repeats
+    inside one item's ``parents`` included, as in the seed); clamp at 0; re-sort by score
+    descending (stable). Returns new ScoredItems; the inputs are not modified."""
     o = coerce(DiversityOptions, options)
     ap, pp, sp = o.author_penalty or 0.0, o.parent_penalty or 0.0, o.source_penalty or 0.0
     authors: Counter[str] = Counter()
@@ -140,19 +166,13 @@ def apply_diversity(
     out: list[ScoredItem] = []
     for s in scored:
         it = s.item
-        own_parents = set(it.parents or ())
         penalty = ap * authors[it.author] + sp * sources[it.source_kind]
-        penalty += pp * sum(parents[p] for p in own_parents)
+        for p in it.parents or ():
+            penalty += pp * parents[p]
+            parents[p] += 1
         authors[it.author] += 1
         sources[it.source_kind] += 1
-        parents.update(own_parents)
-        cb = None if s.contradicted_by is None else list(s.contradicted_by)
-        out.append(
-            construct(
-                ScoredItem,
-                {"item": it, "score": max(0.0, s.score - penalty), "contradicted_by": cb},
-            )
-        )
+        out.append(scored_item_with(it, max(0.0, s.score - penalty), s.contradicted_by))
     out.sort(key=lambda s: s.score, reverse=True)
     return out
 

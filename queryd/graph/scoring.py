@@ -18,7 +18,7 @@ from schemas.gc_guard import no_cyclic_gc
 from schemas.graph.coerce import coerce, coerce_opt
 from schemas.graph.filters import ScoredQueryOptions
 from schemas.graph.ids import extract_timestamp, now_ms
-from schemas.graph.items import MemoryItem
+from schemas.graph.items import MemoryItem, no_timestamp
 from schemas.graph.results import ScoredItem
 from schemas.graph.scoring import ScoreWeights
 
@@ -40,23 +40,54 @@ def compute_score(
 
 def score_all(items: Sequence[MemoryItem], w: ScoreWeights, now: int | None = None) -> list[float]:
     """Scores of ``items``, computed column by column (no per-item function call)."""
-    return score_columns(column_values(items), w, now)
+    return score_columns(column_values(items), w, now, items)
 
 
 Cols = tuple[Sequence[float], Sequence[float], Sequence[float], Sequence[Any], bool]
 
 
-def score_columns(cols: Cols, w: ScoreWeights, now: int | None = None) -> list[float]:
+def _decay_errors(ts: Sequence[Any], at: int, w: ScoreWeights, items: Sequence[MemoryItem]
+                  ) -> tuple[float, int, str] | None:  # fmt: skip
+    """What the seed's item-by-item scoring raises, in its order: the first item either
+    without a time (InvalidTimestampError naming it) or in the past with an unknown decay
+    interval or type (ValueError). The decay's parameters when nothing raises; None when
+    no row is in the past (every multiplier is 1, the config is never read)."""
+    assert w.decay is not None
+    try:
+        params = check_decay(w.decay)
+    except ValueError:
+        params = None
+    for i, t in enumerate(ts):
+        if t is None:
+            raise no_timestamp(items[i])
+        if t < at and params is None:
+            check_decay(w.decay)  # raises
+    if params is None:
+        return None
+    return params
+
+
+def score_columns(cols: Cols, w: ScoreWeights, now: int | None = None,
+                  items: Sequence[MemoryItem] = ()) -> list[float]:  # fmt: skip
     """compute_score over columns (authority, conviction, importance, timestamp, whether
-    a timestamp is None), bit for bit: the same operations in the same order."""
+    a timestamp is None), bit for bit: the same operations in the same order. With a
+    decay, ``items`` (aligned with the columns) name the item of an error."""
     auth, conv, imp, ts, ts_has_none = cols
     wa, wc, wi = w.authority or 0.0, w.conviction or 0.0, w.importance or 0.0
     base: float | None = None  # 1 - rate, for an exponential decay over known timestamps
     rate, at, interval_ms = 0.0, 0, 1
     if w.decay is not None:
-        rate, interval_ms, kind = check_decay(w.decay)
         at = now_ms() if now is None else now
-        if kind != "exponential" or ts_has_none:
+        if not ts:
+            return []
+        if ts_has_none:
+            _decay_errors(ts, at, w, items)  # raises: some item has no time
+        try:
+            rate, interval_ms, kind = check_decay(w.decay)
+        except ValueError:
+            _decay_errors(ts, at, w, items)  # raises unless every row is in the future
+            return [a * wa + c * wc + i * wi for a, c, i in zip(auth, conv, imp, strict=True)]
+        if kind != "exponential":
             return [
                 (a * wa + c * wc + i * wi) * decay_at(t, at, rate, interval_ms, kind)
                 for a, c, i, t in zip(auth, conv, imp, ts, strict=True)
@@ -155,7 +186,7 @@ def _scored(state: GraphState, w: ScoreWeights, o: ScoredQueryOptions) -> list[S
     else:
         items = filter_items(state, o.pre, now)
         cols = column_values(items)
-    scores = score_columns(cols, w, now)
+    scores = score_columns(cols, w, now, items)
     start = o.offset or 0
     keep = None
     if o.limit is not None and o.post is None and o.min_score is None:

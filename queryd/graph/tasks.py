@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
 from projector.graph.pmap import OrderedPMap
-from projector.graph.tasks import TaskState
+from projector.graph.tasks import TaskState, task_indexes
 from schemas.graph.tasks import Task, TaskFilter
 
 __all__ = [
@@ -75,11 +75,9 @@ def get_task_by_id(state: TaskState, id: str) -> Task | None:
 
 def get_tasks_by_intent(state: TaskState, intent_id: str) -> list[Task]:
     """Tasks whose intent_id is ``intent_id``, in insertion order (indexed, no scan)."""
-    assert state.by_intent is not None
-    return _ordered(state, state.by_intent.get(intent_id, ()))
+    return _ordered(state, task_indexes(state)[0].get(intent_id, ()))
 
 
 def get_child_tasks(state: TaskState, parent_id: str) -> list[Task]:
     """Tasks whose parent_id is ``parent_id``, in insertion order (indexed, no scan)."""
-    assert state.by_parent is not None
-    return _ordered(state, state.by_parent.get(parent_id, ()))
+    return _ordered(state, task_indexes(state)[1].get(parent_id, ()))

@@ -57,8 +57,8 @@ def export_slice(
     """Collect a slice of the three graphs; see ``ExportOptions`` for what each option adds.
 
     ``options`` may carry the same settings as a struct; explicit keywords override it.
-    Ids that do not exist are ignored. Each list keeps its graph's insertion order. Edges
-    travel (active or retracted) when both endpoints are in the slice.
+    Each list keeps its graph's insertion order (the seed's follow its sets' iteration
+    order). Edges travel (active or not) when both endpoints were collected.
     """
     opts = _resolve_options(
         options,
@@ -73,7 +73,10 @@ def export_slice(
     )
     items, edges = mem_state.items, mem_state.edges
 
-    seeds = [i for i in dict.fromkeys(opts.memory_ids or ()) if i in items]
+    # As the seed collects them: the requested ids whether or not they exist, and what
+    # the walks reach from them (an id that is not an item is carried along, and takes
+    # edges with it, but lists no memory).
+    seeds = list(dict.fromkeys(opts.memory_ids or ()))
     memories: dict[str, None] = dict.fromkeys(seeds)
     if opts.include_parents:
         # Lazy view: only the ancestors actually reached are looked at, no full pass.
@@ -87,10 +90,31 @@ def export_slice(
     if opts.include_aliases:
         aliases: dict[str, list[str]] = {}
         for edge in edges.values():
-            if edge.active and edge.kind == "ALIAS" and edge.from_ in items and edge.to in items:
+            if edge.active and edge.kind == "ALIAS":
                 aliases.setdefault(edge.from_, []).append(edge.to)
                 aliases.setdefault(edge.to, []).append(edge.from_)
         memories.update(_walk(list(memories), aliases))
+
+    # Related walks as the seed makes them: intents from the collected memories (their
+    # intent_id, and intents whose root_memory_ids name one), then tasks from the memories
+    # (their task_id, and tasks whose input or output memory ids name one) and from the
+    # collected intents (tasks of an exported intent). Tasks do not pull in intents.
+    intents: dict[str, Intent] = {}
+    for intent_id in opts.intent_ids or ():
+        intent = get_intent_by_id(intent_state, intent_id)
+        if intent is not None:
+            intents[intent.id] = intent
+    if opts.include_related_intents:
+        for m in memories:
+            found = items.get(m)
+            intent_id = None if found is None else found.intent_id
+            intent = None if intent_id is None else get_intent_by_id(intent_state, intent_id)
+            if intent is not None:
+                intents[intent.id] = intent
+        for intent in intent_state.intents.values():
+            roots = intent.root_memory_ids or ()
+            if intent.id not in intents and any(r in memories for r in roots):
+                intents[intent.id] = intent
 
     tasks: dict[str, Task] = {}
     for task_id in opts.task_ids or ():
@@ -98,23 +122,21 @@ def export_slice(
         if task is not None:
             tasks[task.id] = task
     if opts.include_related_tasks:
-        for intent_id in opts.intent_ids or ():
-            tasks.update((t.id, t) for t in get_tasks_by_intent(task_state, intent_id))
         for mem_id in memories:
-            task_id = items[mem_id].task_id
+            found = items.get(mem_id)
+            task_id = None if found is None else found.task_id
             task = None if task_id is None else get_task_by_id(task_state, task_id)
             if task is not None:
                 tasks[task.id] = task
-
-    intents: dict[str, Intent] = {}
-    wanted = list(opts.intent_ids or ())
-    if opts.include_related_intents:
-        wanted += [i for m in memories if (i := items[m].intent_id) is not None]
-        wanted += [t.intent_id for t in tasks.values()]
-    for intent_id in wanted:
-        intent = get_intent_by_id(intent_state, intent_id)
-        if intent is not None:
-            intents[intent.id] = intent
+        # The requested intent ids count whether or not they exist (as the seed's).
+        for intent_id in dict.fromkeys([*(opts.intent_ids or ()), *intents]):
+            tasks.update((t.id, t) for t in get_tasks_by_intent(task_state, intent_id))
+        for task in task_state.tasks.values():
+            if task.id not in tasks and any(
+                m in memories for m in (*(task.input_memory_ids or ()),
+                                        *(task.output_memory_ids or ()))
+            ):  # fmt: skip
+                tasks[task.id] = task
 
     return MemexExport(
         memories=[item for mem_id, item in items.items() if mem_id in memories],
@@ -132,7 +154,7 @@ class _ParentsView(Mapping[str, list[str]]):
 
     def __getitem__(self, key: str) -> list[str]:
         item = self._items[key]
-        return [p for p in (item.parents or ()) if p in self._items]
+        return list(item.parents or ())
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._items)

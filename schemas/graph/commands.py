@@ -9,7 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from schemas.graph.aliases import LifecycleEventType
 from schemas.graph.items import Edge, MemoryItem
 
-_FROZEN = ConfigDict(frozen=True)
+# Mutable, as the seed's commands and events are.
+_FROZEN = ConfigDict()
 
 
 class MemoryCreate(BaseModel):
@@ -25,8 +26,7 @@ class MemoryUpdate(BaseModel):
     partial: dict[str, Any]
     author: str
     reason: str | None = None
-    # The seed leaves basis's shape open; carried as-is so a TS producer's value round-trips.
-    basis: Any = None
+    basis: dict[str, Any] | None = None
 
 
 class MemoryRetract(BaseModel):

@@ -6,7 +6,7 @@ import re
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from schemas.graph.commands import MemoryLifecycleEvent
 from schemas.graph.errors import InvalidTimestampError
@@ -18,8 +18,6 @@ T = TypeVar("T")
 
 class EventEnvelope(BaseModel, Generic[T]):
     """One log record: id (UUIDv7), namespace, type, ts (ISO-8601), trace_id, payload."""
-
-    model_config = ConfigDict(frozen=True)
 
     id: str
     namespace: str
@@ -35,40 +33,42 @@ def now_iso() -> str:
     return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
 
 
-# ASCII digits only ([0-9], not \d, which also matches other scripts' digits); seconds may
-# carry 1 to 3 fractional digits (ms precision), the offset is Z or +hh:mm / -hh:mm.
+# As the seed reads ``ts``: \d (any script's decimal digits, which int() reads), seconds
+# with 1 to 3 fractional digits (ms precision), the offset Z or +hh:mm / -hh:mm.
 _ISO_RE = re.compile(
-    r"^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})"
-    r"(?:\.([0-9]{1,3}))?(Z|[+-][0-9]{2}:[0-9]{2})$"
+    r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,3}))?(Z|[+-]\d{2}:\d{2})$"
 )
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _bad_ts(ts: str, why: str) -> InvalidTimestampError:
+    return InvalidTimestampError(f'Invalid envelope timestamp: "{ts}" ({why})')
 
 
 def parse_iso_ms(ts: str) -> int:
     """Milliseconds since the epoch of a strict ISO-8601 timestamp.
 
     InvalidTimestampError unless the string is ``YYYY-MM-DDTHH:MM:SS[.f{1,3}](Z|±HH:MM)``
-    naming a real calendar instant (no Feb 30, no hour 24, no leap second).
+    naming a real calendar instant (no Feb 30, no hour 24, no leap second); a ``ts`` that
+    is not a string raises TypeError (as ``re.match`` does), as in the seed.
     """
-    if not isinstance(ts, str):
-        raise InvalidTimestampError(ts, "timestamp must be a string")
     m = _ISO_RE.match(ts)
     if m is None:
-        raise InvalidTimestampError(ts, "not a strict ISO-8601 timestamp with offset")
+        raise _bad_ts(ts, "expected ISO 8601")
     year, month, day, hour, minute, second, frac, offset = m.groups()
     if offset == "Z":
         tz = UTC
     else:
         oh, om = int(offset[1:3]), int(offset[4:6])
         if oh > 23 or om > 59:
-            raise InvalidTimestampError(ts, "invalid UTC offset")
+            raise _bad_ts(ts, "bad offset")
         sign = 1 if offset[0] == "+" else -1
         tz = timezone(sign * timedelta(hours=oh, minutes=om))
     try:
         dt = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second),
                       tzinfo=tz)  # fmt: skip
-    except ValueError as exc:
-        raise InvalidTimestampError(ts, f"invalid calendar date/time ({exc})") from None
+    except ValueError:
+        raise _bad_ts(ts, "calendar fields out of range") from None
     ms = int((frac or "0").ljust(3, "0"))
     return (dt - _EPOCH) // timedelta(milliseconds=1) + ms
 
@@ -81,30 +81,27 @@ def create_event_envelope(
     namespace: str = "memory",
 ) -> EventEnvelope[Any]:
     """An envelope with a fresh UUIDv7 id and the current time."""
-    return EventEnvelope[Any](
+    return EventEnvelope(
         id=uuid7(), namespace=namespace, type=type, ts=now_iso(), trace_id=trace_id,
         payload=payload,
     )  # fmt: skip
 
 
-def _dump(model: BaseModel) -> dict[str, Any]:
-    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
-
-
 def wrap_lifecycle_event(
     event: MemoryLifecycleEvent, cause_id: str, trace_id: str | None = None
 ) -> EventEnvelope[dict[str, Any]]:
-    """Envelope of a lifecycle event: its type and namespace; payload holds its set fields
-    (item / edge / cause_type) plus ``cause_id``."""
-    payload: dict[str, Any] = {}
+    """Envelope of a lifecycle event, as the seed builds it: its namespace and type, and a
+    payload of the event's set fields (``namespace``, ``type``, then ``item`` / ``edge`` /
+    ``cause_type`` when not None; the models themselves, not dumps) plus ``cause_id``."""
+    payload: dict[str, Any] = {"namespace": event.namespace, "type": event.type}
     if event.item is not None:
-        payload["item"] = _dump(event.item)
+        payload["item"] = event.item
     if event.edge is not None:
-        payload["edge"] = _dump(event.edge)
+        payload["edge"] = event.edge
     if event.cause_type is not None:
         payload["cause_type"] = event.cause_type
     payload["cause_id"] = cause_id
-    return EventEnvelope[dict[str, Any]](
+    return EventEnvelope(
         id=uuid7(), namespace=event.namespace, type=event.type, ts=now_iso(),
         trace_id=trace_id, payload=payload,
     )  # fmt: skip
@@ -113,20 +110,20 @@ def wrap_lifecycle_event(
 def wrap_state_event(
     item: MemoryItem, cause_id: str, trace_id: str | None = None
 ) -> EventEnvelope[dict[str, Any]]:
-    """A ``state.memory`` snapshot of an item."""
-    return EventEnvelope[dict[str, Any]](
+    """A ``state.memory`` snapshot of an item (the model itself in the payload)."""
+    return EventEnvelope(
         id=uuid7(), namespace="memory", type="state.memory", ts=now_iso(), trace_id=trace_id,
-        payload={"item": _dump(item), "cause_id": cause_id},
+        payload={"item": item, "cause_id": cause_id},
     )  # fmt: skip
 
 
 def wrap_edge_state_event(
     edge: Edge, cause_id: str, trace_id: str | None = None
 ) -> EventEnvelope[dict[str, Any]]:
-    """A ``state.edge`` snapshot of an edge."""
-    return EventEnvelope[dict[str, Any]](
+    """A ``state.edge`` snapshot of an edge (the model itself in the payload)."""
+    return EventEnvelope(
         id=uuid7(), namespace="memory", type="state.edge", ts=now_iso(), trace_id=trace_id,
-        payload={"edge": _dump(edge), "cause_id": cause_id},
+        payload={"edge": edge, "cause_id": cause_id},
     )  # fmt: skip
 
 

@@ -38,6 +38,8 @@ IntentLifecycleEventType = Literal[
 ]
 
 _FROZEN = ConfigDict(frozen=True)
+# Commands, filters and lifecycle events are mutable, as the seed's are; entities frozen.
+_PLAIN = ConfigDict()
 
 
 class Intent(BaseModel):
@@ -58,7 +60,7 @@ class Intent(BaseModel):
 
 
 class IntentCreate(BaseModel):
-    model_config = _FROZEN
+    model_config = _PLAIN
 
     type: Literal["intent.create"] = "intent.create"
     intent: Intent
@@ -67,7 +69,7 @@ class IntentCreate(BaseModel):
 class IntentUpdate(BaseModel):
     """Merge ``partial`` into the intent; ``id`` and ``status`` keys are ignored."""
 
-    model_config = _FROZEN
+    model_config = _PLAIN
 
     type: Literal["intent.update"] = "intent.update"
     intent_id: str
@@ -77,7 +79,7 @@ class IntentUpdate(BaseModel):
 
 
 class IntentComplete(BaseModel):
-    model_config = _FROZEN
+    model_config = _PLAIN
 
     type: Literal["intent.complete"] = "intent.complete"
     intent_id: str
@@ -86,7 +88,7 @@ class IntentComplete(BaseModel):
 
 
 class IntentCancel(BaseModel):
-    model_config = _FROZEN
+    model_config = _PLAIN
 
     type: Literal["intent.cancel"] = "intent.cancel"
     intent_id: str
@@ -95,7 +97,7 @@ class IntentCancel(BaseModel):
 
 
 class IntentPause(BaseModel):
-    model_config = _FROZEN
+    model_config = _PLAIN
 
     type: Literal["intent.pause"] = "intent.pause"
     intent_id: str
@@ -104,7 +106,7 @@ class IntentPause(BaseModel):
 
 
 class IntentResume(BaseModel):
-    model_config = _FROZEN
+    model_config = _PLAIN
 
     type: Literal["intent.resume"] = "intent.resume"
     intent_id: str
@@ -123,7 +125,7 @@ IntentCommandAdapter: TypeAdapter[IntentCommand] = TypeAdapter(IntentCommand)
 class IntentFilter(BaseModel):
     """All present conditions are AND-combined; an empty filter matches every intent."""
 
-    model_config = _FROZEN
+    model_config = _PLAIN
 
     owner: str | None = None
     status: IntentStatus | None = None
@@ -137,7 +139,7 @@ class IntentFilter(BaseModel):
 
 
 class IntentLifecycleEvent(BaseModel):
-    model_config = _FROZEN
+    model_config = _PLAIN
 
     namespace: Literal["intent"] = "intent"
     type: IntentLifecycleEventType

@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from schemas.graph.errors import InvalidTimestampError
 from schemas.graph.ids import now_ms, safe_extract_timestamp, uuid7
 
 Score = Annotated[float, Field(ge=0.0, le=1.0)]
@@ -33,9 +34,10 @@ class MemoryItem(BaseModel):
 
 
 class Edge(BaseModel):
-    """A typed, scored link between two items; ``from_`` is ``"from"`` on the wire."""
+    """A typed, scored link between two items; ``from_`` is ``"from"`` on the wire (dump
+    with ``by_alias=True``; a plain ``model_dump()`` says ``from_``, as the seed's does)."""
 
-    model_config = ConfigDict(frozen=True, populate_by_name=True, serialize_by_alias=True)
+    model_config = ConfigDict(frozen=True, populate_by_name=True)
 
     edge_id: str
     from_: str = Field(alias="from")
@@ -57,6 +59,24 @@ def item_timestamp(item: MemoryItem) -> int | None:
     return safe_extract_timestamp(item.id)
 
 
+def no_timestamp(item: MemoryItem) -> InvalidTimestampError:
+    """The error of a query that needs the time of an item that has none (the seed's)."""
+    return InvalidTimestampError(
+        f'Cannot determine timestamp for item "{item.id}": set created_at or use a UUIDv7 id'
+    )
+
+
+def require_timestamp(item: MemoryItem) -> int:
+    """``item_timestamp``, or InvalidTimestampError when the item has no known time."""
+    ts = item.created_at
+    if ts is not None:
+        return ts
+    ts = safe_extract_timestamp(item.id)
+    if ts is None:
+        raise no_timestamp(item)
+    return ts
+
+
 def create_memory_item(
     *,
     scope: str,
@@ -74,11 +94,11 @@ def create_memory_item(
     task_id: str | None = None,
     meta: dict[str, Any] | None = None,
 ) -> MemoryItem:
-    """A validated MemoryItem; mints a UUIDv7 id and fills created_at when omitted."""
+    """A validated MemoryItem; mints a UUIDv7 id (now) when omitted, and fills created_at
+    when omitted from the id's UUIDv7 timestamp, else the clock."""
     if id is None:
-        created_at = now_ms() if created_at is None else created_at
-        id = uuid7(created_at)
-    elif created_at is None:
+        id = uuid7()  # the seed mints from the clock, whatever created_at says
+    if created_at is None:
         ts = safe_extract_timestamp(id)
         created_at = ts if ts is not None else now_ms()
     return MemoryItem(
@@ -127,4 +147,7 @@ def create_edge(
     )
 
 
-__all__ = ["Edge", "MemoryItem", "create_edge", "create_memory_item", "item_timestamp"]
+__all__ = [
+    "Edge", "MemoryItem", "create_edge", "create_memory_item", "item_timestamp", "no_timestamp",
+    "require_timestamp",
+]  # fmt: skip

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import NamedTuple
+
+from pydantic import BaseModel
 
 from schemas.graph.items import Edge, MemoryItem
 
@@ -15,23 +17,23 @@ class ScoredItem(BaseModel):
     contradicted_by: list[MemoryItem] | None = None
 
 
-class Contradiction(BaseModel):
-    model_config = ConfigDict(frozen=True)
+# The seed's result records are NamedTuples: they unpack, index and compare as tuples.
+
+
+class Contradiction(NamedTuple):
     a: MemoryItem
     b: MemoryItem
     edge: Edge | None = None
 
 
-class StaleItem(BaseModel):
+class StaleItem(NamedTuple):
     """An item naming parents that are not in the graph (any more)."""
 
-    model_config = ConfigDict(frozen=True)
     item: MemoryItem
     missing_parents: list[str]
 
 
-class ItemStats(BaseModel):
-    model_config = ConfigDict(frozen=True)
+class ItemStats(NamedTuple):
     total: int
     by_kind: dict[str, int]
     by_source_kind: dict[str, int]
@@ -41,15 +43,13 @@ class ItemStats(BaseModel):
     root: int
 
 
-class EdgeStats(BaseModel):
-    model_config = ConfigDict(frozen=True)
+class EdgeStats(NamedTuple):
     total: int
     active: int
     by_kind: dict[str, int]
 
 
-class GraphStats(BaseModel):
-    model_config = ConfigDict(frozen=True)
+class GraphStats(NamedTuple):
     items: ItemStats
     edges: EdgeStats
 

@@ -4,25 +4,20 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from schemas.graph.aliases import DecayInterval, DecayType
+from pydantic import BaseModel, Field
 
 
 class DecayConfig(BaseModel):
-    """Time decay of a score; an unknown interval or type is a ValueError."""
-
-    model_config = ConfigDict(frozen=True)
+    """Time decay of a score. ``interval`` and ``type`` are any strings, as in the seed: an
+    unknown one is a ValueError when a decay is computed, not at validation."""
 
     rate: Annotated[float, Field(ge=0.0, le=1.0)]
-    interval: DecayInterval
-    type: DecayType
+    interval: str
+    type: str
 
 
 class ScoreWeights(BaseModel):
     """Multipliers of the three scores, intentionally not bounded to 0..1."""
-
-    model_config = ConfigDict(frozen=True)
 
     authority: float | None = None
     conviction: float | None = None

@@ -30,35 +30,23 @@ def to_json(state: GraphState) -> SerializedGraphState:
 
 
 def from_json(data: Mapping[str, Any]) -> GraphState:
-    """A GraphState from ``to_json`` output (validated; missing keys mean empty).
-
-    ValueError when an entry's key differs from its item's id / edge's edge_id: the graph
-    resolves parents and edges by those ids, so a mismatch would corrupt it.
-    """
+    """A GraphState from ``to_json`` output (validated; missing keys mean empty). Each entry
+    is kept under its key, as the seed keeps it, even if the key is not the entity's id."""
     # Imported here: projector depends on schemas, not the other way round at import time.
     from projector.graph.pmap import OrderedPMap
     from projector.graph.state import GraphState
 
-    items = []
-    for key, raw in data.get("items") or []:
-        item = MemoryItem.model_validate(raw)
-        if item.id != key:
-            raise ValueError(f"item entry key {key!r} != item id {item.id!r}")
-        items.append((key, item))
-    edges = []
-    for key, raw in data.get("edges") or []:
-        edge = Edge.model_validate(raw)
-        if edge.edge_id != key:
-            raise ValueError(f"edge entry key {key!r} != edge_id {edge.edge_id!r}")
-        edges.append((key, edge))
+    items = [(key, MemoryItem.model_validate(raw)) for key, raw in data.get("items") or []]
+    edges = [(key, Edge.model_validate(raw)) for key, raw in data.get("edges") or []]
     return GraphState(items=OrderedPMap(items), edges=OrderedPMap(edges))
 
 
 def stringify(state: GraphState, pretty: bool = False) -> str:
-    """JSON text: compact as JSON.stringify(x), or indented by 2 spaces."""
+    """JSON text: compact, or indented by 2 spaces; non-ASCII escaped, as the seed writes
+    it (``json.dumps``' default)."""
     if pretty:
-        return json.dumps(to_json(state), indent=2, ensure_ascii=False)
-    return json.dumps(to_json(state), separators=(",", ":"), ensure_ascii=False)
+        return json.dumps(to_json(state), indent=2)
+    return json.dumps(to_json(state), separators=(",", ":"))
 
 
 def parse(json_str: str) -> GraphState:

@@ -38,6 +38,8 @@ TaskLifecycleEventType = Literal[
 ]
 
 _FROZEN = ConfigDict(frozen=True)
+# Commands, filters and lifecycle events are mutable, as the seed's are; entities frozen.
+_PLAIN = ConfigDict()
 
 
 class Task(BaseModel):
@@ -53,8 +55,7 @@ class Task(BaseModel):
     status: TaskStatus
     priority: float = Field(ge=0.0, le=1.0)
     context: dict[str, Any] | None = None
-    # Left open (not only dicts) so results written by any producer on a shared log replay.
-    result: Any = None
+    result: dict[str, Any] | None = None
     error: str | None = None
     input_memory_ids: list[str] | None = None
     output_memory_ids: list[str] | None = None
@@ -64,7 +65,7 @@ class Task(BaseModel):
 
 
 class TaskCreate(BaseModel):
-    model_config = _FROZEN
+    model_config = _PLAIN
 
     type: Literal["task.create"] = "task.create"
     task: Task
@@ -73,7 +74,7 @@ class TaskCreate(BaseModel):
 class TaskUpdate(BaseModel):
     """Merge ``partial`` into the task; ``id`` and ``status`` keys are ignored."""
 
-    model_config = _FROZEN
+    model_config = _PLAIN
 
     type: Literal["task.update"] = "task.update"
     task_id: str
@@ -82,7 +83,7 @@ class TaskUpdate(BaseModel):
 
 
 class TaskStart(BaseModel):
-    model_config = _FROZEN
+    model_config = _PLAIN
 
     type: Literal["task.start"] = "task.start"
     task_id: str
@@ -90,16 +91,16 @@ class TaskStart(BaseModel):
 
 
 class TaskComplete(BaseModel):
-    model_config = _FROZEN
+    model_config = _PLAIN
 
     type: Literal["task.complete"] = "task.complete"
     task_id: str
-    result: Any = None
+    result: dict[str, Any] | None = None
     output_memory_ids: list[str] | None = None
 
 
 class TaskFail(BaseModel):
-    model_config = _FROZEN
+    model_config = _PLAIN
 
     type: Literal["task.fail"] = "task.fail"
     task_id: str
@@ -109,7 +110,7 @@ class TaskFail(BaseModel):
 
 
 class TaskCancel(BaseModel):
-    model_config = _FROZEN
+    model_config = _PLAIN
 
     type: Literal["task.cancel"] = "task.cancel"
     task_id: str
@@ -127,7 +128,7 @@ TaskCommandAdapter: TypeAdapter[TaskCommand] = TypeAdapter(TaskCommand)
 class TaskFilter(BaseModel):
     """All present conditions are AND-combined; an empty filter matches every task."""
 
-    model_config = _FROZEN
+    model_config = _PLAIN
 
     intent_id: str | None = None
     action: str | None = None
@@ -143,7 +144,7 @@ class TaskFilter(BaseModel):
 
 
 class TaskLifecycleEvent(BaseModel):
-    model_config = _FROZEN
+    model_config = _PLAIN
 
     namespace: Literal["task"] = "task"
     type: TaskLifecycleEventType

@@ -3,6 +3,8 @@ moving it from one store to another (``export_slice`` / ``import_slice``)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.graph.intents import Intent
@@ -11,7 +13,8 @@ from schemas.graph.tasks import Task
 
 __all__ = ["MemexExport", "ExportOptions", "ImportOptions", "ImportBucket", "ImportReport"]
 
-_FROZEN = ConfigDict(frozen=True)
+# Mutable, as the seed's are.
+_FROZEN = ConfigDict()
 
 
 class MemexExport(BaseModel):
@@ -38,10 +41,11 @@ class ExportOptions(BaseModel):
     2. ``include_children``: every dependent of a seed memory (transitive).
     3. ``include_aliases``: the whole alias group (active ALIAS edges, transitive) of every
        memory collected so far.
-    4. ``include_related_tasks``: tasks whose ``intent_id`` is a seed intent, and tasks named
-       by a collected memory's ``task_id``.
-    5. ``include_related_intents``: intents named by the ``intent_id`` of a collected memory
-       or of a collected task.
+    4. ``include_related_intents``: intents named by a collected memory's ``intent_id``,
+       and intents whose ``root_memory_ids`` name a collected memory.
+    5. ``include_related_tasks``: tasks named by a collected memory's ``task_id``, tasks
+       whose ``input_memory_ids`` or ``output_memory_ids`` name a collected memory, and
+       tasks of a collected intent (seed or related).
 
     Edges (active or retracted) whose both endpoints are collected memories always travel.
     """
@@ -79,19 +83,20 @@ class ImportOptions(BaseModel):
     re_id_on_difference: bool = False
 
 
-class ImportBucket(BaseModel):
-    """Ids per graph, as they are in the target after the import."""
+@dataclass
+class ImportBucket:
+    """Ids per graph, as they are in the target after the import (a dataclass, as the
+    seed's)."""
 
-    model_config = _FROZEN
-
-    memories: list[str] = Field(default_factory=list)
-    intents: list[str] = Field(default_factory=list)
-    tasks: list[str] = Field(default_factory=list)
-    edges: list[str] = Field(default_factory=list)
+    memories: list[str] = field(default_factory=list)
+    intents: list[str] = field(default_factory=list)
+    tasks: list[str] = field(default_factory=list)
+    edges: list[str] = field(default_factory=list)
 
 
-class ImportReport(BaseModel):
-    """Where each incoming entity went.
+@dataclass
+class ImportReport:
+    """Where each incoming entity went (a dataclass, as the seed's).
 
     - ``created``: new in the target, under its own id or, when re-id'd, its fresh id.
     - ``updated``: overwrote the existing entity of the same id.
@@ -100,9 +105,7 @@ class ImportReport(BaseModel):
       there: left alone, or re-id'd (then its fresh id is also in ``created``).
     """
 
-    model_config = _FROZEN
-
-    created: ImportBucket = Field(default_factory=ImportBucket)
-    updated: ImportBucket = Field(default_factory=ImportBucket)
-    skipped: ImportBucket = Field(default_factory=ImportBucket)
-    conflicts: ImportBucket = Field(default_factory=ImportBucket)
+    created: ImportBucket = field(default_factory=ImportBucket)
+    updated: ImportBucket = field(default_factory=ImportBucket)
+    skipped: ImportBucket = field(default_factory=ImportBucket)
+    conflicts: ImportBucket = field(default_factory=ImportBucket)

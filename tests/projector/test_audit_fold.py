@@ -93,10 +93,11 @@ def test_fold_leaves_its_input_unchanged_even_when_branching() -> None:
     assert ahead.messages == (m0, m2)  # the branch did not disturb the other line
 
 
-def test_recall_of_the_same_id_twice_in_one_event_counts_once() -> None:
+def test_recall_of_the_same_id_twice_in_one_event_counts_twice() -> None:
+    # As audit-ready-memory counts it (issue 12: the seed is the arbiter).
     m0 = Message(speaker="a", content="b", seq=0)
     state = replay([m0, Recall(query="q", recalled=(m0.id, m0.id), seq=1)])
-    assert state.recall_stats[m0.id].num_recalled == 1
+    assert state.recall_stats[m0.id].num_recalled == 2
 
 
 def test_first_deletion_is_the_one_that_did_it() -> None:

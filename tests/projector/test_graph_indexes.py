@@ -22,7 +22,7 @@ from projector.graph.state import (
 from queryd.graph.items import get_items, matches_filter
 from queryd.graph.scoring import compute_score, get_scored_items
 from schemas.graph.commands import MemoryCommandAdapter
-from schemas.graph.errors import DuplicateMemoryError
+from schemas.graph.errors import DuplicateMemoryError, InvalidTimestampError
 from schemas.graph.ids import now_ms
 from schemas.graph.items import item_timestamp
 
@@ -30,19 +30,21 @@ SCOPES = ["user:1/a", "user:1/b", "user:12/a", "user:2/a", "team:1", "user:1"]
 SORT_FIELDS = ["authority", "conviction", "importance", "recency"]
 
 
-def _item(rng: random.Random, i: int, ids: list[str]) -> dict[str, Any]:
+def _item(rng: random.Random, i: int, ids: list[str], timed: bool = False) -> dict[str, Any]:
     item: dict[str, Any] = {
         "id": f"i{i}", "scope": rng.choice(SCOPES), "kind": "k", "content": {}, "author": "a",
         "source_kind": "observed", "authority": rng.choice([0.1, 0.5, 0.9]),
         "conviction": rng.choice([None, 0.3, 0.7]), "importance": rng.choice([None, 0.2, 0.8]),
         "created_at": rng.choice([None, 1000 + i, 5000]),
     }  # fmt: skip
+    if timed and item["created_at"] is None:
+        item["created_at"] = 2000 + i
     if ids and rng.random() < 0.5:
         item["parents"] = rng.sample(ids, min(len(ids), rng.randint(1, 2)))
     return item
 
 
-def _commands(seed: int, n: int) -> list[dict[str, Any]]:
+def _commands(seed: int, n: int, timed: bool = False) -> list[dict[str, Any]]:
     """Creates, updates (scope, score and time changes), retracts: a mixed log."""
     rng = random.Random(seed)
     cmds: list[dict[str, Any]] = []
@@ -50,7 +52,7 @@ def _commands(seed: int, n: int) -> list[dict[str, Any]]:
     for i in range(n):
         r = rng.random()
         if r < 0.6 or not live:
-            it = _item(rng, i, live)
+            it = _item(rng, i, live, timed)
             live.append(it["id"])
             cmds.append({"type": "memory.create", "item": it})
         elif r < 0.85:
@@ -75,6 +77,13 @@ def _fold_one_by_one(cmds: list[dict[str, Any]]) -> list[GraphState]:
 
 def _ref_items(st: GraphState, f: dict[str, Any], sort: list[dict[str, str]]) -> list[str]:
     hits = [it for it in st.items.values() if matches_filter(it, f)]
+    if any(s["field"] == "recency" for s in sort):
+        for it in hits:  # the seed's sort computes each hit's key in turn
+            if item_timestamp(it) is None:
+                raise InvalidTimestampError(
+                    f'Cannot determine timestamp for item "{it.id}": set created_at or use '
+                    "a UUIDv7 id"
+                )
 
     def key(field: str, it: Any) -> float:
         if field == "recency":
@@ -108,8 +117,15 @@ def _check_indexes(st: GraphState, rng: random.Random) -> None:
               {"scope": "user:2/a", "scope_prefix": "user:"}):  # fmt: skip
         sort = [{"field": rng.choice(SORT_FIELDS), "order": rng.choice(["asc", "desc"])}
                 for _ in range(rng.randint(1, 2))]  # fmt: skip
+        try:
+            want = _ref_items(st, f, sort)
+        except InvalidTimestampError as exc:  # an item without a time, sorted by recency
+            with pytest.raises(InvalidTimestampError) as got_exc:
+                get_items(st, f, {"sort": sort})
+            assert str(got_exc.value) == str(exc)
+            continue
         got = [it.id for it in get_items(st, f, {"sort": sort})]
-        assert got == _ref_items(st, f, sort), (f, sort)
+        assert got == want, (f, sort)
         got_page = [it.id for it in get_items(st, f, {"sort": sort, "offset": 1, "limit": 3})]
         assert got_page == got[1:4]
         unsorted = [it.id for it in get_items(st, f)]
@@ -257,7 +273,7 @@ def test_cascade_batch_matches_item_by_item(seed: int, extra: int) -> None:
 
 @pytest.mark.parametrize("kind", ["exponential", "linear", "step"])
 def test_scored_items_over_columns_equal_compute_score(kind: str) -> None:
-    cmds = _commands(9, 300)
+    cmds = _commands(9, 300, timed=True)  # a decay needs every item's time
     now = now_ms()
     cmds.append({"type": "memory.create", "item": {  # future-dated: decays to 1.0
         "id": "future", "scope": "s", "kind": "k", "content": {}, "author": "a",

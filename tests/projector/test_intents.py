@@ -13,6 +13,7 @@ from projector.graph.intents import (
     create_intent_state,
 )
 from projector.graph.pmap import OrderedPMap
+from queryd.graph.intents import get_child_intents
 from schemas.graph.errors import (
     DuplicateIntentError,
     IntentNotFoundError,
@@ -75,11 +76,13 @@ def test_intents_keep_insertion_order() -> None:
     assert state.intents["c"].label == "x"
 
 
-def test_state_mapping_is_read_only() -> None:
+def test_state_mapping_takes_assignment_as_the_seed_dict() -> None:
     state = _state_with(_intent())
     assert isinstance(state.intents, OrderedPMap)
-    with pytest.raises(TypeError):
-        state.intents["x"] = _intent(id="x")  # type: ignore[index]
+    state.intents["x"] = _intent(id="x", parent_id=state.intents.__iter__().__next__())
+    assert list(state.intents)[-1] == "x"
+    # the parent index follows the assignment
+    assert [i.id for i in get_child_intents(state, list(state.intents)[0])] == ["x"]
     with pytest.raises(AttributeError):
         state.intents = {}  # type: ignore[misc]
 
@@ -115,9 +118,10 @@ def test_update_merges_and_ignores_id_and_status() -> None:
     assert list(new_state.intents) == ["i1"]
     assert updated.status == "active"
     assert updated.label == "renamed" and updated.priority == 0.9
-    assert updated.context == {"a": 1, "b": 2}
-    assert updated.meta == {"k": "v", "k2": "v2"}
-    assert not hasattr(updated, "not_a_field")
+    # C23: a shallow merge at the top level, as the seed's: context and meta replaced.
+    assert updated.context == {"b": 2}
+    assert updated.meta == {"k2": "v2"}
+    assert updated.not_a_field == 1  # set as the seed's model_copy(update=) sets it
     assert [e.type for e in events] == ["intent.updated"]
     assert events[0].cause_type == "intent.update"
     assert state.intents["i1"].label == "ship"  # old state unchanged

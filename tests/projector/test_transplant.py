@@ -144,12 +144,13 @@ def test_export_related_tasks_and_intents(world: World) -> None:
     assert ids(sl.tasks) == ["t1", "t2"]  # t1 via intent i1, t2 via C.task_id
     assert ids(sl.intents) == ["i1"]
     sl = world.export(memory_ids=[B], task_ids=["t1"], include_related_intents=True)
-    assert ids(sl.intents) == ["i1", "i2"]  # i1 via t1.intent_id, i2 via B.intent_id
+    assert ids(sl.intents) == ["i2"]  # via B.intent_id; tasks pull no intents (the seed's)
 
 
 def test_export_includes_retracted_edges_between_members(world: World) -> None:
-    world.mem = apply_command(
-        world.mem, {"type": "edge.retract", "edge_id": "e-ab", "author": "x"}
+    world.mem = apply_command(  # a retract removes an edge (C1); an update deactivates it
+        world.mem,
+        {"type": "edge.update", "edge_id": "e-ab", "partial": {"active": False}, "author": "x"},
     ).state
     sl = world.export(memory_ids=[A, B])
     assert [(e.edge_id, e.active) for e in sl.edges] == [("e-ab", False)]
@@ -260,35 +261,37 @@ def test_overwrite_when_not_skipping(world: World) -> None:
     assert tasks.tasks["t1"].action == "fetch"  # tasks and intents are replaced whole
 
 
-def test_overwrite_with_compare_skips_identical(world: World) -> None:
+def test_overwrite_does_not_compare(world: World) -> None:
+    # As the seed: without skip_existing_ids an existing id is updated, compared or not.
     target = changed_target(world)
     _, _, _, report = target.import_(
         full_slice(world), skip_existing_ids=False, shallow_compare_existing=True
     )
-    assert report.skipped.memories == [A] and report.updated.memories == [B]
+    assert report.skipped.memories == [] and report.updated.memories == [A, B]
 
 
-def test_overwrite_of_intent_replaces_status(world: World) -> None:
+def test_overwrite_of_intent_keeps_status(world: World) -> None:
     target = World().add(create_intent(id="i1", label="goal", priority=0.5, owner="o"))
     target.intents = apply_intent_command(
         target.intents, {"type": "intent.pause", "intent_id": "i1", "author": "a"}
     ).state
     _, intents, _, report = target.import_(world.export(intent_ids=["i1"]), skip_existing_ids=False)
-    assert report.updated.intents == ["i1"] and intents.intents["i1"].status == "active"
+    # As the seed's intent.update: every field but id and status.
+    assert report.updated.intents == ["i1"] and intents.intents["i1"].status == "paused"
 
 
-def test_edge_with_other_endpoints_cannot_be_overwritten(world: World) -> None:
+def test_edge_overwrite_keeps_its_endpoints(world: World) -> None:
     target = World().add(item(A), item(B), item(X), edge("e-ab", A, X))
-    _, _, _, report = target.import_(world.export(memory_ids=[A, B]), skip_existing_ids=False)
-    assert report.conflicts.edges == ["e-ab"] and report.updated.edges == []
+    mem, _, _, report = target.import_(world.export(memory_ids=[A, B]), skip_existing_ids=False)
+    # As the seed's edge.update: endpoints are immutable, the rest is written.
+    assert report.updated.edges == ["e-ab"] and report.conflicts.edges == []
+    assert (mem.edges["e-ab"].from_, mem.edges["e-ab"].to) == (A, X)
+    assert mem.edges["e-ab"].kind == "DERIVED_FROM"
 
 
 def test_re_id_on_difference_remaps_every_reference(world: World) -> None:
     target = World().add(
         item(A, content={"clash": True}),
-        create_intent(id="i2", label="clash", priority=0.1, owner="x"),
-        create_task(id="t2", intent_id="i9", action="clash", priority=0.1),
-        edge("e-bc", X, X),
     )
     sl = world.export(
         memory_ids=[A, B, C, D],
@@ -306,10 +309,12 @@ def test_re_id_on_difference_remaps_every_reference(world: World) -> None:
             ],
         }
     )
-    mem, intents, tasks, report = target.import_(sl, re_id_on_difference=True)
+    mem, intents, tasks, report = target.import_(
+        sl, shallow_compare_existing=True, re_id_on_difference=True
+    )
 
     new_a = report.created.memories[0]
-    assert report.conflicts.memories == [A]
+    assert report.conflicts.memories == []  # the seed reports a re-id in created only
     assert report.created.memories == [new_a, B, C, D]
     assert safe_extract_timestamp(new_a) == safe_extract_timestamp(A) + 1  # type: ignore[operator]
     assert new_a[14] == "7" and new_a[19] in "89ab"
@@ -318,59 +323,60 @@ def test_re_id_on_difference_remaps_every_reference(world: World) -> None:
     assert mem.items[B].parents == [new_a]  # parents remapped
     assert mem.edges["e-ab"].from_ == new_a  # edge endpoints remapped
 
-    new_i2 = report.created.intents[0]
-    assert report.conflicts.intents == ["i2"]
-    assert intents.intents[new_i2].root_memory_ids == [new_a, B]
-    assert mem.items[B].intent_id == new_i2  # memory -> intent remapped
+    # Intents and tasks (created under their own ids) point at the re-id'd memory.
+    assert report.created.intents == ["i2"] and report.created.tasks == ["t2"]
+    assert intents.intents["i2"].root_memory_ids == [new_a, B]
+    assert tasks.tasks["t2"].input_memory_ids == [new_a]
+    assert tasks.tasks["t2"].output_memory_ids == [C, new_a]
 
-    new_t2 = report.created.tasks[0]
-    assert report.conflicts.tasks == ["t2"]
-    assert tasks.tasks[new_t2].intent_id == new_i2  # task -> intent remapped
-    assert tasks.tasks[new_t2].input_memory_ids == [new_a]
-    assert tasks.tasks[new_t2].output_memory_ids == [C, new_a]
-    assert mem.items[C].task_id == new_t2  # memory -> task remapped
-
-    new_ebc = report.created.edges[1]
-    assert report.conflicts.edges == ["e-bc"] and new_ebc != "e-bc"
-    assert (mem.edges[new_ebc].from_, mem.edges[new_ebc].to) == (B, C)
-    assert mem.edges["e-bc"].from_ == X
+def test_re_id_of_an_entity_without_a_time_is_the_seeds_value_error(world: World) -> None:
+    target = World().add(edge("e-bc", X, X))  # an edge id that is not a UUIDv7
+    with pytest.raises(ValueError, match='Cannot re-id "e-bc": provide created_at'):
+        target.import_(world.export(memory_ids=[B, C]), shallow_compare_existing=True,
+                       re_id_on_difference=True)  # fmt: skip
 
 
 def test_re_id_skips_identical_entities(world: World) -> None:
     target = World().add(world.mem.items[A])
-    _, _, _, report = target.import_(world.export(memory_ids=[A, B]), re_id_on_difference=True)
+    _, _, _, report = target.import_(
+        world.export(memory_ids=[A, B]), shallow_compare_existing=True, re_id_on_difference=True
+    )
     assert report.skipped.memories == [A] and report.created.memories == [B]
 
 
 def test_re_id_is_deterministic(world: World) -> None:
     target = World().add(item(A, content={"clash": True}))
     sl = world.export(memory_ids=[A])
-    first = target.import_(sl, re_id_on_difference=True).report
-    second = target.import_(sl, re_id_on_difference=True).report
+    first = target.import_(sl, shallow_compare_existing=True, re_id_on_difference=True).report
+    second = target.import_(sl, shallow_compare_existing=True, re_id_on_difference=True).report
     assert first == second
 
 
 def test_reimporting_after_re_id_mints_another_id(world: World) -> None:
     target = World().add(item(A, content={"clash": True}))
     sl = world.export(memory_ids=[A])
-    mem, intents, tasks, report = target.import_(sl, re_id_on_difference=True)
-    again = import_slice(mem, intents, tasks, sl, re_id_on_difference=True).report
+    re_id = {"shallow_compare_existing": True, "re_id_on_difference": True}
+    mem, intents, tasks, report = target.import_(sl, **re_id)
+    again = import_slice(mem, intents, tasks, sl, **re_id).report
     assert again.created.memories[0] not in (A, report.created.memories[0])
 
 
 def test_derive_reid_for_non_v7_ids_and_clashes() -> None:
-    new = derive_reid("legacy-id", lambda _: False)
-    assert safe_extract_timestamp(new) is not None
-    first = derive_reid(A, lambda _: False)
-    assert derive_reid(A, lambda c: c == first) != first
+    with pytest.raises(ValueError, match='Cannot re-id "legacy-id": provide created_at'):
+        derive_reid("legacy-id", None, lambda _: False)
+    assert safe_extract_timestamp(derive_reid("legacy-id", 41, lambda _: False)) == 42
+    first = derive_reid(A, None, lambda _: False)
+    assert derive_reid(A, None, lambda c: c == first) != first
 
 
 def test_repeated_ids_inside_the_slice(world: World) -> None:
     a = world.mem.items[A]
     sl = MemexExport(memories=[a, a, a.model_copy(update={"content": {"x": 1}})])
     mem, _, _, report = World().import_(sl)
+    # As the seed: each copy meets the graph as the import left it, so later copies of
+    # an id are existing ids, skipped (not compared) by default.
     assert report.created.memories == [A]
-    assert report.skipped.memories == [A] and report.conflicts.memories == [A]
+    assert report.skipped.memories == [A, A] and report.conflicts.memories == []
     assert mem.items[A] == a
 
 
@@ -385,7 +391,7 @@ def test_options_struct_and_keyword_override(world: World) -> None:
     ).report
     assert report.updated.memories == [B]
     report = target.import_(sl, options=ImportOptions(re_id_on_difference=True)).report
-    assert report.conflicts.memories == [B]
+    assert report.skipped.memories == [B]  # re-id needs shallow_compare_existing
 
 
 def test_round_trip_between_stores(world: World) -> None:

@@ -135,8 +135,9 @@ def test_edge_from_alias_both_ways() -> None:
     e = create_edge(from_="a", to="b", kind="SUPPORTS", author="x", source_kind="observed",
                     authority=0.5, edge_id=EDGE_ID)  # fmt: skip
     assert e.active is True
-    assert e.model_dump()["from"] == "a"
-    assert Edge.model_validate({**e.model_dump(), "from": "z"}).from_ == "z"
+    assert e.model_dump(by_alias=True)["from"] == "a"
+    assert e.model_dump()["from_"] == "a"  # the seed's plain dump says from_
+    assert Edge.model_validate({**e.model_dump(by_alias=True), "from": "z"}).from_ == "z"
     assert Edge.model_validate({**e.model_dump(by_alias=False)}).from_ == "a"
 
 
@@ -169,7 +170,7 @@ def test_command_json_is_wire_identical() -> None:
     )
     edge = create_edge(from_="a", to="b", kind="DERIVED_FROM", author="x",
                        source_kind="observed", authority=0.5, edge_id=EDGE_ID)  # fmt: skip
-    assert EdgeCreate(edge=edge).model_dump_json(exclude_none=True) == (
+    assert EdgeCreate(edge=edge).model_dump_json(exclude_none=True, by_alias=True) == (
         '{"type":"edge.create","edge":{"edge_id":"01890a5d-ac96-7000-8000-000000000001",'
         '"from":"a","to":"b","kind":"DERIVED_FROM","author":"x","source_kind":"observed",'
         '"authority":0.5,"active":true}}'
@@ -183,21 +184,22 @@ def test_filter_aliases_serialize_bare() -> None:
     f = MemoryFilter.model_validate({"not": {"kind": "a"}, "or": [{"scope": "s"}]})
     assert f.not_ is not None and f.not_.kind == "a"
     assert f.or_ is not None and f.or_[0].scope == "s"
-    assert f.model_dump(exclude_none=True) == {"not": {"kind": "a"}, "or": [{"scope": "s"}]}
+    assert f.model_dump(exclude_none=True, by_alias=True) == {
+        "not": {"kind": "a"}, "or": [{"scope": "s"}]
+    }  # fmt: skip
+    assert f.model_dump(exclude_none=True) == {"not_": {"kind": "a"}, "or_": [{"scope": "s"}]}
     assert MemoryFilter(not_=MemoryFilter(kind="a")).not_ is not None
     assert EdgeFilter.model_validate({"from": "x"}).from_ == "x"
-    assert EdgeFilter().active_only is True
+    assert EdgeFilter().active_only is None  # the seed's default; read as True
 
 
-def test_unknown_sort_field_and_decay_enums_are_value_errors() -> None:
-    with pytest.raises(ValueError):
-        SortOption(field="popularity")  # type: ignore[arg-type]
-    with pytest.raises(ValueError):
-        QueryOptions.model_validate({"sort": {"field": "nope"}})
-    with pytest.raises(ValueError):
-        DecayConfig(rate=0.1, interval="month", type="exponential")  # type: ignore[arg-type]
-    with pytest.raises(ValueError):
-        DecayConfig(rate=0.1, interval="day", type="cubic")  # type: ignore[arg-type]
+def test_unknown_sort_field_and_decay_enums_are_value_errors_when_used() -> None:
+    # C10: accepted by validation, as the seed's models; a ValueError only when used.
+    SortOption(field="popularity", order="asc")
+    with pytest.raises(ValidationError):
+        QueryOptions.model_validate({"sort": {"field": "authority"}})  # order is required
+    DecayConfig(rate=0.1, interval="month", type="exponential")
+    DecayConfig(rate=0.1, interval="day", type="cubic")
     with pytest.raises(ValidationError):
         DecayConfig(rate=1.5, interval="day", type="linear")
     with pytest.raises(ValidationError):
@@ -233,10 +235,9 @@ def test_parse_iso_ms_strict() -> None:
         "2024-01-01T00:00:00.000+24:00",
         "2024-01-01T00:00:00.000+0100",
         "2024-01-01",
-        "٢٠٢٤-01-01T00:00:00.000Z",  # non-ASCII digits
     ],
 )
-def test_parse_iso_ms_rejects(bad: str) -> None:
+def test_parse_iso_ms_rejects(bad: str) -> None:  # (any script's digits pass, as in the seed)
     with pytest.raises(InvalidTimestampError):
         parse_iso_ms(bad)
 
@@ -252,13 +253,15 @@ def test_envelopes() -> None:
     assert isinstance(w, EventEnvelope)
     assert w.type == "memory.created" and w.namespace == "memory"
     assert w.payload["cause_id"] == "cause-1" and w.payload["cause_type"] == "memory.create"
-    assert w.payload["item"]["id"] == ITEM_ID and "edge" not in w.payload
+    # C19: the payload holds the model itself, and the event's namespace and type.
+    assert w.payload["item"] is item and "edge" not in w.payload
+    assert (w.payload["namespace"], w.payload["type"]) == ("memory", "memory.created")
     s = wrap_state_event(item, "c")
-    assert s.type == "state.memory" and s.payload["item"]["id"] == ITEM_ID
+    assert s.type == "state.memory" and s.payload["item"] is item
     e = create_edge(from_="a", to="b", kind="ALIAS", author="x", source_kind="observed",
                     authority=1.0)  # fmt: skip
     es = wrap_edge_state_event(e, "c")
-    assert es.type == "state.edge" and es.payload["edge"]["from"] == "a"
+    assert es.type == "state.edge" and es.payload["edge"] is e
 
 
 # -- serialization ----------------------------------------------------------------------------
@@ -289,5 +292,7 @@ def test_to_json_shape_is_the_ts_on_disk_shape() -> None:
     assert back == st and list(back.items) == [ITEM_ID]
     assert back.edges[EDGE_ID].from_ == ITEM_ID
     assert from_json({}).items == {} and len(from_json({"items": []}).edges) == 0
-    with pytest.raises(ValueError):
-        from_json({"items": [["other-id", to_json(st)["items"][0][1]]]})
+    # An entry is kept under its key, as the seed keeps it.
+    assert list(from_json({"items": [["other-id", to_json(st)["items"][0][1]]]}).items) == [
+        "other-id"
+    ]

@@ -99,8 +99,10 @@ def test_missing_fields_rejected() -> None:
         TaskCommandAdapter.validate_python({"type": "task.begin", "task_id": "t1"})
 
 
-def test_result_may_be_any_json_value() -> None:
-    assert _task(result="plain text").result == "plain text"
+def test_result_is_an_object_or_none_as_in_the_seed() -> None:
+    assert _task(result={"text": "plain"}).result == {"text": "plain"}
+    with pytest.raises(ValidationError):
+        _task(result="plain text")
 
 
 def test_lifecycle_event_shape() -> None:
