@@ -165,7 +165,7 @@ FAST = DaemonSettings(min_seq_timeout=1.0, poll_interval=0.01, sse_keepalive=1.0
 @contextmanager
 def in_process(locations: list[str], settings: DaemonSettings = FAST) -> Iterator[TestClient]:
     app = create_app(locations, settings)
-    with TestClient(app) as client:
+    with TestClient(app, base_url="http://localhost") as client:
         assert app.state.registry.wait_ready(60), "the logs did not hydrate"
         yield client
 
