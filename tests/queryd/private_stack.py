@@ -36,8 +36,11 @@ def free_ports(n: int) -> list[int]:
 
 def _jar_cache(version: str) -> Path | None:
     """A directory holding kafka-VERSION/lib already fetched, if one is known."""
-    candidates = [os.environ.get("MEMSTREAM_KAFKA_JARS", ""), os.environ.get("MEMSTREAM_STACK_DIR", ""),
-                  str(REPO_ROOT / ".stack")]  # fmt: skip
+    candidates = [
+        os.environ.get("MEMSTREAM_KAFKA_JARS", ""),
+        os.environ.get("MEMSTREAM_STACK_DIR", ""),
+        str(REPO_ROOT / ".stack"),
+    ]
     for candidate in candidates:
         if candidate and (Path(candidate) / f"kafka-{version}" / "lib" / ".complete").is_file():
             return Path(candidate)
