@@ -118,6 +118,8 @@ class LifecycleHub:
         self._wake_pending = False
         self._warn = Throttle(log, period=60.0)
         self.error: str | None = None
+        self.trains = 0  # replay trains run
+        self.stalls = 0  # riders put off a train for not taking their frames
 
     # -- lifetime (event loop) -----------------------------------------------------------------
 
@@ -301,6 +303,7 @@ class LifecycleHub:
                     self._riders = riders
                     start = min(sub.want for sub in riders)
                     self._train_at = start
+                    self.trains += 1
                 try:
                     self._ride(start)
                 except Exception as exc:
@@ -343,6 +346,7 @@ class LifecycleHub:
                         if sub.buffer_bytes >= s.rider_bytes and not self._wait_for_space(sub):
                             if sub in self._riders:  # stalled: off, it boards again later
                                 self._riders.remove(sub)
+                                self.stalls += 1
                             sub.riding = False
                             continue
                         sub.buffer.append((offset, frame))
