@@ -40,6 +40,7 @@ def serve(args: argparse.Namespace) -> int:
 
     from queryd.daemon import DaemonSettings, LogRegistry, create_app
     from queryd.daemon.connections import (
+        BACKLOG,
         ConnectionGuard,
         default_max_connections,
         guarded_protocol,
@@ -106,6 +107,7 @@ def serve(args: argparse.Namespace) -> int:
         http=guarded_protocol(guard),  # type: ignore[arg-type]
         ws="none",  # no websockets: an Upgrade is served as plain HTTP
         timeout_keep_alive=args.keep_alive_timeout,
+        backlog=BACKLOG,  # small: see queryd.daemon.connections
         h11_max_incomplete_event_size=16 * 1024,  # a request head of at most 16 KiB
         log_config=None,  # our handlers (text or JSON) take uvicorn's records too
         access_log=False,  # the daemon logs its own access lines (memstream.queryd.access)

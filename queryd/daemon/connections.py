@@ -19,6 +19,12 @@ descriptor limit the accept loop fails and logs on every retry.
   idle between requests) instead of being refused; only when every connection is busy
   with a request is the new one answered 503 and closed. Slow sockets are evicted
   oldest first, so a client that sends its request at once (a health probe) gets in.
+
+asyncio accepts up to ``backlog`` connections in one go before any of them reaches the
+protocol (where the cap is applied), and an evicted socket is closed an iteration later;
+so the cap leaves room for two such bursts below the limit, and the daemon listens with a
+small `BACKLOG` (uvicorn's default of 2048 would let one burst exhaust the descriptors,
+and then asyncio's accept loop logs the failure once per queued connection).
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from typing import Any
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-__all__ = ["ConnectionGuard", "default_max_connections", "guarded_protocol"]
+__all__ = ["BACKLOG", "ConnectionGuard", "default_max_connections", "guarded_protocol"]
 
 log = logging.getLogger("memstream.queryd.connections")
 
@@ -47,12 +53,16 @@ _BUSY = (
 )
 
 
-def default_max_connections() -> int:
-    """The file descriptor limit less a reserve for the logs, Kafka clients and threads."""
+BACKLOG = 64  # connections accepted at most in one go (and queued by the kernel)
+
+
+def default_max_connections(backlog: int = BACKLOG) -> int:
+    """The file descriptor limit less a reserve for the logs, Kafka clients and threads,
+    and less two accept bursts (see the module docstring)."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY or soft <= 0:
         soft = 65536
-    return max(16, soft - max(64, soft // 8))
+    return max(16, soft - max(64, soft // 8) - 2 * backlog)
 
 
 class ConnectionGuard:

@@ -73,8 +73,7 @@ def test_many_subscribers_share_one_reader_with_bounded_memory_and_a_cap(
             )
         procs: list = []
         with (
-            serve([embedded_location], "--max-streams", str(SUBSCRIBERS + 1),
-                  procs=procs) as base,  # fmt: skip
+            serve([embedded_location], "--max-streams", str(SUBSCRIBERS + 1), procs=procs) as base,
             httpx.Client(base_url=base, timeout=10) as http,
         ):
             pid = procs[0].pid
@@ -95,8 +94,10 @@ def test_many_subscribers_share_one_reader_with_bounded_memory_and_a_cap(
 
             async def attack() -> tuple[list[Subscriber], Subscriber, httpx.Response, float]:
                 started = time.monotonic()
-                subs = [Subscriber(port, "/logs/memory-db/lifecycle?from_offset=0", 5)
-                        for _ in range(SUBSCRIBERS)]  # fmt: skip
+                subs = [
+                    Subscriber(port, "/logs/memory-db/lifecycle?from_offset=0", 5)
+                    for _ in range(SUBSCRIBERS)
+                ]
                 tail = Subscriber(port, f"/logs/memory-db/lifecycle?from_offset={EVENTS}", 1)
                 tasks = [asyncio.create_task(s.run(started)) for s in subs]
                 await asyncio.wait_for(asyncio.gather(*tasks), 60)
@@ -145,6 +146,8 @@ def test_many_subscribers_share_one_reader_with_bounded_memory_and_a_cap(
                 assert again.status_code == 200
                 frame = next(line for line in again.iter_lines() if line.startswith("data: "))
             assert json.loads(frame[6:])["offset"] == 0
-            print(f"RSS {baseline:.0f} -> peak {peak:.0f} MB; 200 subscribers had 5 events "
-                  f"each within {slowest:.2f} s; a new event reached the tail in "
-                  f"{tail_latency:.2f} s")  # fmt: skip
+            print(
+                f"RSS {baseline:.0f} -> peak {peak:.0f} MB; 200 subscribers had 5 events "
+                f"each within {slowest:.2f} s; a new event reached the tail in "
+                f"{tail_latency:.2f} s"
+            )
