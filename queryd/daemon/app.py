@@ -42,6 +42,7 @@ from queryd.daemon.handles import (
     SeqTimeout,
     Unavailable,
 )
+from queryd.daemon.jsonbody import dump_chunked
 from queryd.daemon.jsonlog import printable
 from queryd.daemon.metrics import Metrics, MetricsMiddleware
 from queryd.daemon.streams import HubSettings, StreamLimit, hub_stream
@@ -383,12 +384,11 @@ def create_app(
         return m.EventAnswer.model_construct(seq=seq_of(response, state), event=event)
 
     async def json_off_loop(build: Callable[[], Any], seq: int | None) -> Response:
-        """The answer `build` makes, built and serialized in the heavy pool (a page of
-        thousands of events takes tens of ms: not on the loop)."""
+        """The answer `build` makes, built and serialized (in chunks: `dump_chunked`) in
+        the heavy pool: a page of thousands of events takes tens of ms, not on the loop."""
 
         def dump() -> bytes:
-            answer = build()
-            return type(answer).__pydantic_serializer__.to_json(answer, by_alias=True)  # type: ignore[no-any-return]
+            return dump_chunked(build())
 
         try:
             body = await off_loop(dump)
