@@ -33,7 +33,7 @@ from queryd.audit import search
 from queryd.audit.events import select_events
 from queryd.audit.state_page import select_state
 from queryd.daemon import models as m
-from queryd.daemon.guards import LOCAL_HOSTS, HostAllowList
+from queryd.daemon.guards import LOCAL_HOSTS, BodyLimit, HostAllowList
 from queryd.daemon.handles import (
     Health,
     LogHandle,
@@ -157,9 +157,6 @@ def _install_error_handlers(app: FastAPI) -> None:
             message = f"no such endpoint: {method} {path}"
         elif exc.status_code == 405:
             message = f"method {method} is not allowed on {path}"
-        elif exc.status_code == 413:
-            limit = request.app.state.settings.max_body_bytes
-            message = f"body: larger than {limit} bytes (the daemon's --max-body-bytes)"
         return _error_response(exc.status_code, message)
 
     @app.exception_handler(NotReady)
@@ -259,12 +256,12 @@ def create_app(
                 "description": "the log is hydrating, does not exist, or is unavailable",
             },
         },
-        max_body_size=settings.max_body_bytes,
     )
     app.state.registry = registry
     app.state.settings = settings
     app.state.metrics = metrics
     app.state.streams = streams
+    app.add_middleware(BodyLimit, max_body=settings.max_body_bytes)
     app.add_middleware(HostAllowList, allowed=settings.allowed_hosts)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     _install_error_handlers(app)

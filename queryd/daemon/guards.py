@@ -1,4 +1,4 @@
-"""The Host allow-list: an ASGI guard in front of the routes.
+"""ASGI guards in front of the routes: the Host allow-list, and the request body limit.
 
 A page on another site can make a browser send requests to a daemon on localhost through
 a name it controls (DNS rebinding); the browser then sends that name in ``Host``. Only the
@@ -14,11 +14,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
+from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from queryd.daemon.jsonlog import printable
 
 __all__ = [
+    "BodyLimit",
+    "BodyTooLarge",
     "HostAllowList",
     "LOCAL_HOSTS",
     "default_allowed_hosts",
@@ -119,3 +122,43 @@ class HostAllowList:
         )
         for event in _error(400, message):
             await send(event)
+
+
+class BodyTooLarge(HTTPException):
+    """A request body over the daemon's limit, found as it streamed in (a 413)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"body: larger than {limit} bytes (the daemon's --max-body-bytes)")
+
+
+class BodyLimit:
+    """A 413 in JSON for a request body over `max_body` bytes: at once when its
+    Content-Length says so, else as soon as that many bytes have streamed in (raised from
+    `receive` as an HTTPException, which FastAPI hands to the daemon's JSON handler)."""
+
+    def __init__(self, app: ASGIApp, max_body: int) -> None:
+        self.app = app
+        self.max_body = max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = self.max_body
+        length = next((v for k, v in scope.get("headers", ()) if k == b"content-length"), b"")
+        if length and (not length.strip().isdigit() or int(length) > limit):
+            for event in _error(413, str(BodyTooLarge(limit).detail)):
+                await send(event)
+            return
+        seen = 0
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise BodyTooLarge(limit)
+            return message
+
+        await self.app(scope, counted, send)
