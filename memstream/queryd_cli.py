@@ -64,7 +64,9 @@ def serve(args: argparse.Namespace) -> int:
         if value <= 0:
             print(f"memstream queryd serve: {flag} must be positive", file=sys.stderr)
             return 2
-    max_connections = args.max_connections or default_max_connections()
+    max_connections = (
+        default_max_connections() if args.max_connections is None else args.max_connections
+    )
     if max_connections <= 0:
         print("memstream queryd serve: --max-connections must be positive", file=sys.stderr)
         return 2
@@ -89,6 +91,13 @@ def serve(args: argparse.Namespace) -> int:
         return 2
     app = create_app(registry, settings)
     guard = ConnectionGuard(max_connections, args.read_timeout)
+    if settings.max_streams >= max_connections:
+        log.warning(
+            "--max-streams %d is not below --max-connections %d: open lifecycle streams can "
+            "take every connection (raise the open-file limit, or lower --max-streams)",
+            settings.max_streams,
+            max_connections,
+        )
     app.state.metrics.logs.connections = lambda: guard
     log.info(
         "serving %s on http://%s:%d (at most %d connections, %d lifecycle streams; "
