@@ -11,9 +11,10 @@ that is a fold of the whole log per subscriber (200 subscribers of a 20k-event l
 - a subscriber that needs offsets older than the ring (it connected with an old offset,
   or fell behind) boards the **replay train**: one more reader, shared by every such
   subscriber, that reads the stream from the lowest offset they need and hands each frame
-  to the riders who want it, through per-rider buffers bounded in bytes. The train goes
-  at the pace of its riders; one that does not take its frames for `stall_timeout`
-  seconds gets off (it keeps its place and boards the next train). Riders get off once
+  to the riders who want it, through per-rider buffers bounded in bytes. A rider whose
+  buffer is full gets off rather than hold the others back (it keeps its place and
+  boards the next train once it took its frames); when every rider is full, the train
+  waits for them, at most `stall_timeout` seconds. Riders get off once
   the ring covers their next offset; a train with no riders ends.
 
 So a log is read by at most two readers however many subscribe (on the embedded log: two
@@ -52,7 +53,7 @@ class HubSettings:
     ring_frames: int = 10_000
     ring_bytes: int = 16 * 1024 * 1024
     rider_bytes: int = 256 * 1024
-    stall_timeout: float = 2.0
+    stall_timeout: float = 1.0
     batch_frames: int = 256
     batch_bytes: int = 256 * 1024
 
@@ -340,18 +341,24 @@ class LifecycleHub:
                 frame = sse_frame(record)  # outside the lock: the loop takes it too
                 with self._lock:
                     self._train_at = offset + 1
-                    for sub in list(self._riders):
-                        if not sub.riding or offset < sub.want:
-                            continue
-                        if sub.buffer_bytes >= s.rider_bytes and not self._wait_for_space(sub):
-                            if sub in self._riders:  # stalled: off, it boards again later
+                    wanting = [r for r in self._riders if r.riding and offset >= r.want]
+                    full = [r for r in wanting if r.buffer_bytes >= s.rider_bytes]
+                    if full:
+                        # Riders whose buffers are full get off (they board again once
+                        # they took their frames) rather than hold the others back; when
+                        # every rider is full, nobody is held back: wait for them a while.
+                        if len(full) == len(self._riders):
+                            self._wait_for_space(full)
+                        for sub in full:
+                            if sub.riding and sub.buffer_bytes >= s.rider_bytes:
                                 self._riders.remove(sub)
+                                sub.riding = False
                                 self.stalls += 1
-                            sub.riding = False
-                            continue
-                        sub.buffer.append((offset, frame))
-                        sub.buffer_bytes += len(frame)
-                        sub.want = offset + 1
+                    for sub in wanting:
+                        if sub.riding:
+                            sub.buffer.append((offset, frame))
+                            sub.buffer_bytes += len(frame)
+                            sub.want = offset + 1
                     # Off once the ring has what comes next (or nobody rides any more).
                     for sub in list(self._riders):
                         if sub.want >= self._covered:
@@ -365,16 +372,16 @@ class LifecycleHub:
             if close is not None:
                 close()
 
-    def _wait_for_space(self, sub: Subscriber) -> bool:
-        """Under the lock: until `sub` has taken some frames; False after stall_timeout."""
+    def _wait_for_space(self, full: list[Subscriber]) -> None:
+        """Under the lock: until these riders took some frames, at most stall_timeout."""
+        limit = self.settings.rider_bytes
         deadline = time.monotonic() + self.settings.stall_timeout
-        while sub.buffer_bytes >= self.settings.rider_bytes and sub.riding:
+        while any(r.riding and r.buffer_bytes >= limit for r in full):
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self._stop.is_set():
-                return False
+                return
             self._signal()
             self._space.wait(min(remaining, 0.5))
-        return sub.riding
 
 
 async def hub_stream(
