@@ -30,6 +30,7 @@ __all__ = [
 
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 _WILDCARD_BINDS = {"", "0.0.0.0", "::", "[::]"}
+_NO_BODY = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 def default_allowed_hosts(bind: str | None = None) -> tuple[str, ...]:
@@ -149,6 +150,9 @@ class BodyLimit:
         if length and (not length.strip().isdigit() or int(length) > limit):
             for event in _error(413, str(BodyTooLarge(limit).detail)):
                 await send(event)
+            return
+        if scope.get("method") in _NO_BODY:  # no route reads their body: nothing to count
+            await self.app(scope, receive, send)
             return
         seen = 0
 

@@ -166,11 +166,16 @@ class MetricsMiddleware:
         try:
             await self.app(scope, receive, timed_send)
         finally:
-            method = printable(str(scope.get("method", "?")), 20)
-            path = printable(str(scope.get("path", "?")), 2000)
-            duration = (time.perf_counter() - start) * 1000
-            _access.info(
-                "%s %s %d %.1fms", method, path, status["code"], duration,
-                extra={"method": method, "path": path, "status": status["code"],
-                       "duration_ms": round(duration, 3)},
-            )  # fmt: skip
+            if _access.isEnabledFor(logging.INFO):
+                self._log(scope, status["code"], start)
+
+    @staticmethod
+    def _log(scope: Scope, status: int, start: float) -> None:
+        method = printable(str(scope.get("method", "?")), 20)
+        path = printable(str(scope.get("path", "?")), 2000)
+        duration = (time.perf_counter() - start) * 1000
+        _access.info(
+            "%s %s %d %.1fms", method, path, status, duration,
+            extra={"method": method, "path": path, "status": status,
+                   "duration_ms": round(duration, 3)},
+        )  # fmt: skip
