@@ -194,7 +194,7 @@ LogName = Annotated[str, Path(description="the log's name (directory name or Kaf
 ItemId = Annotated[str, Path(description="a memory item id")]
 
 
-def handle_of(request: Request, log: LogName) -> LogHandle:
+async def handle_of(request: Request, log: LogName) -> LogHandle:
     """The served log named in the path; 404 naming the served ones otherwise."""
     registry: LogRegistry = request.app.state.registry
     handle = registry.get(log)
