@@ -35,7 +35,6 @@ from queryd.audit.state_page import select_state
 from queryd.daemon import models as m
 from queryd.daemon.guards import LOCAL_HOSTS, BodyLimit, HostAllowList
 from queryd.daemon.handles import (
-    Health,
     LogHandle,
     LogRegistry,
     NotReady,
@@ -226,7 +225,7 @@ def create_app(
     )
     streams = StreamLimit(settings.max_streams)
     metrics = Metrics(registry, streams)
-    heavy = ThreadPoolExecutor(settings.heavy_workers, thread_name_prefix="memstream-queryd-heavy")
+    pools: list[ThreadPoolExecutor] = []  # the heavy pool, made on first use
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -237,10 +236,16 @@ def create_app(
             yield
         finally:
             await asyncio.to_thread(registry.release)
+            while pools:
+                pools.pop().shutdown(wait=False)
 
     async def off_loop(call: Callable[[], T]) -> T:
         """Run `call` in the heavy pool (bounded: `heavy_workers` at once)."""
-        return await asyncio.get_running_loop().run_in_executor(heavy, call)
+        if not pools:
+            pools.append(
+                ThreadPoolExecutor(settings.heavy_workers, thread_name_prefix="memstream-heavy")
+            )
+        return await asyncio.get_running_loop().run_in_executor(pools[0], call)
 
     app = FastAPI(
         title="memstream queryd",
@@ -846,10 +851,10 @@ def _projector_out(handle: LogHandle) -> m.ProjectorOut | None:
     )
 
 
-def _summary(handle: LogHandle, health: Health | None = None) -> m.LogSummary:
+def _summary(handle: LogHandle) -> m.LogSummary:
     """A log as /readyz, /logs and /logs/NAME report it (what its threads last saw)."""
     state = handle.state
-    health = health or handle.health()
+    health = handle.health()
     hydrated = handle.ready.is_set()
     return m.LogSummary(
         name=handle.name,
