@@ -202,7 +202,7 @@ class LogHandle:
             if first:
                 log.warning(
                     "log %s does not exist (%s); serving it as not ready and checking again "
-                    "every %g s (only writers create logs)",
+                    "every %g s",
                     self.name, exc, self.reopen_interval,
                 )  # fmt: skip
             return None
