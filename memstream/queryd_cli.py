@@ -18,10 +18,33 @@ def _env_float(name: str, default: float) -> float:
     return float(value) if value else default
 
 
+def _env_int(name: str, default: int | None) -> int | None:
+    value = os.environ.get(name)
+    return int(value) if value else default
+
+
+def _allowed_hosts(args: argparse.Namespace) -> tuple[str, ...] | None:
+    """The Host names served: the localhost names, the bind address, and those given with
+    --allowed-host (or MEMSTREAM_QUERYD_ALLOWED_HOSTS); None when one of them is '*'."""
+    from queryd.daemon.guards import default_allowed_hosts
+
+    given = args.allowed_host or [
+        h for h in os.environ.get("MEMSTREAM_QUERYD_ALLOWED_HOSTS", "").split(",") if h.strip()
+    ]
+    names = [*default_allowed_hosts(args.host), *(h.strip() for h in given)]
+    return None if "*" in names else tuple(dict.fromkeys(names))
+
+
 def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from queryd.daemon import DaemonSettings, LogRegistry, create_app
+    from queryd.daemon.connections import (
+        BACKLOG,
+        ConnectionGuard,
+        default_max_connections,
+        guarded_protocol,
+    )
     from queryd.daemon.jsonlog import configure_logging
     from schemas.errors import LocationError
 
@@ -33,34 +56,73 @@ def serve(args: argparse.Namespace) -> int:
     if not locations:
         print("memstream queryd serve: give at least one --log LOCATION", file=sys.stderr)
         return 2
-    if args.min_seq_timeout <= 0:
-        print("memstream queryd serve: --min-seq-timeout must be positive", file=sys.stderr)
+    for flag, value in (("--min-seq-timeout", args.min_seq_timeout),
+                        ("--read-timeout", args.read_timeout),
+                        ("--keep-alive-timeout", args.keep_alive_timeout),
+                        ("--max-streams", args.max_streams),
+                        ("--max-body-bytes", args.max_body_bytes)):  # fmt: skip
+        if value <= 0:
+            print(f"memstream queryd serve: {flag} must be positive", file=sys.stderr)
+            return 2
+    max_connections = (
+        default_max_connections() if args.max_connections is None else args.max_connections
+    )
+    if max_connections <= 0:
+        print("memstream queryd serve: --max-connections must be positive", file=sys.stderr)
         return 2
     settings = DaemonSettings(
         min_seq_timeout=args.min_seq_timeout,
         poll_interval=args.poll_interval,
         sse_keepalive=args.sse_keepalive,
+        max_streams=args.max_streams,
+        allowed_hosts=_allowed_hosts(args),
+        max_body_bytes=args.max_body_bytes,
     )
     try:
-        registry = LogRegistry.from_locations(locations, poll_interval=settings.poll_interval)
+        registry = LogRegistry.from_locations(
+            locations,
+            poll_interval=settings.poll_interval,
+            probe_interval=settings.probe_interval,
+            probe_timeout=settings.probe_timeout,
+            reopen_interval=settings.reopen_interval,
+        )
     except LocationError as exc:
         print(f"memstream queryd serve: {exc}", file=sys.stderr)
         return 2
     app = create_app(registry, settings)
+    guard = ConnectionGuard(max_connections, args.read_timeout)
+    if settings.max_streams >= max_connections:
+        log.warning(
+            "--max-streams %d is not below --max-connections %d: open lifecycle streams can "
+            "take every connection (raise the open-file limit, or lower --max-streams)",
+            settings.max_streams,
+            max_connections,
+        )
+    app.state.metrics.logs.connections = lambda: guard
     log.info(
-        "serving %s on http://%s:%d",
+        "serving %s on http://%s:%d (at most %d connections, %d lifecycle streams; "
+        "Host: %s)",
         ", ".join(f"{h.name} ({h.mode})" for h in registry.handles.values()),
         args.host,
         args.port,
+        max_connections,
+        settings.max_streams,
+        ", ".join(settings.allowed_hosts or ["any"]),
     )
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=args.host,
         port=args.port,
+        http=guarded_protocol(guard),  # type: ignore[arg-type]
+        ws="none",  # no websockets: an Upgrade is served as plain HTTP
+        timeout_keep_alive=args.keep_alive_timeout,
+        backlog=BACKLOG,  # small: see queryd.daemon.connections
+        h11_max_incomplete_event_size=16 * 1024,  # a request head of at most 16 KiB
         log_config=None,  # our handlers (text or JSON) take uvicorn's records too
         access_log=False,  # the daemon logs its own access lines (memstream.queryd.access)
         workers=1,
     )
+    uvicorn.Server(config).run()
     return 0
 
 
@@ -118,6 +180,54 @@ def register(sub: Any) -> None:
         metavar="SECONDS",
         default=15.0,
         help="a comment line on idle lifecycle streams this often (default 15)",
+    )
+    p.add_argument(
+        "--max-streams",
+        type=int,
+        metavar="N",
+        default=_env_int("MEMSTREAM_QUERYD_MAX_STREAMS", 100),
+        help="lifecycle streams open at once, all logs together; more get a 503 "
+        "(env MEMSTREAM_QUERYD_MAX_STREAMS; default 100)",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        metavar="N",
+        default=_env_int("MEMSTREAM_QUERYD_MAX_CONNECTIONS", None),
+        help="HTTP connections open at once; at the cap a new one closes the oldest idle one "
+        "(env MEMSTREAM_QUERYD_MAX_CONNECTIONS; default: the open-file limit less a reserve)",
+    )
+    p.add_argument(
+        "--read-timeout",
+        type=float,
+        metavar="SECONDS",
+        default=_env_float("MEMSTREAM_QUERYD_READ_TIMEOUT", 10.0),
+        help="a request (head and body) must arrive whole this soon after its first byte, "
+        "or the connection is closed (env MEMSTREAM_QUERYD_READ_TIMEOUT; default 10)",
+    )
+    p.add_argument(
+        "--keep-alive-timeout",
+        type=int,
+        metavar="SECONDS",
+        default=_env_int("MEMSTREAM_QUERYD_KEEP_ALIVE_TIMEOUT", 5),
+        help="close a connection idle this long between requests (env "
+        "MEMSTREAM_QUERYD_KEEP_ALIVE_TIMEOUT; default 5)",
+    )
+    p.add_argument(
+        "--max-body-bytes",
+        type=int,
+        metavar="N",
+        default=_env_int("MEMSTREAM_QUERYD_MAX_BODY_BYTES", 1024 * 1024),
+        help="the largest request body; larger is a 413 (env MEMSTREAM_QUERYD_MAX_BODY_BYTES; "
+        "default 1 MiB)",
+    )
+    p.add_argument(
+        "--allowed-host",
+        action="append",
+        metavar="HOST",
+        help="a Host name this daemon is served under, besides the localhost names and "
+        "--host (repeat; '*.example.com' for a domain, '*' for any; env "
+        "MEMSTREAM_QUERYD_ALLOWED_HOSTS, comma-separated); other Hosts get a 400",
     )
     p.add_argument(
         "--log-format",

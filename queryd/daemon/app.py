@@ -1,19 +1,24 @@
 """The query daemon's HTTP surface: FastAPI routes around the pure queries.
 
-`create_app(locations)` builds the app; its lifespan hydrates and follows every log in the
-background (`queryd.daemon.handles`). Reads take the current state of a log (or wait,
-bounded, for `min_seq`), call a pure query of `queryd.audit` / `queryd.graph`, and answer
-with the seq the state reflects, in the body (`seq`) and the `X-Memstream-Seq` header.
-Only `POST /logs/{log}/recall` appends to a log (its Recall, through `Memory.recall`).
+`create_app(locations)` builds the app; its lifespan hydrates, follows and probes every
+log in background threads (`queryd.daemon.handles`). Reads take the current state of a
+log (or wait, bounded, for `min_seq`), call a pure query of `queryd.audit` /
+`queryd.graph`, and answer with the seq the state reflects, in the body (`seq`) and the
+`X-Memstream-Seq` header. No route makes a blocking call on the event loop: what needs
+the broker, Redis or the disk is done by those threads, whose last findings the routes
+read; heavy answers (`/state`, `/events` pages) are built and serialized in a small pool
+of threads. Only `POST /logs/{log}/recall` appends to a log (its Recall, through
+`Memory.recall`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, TypeVar
 from uuid import UUID
 
@@ -21,14 +26,25 @@ from fastapi import Depends, FastAPI, Header, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Receive, Scope, Send
 
 from projector.log_state import LogState
 from queryd.audit import search
 from queryd.audit.events import select_events
+from queryd.audit.state_page import select_state
 from queryd.daemon import models as m
-from queryd.daemon.handles import LogHandle, LogRegistry, NotReady, SeqTimeout
-from queryd.daemon.lifecycle import lifecycle_stream
+from queryd.daemon.guards import LOCAL_HOSTS, BodyLimit, HostAllowList
+from queryd.daemon.handles import (
+    LogHandle,
+    LogRegistry,
+    NotReady,
+    SeqTimeout,
+    Unavailable,
+)
+from queryd.daemon.jsonbody import dump_chunked
+from queryd.daemon.jsonlog import printable
 from queryd.daemon.metrics import Metrics, MetricsMiddleware
+from queryd.daemon.streams import HubSettings, StreamLimit, hub_stream
 from queryd.graph.costs import cost_function
 from queryd.graph.edges import get_edge_by_id, get_edges
 from queryd.graph.integrity import (
@@ -56,15 +72,34 @@ log = logging.getLogger("memstream.queryd")
 
 SEQ_HEADER = "X-Memstream-Seq"
 MAX_PAGE = 10_000
+STATE_PAGE = 1_000  # content events in a /state page unless `limit` says otherwise
 
 
 @dataclass(frozen=True)
 class DaemonSettings:
-    """How long `min_seq` may wait, how often logs are polled, SSE keep-alives."""
+    """How the daemon waits, probes and bounds what it serves.
+
+    `min_seq_timeout`: how long a read with `min_seq` waits; `poll_interval`: how often
+    each log is checked for new records; `probe_interval` / `probe_timeout`: how often the
+    log's storage is asked for its head, and how long an unanswered probe takes to make
+    the log unavailable; `reopen_interval`: at most this long between attempts to open a
+    log that cannot be opened (one that does not exist yet included); `max_streams`:
+    lifecycle streams open at once, all logs together (503 beyond); `allowed_hosts`: the
+    Host names served (None or "*": any); `max_body_bytes`: the largest request body;
+    `heavy_workers`: threads that build large answers.
+    """
 
     min_seq_timeout: float = 5.0
     poll_interval: float = 0.02
     sse_keepalive: float = 15.0
+    probe_interval: float = 1.0
+    probe_timeout: float = 2.0
+    reopen_interval: float = 10.0
+    max_streams: int = 100
+    allowed_hosts: tuple[str, ...] | None = LOCAL_HOSTS
+    max_body_bytes: int = 1024 * 1024
+    heavy_workers: int = 2
+    hub: HubSettings = field(default_factory=HubSettings)
 
 
 # --- errors -------------------------------------------------------------------------------------
@@ -91,8 +126,10 @@ def _error_response(
     status: int, message: str, detail: Any = None, seq: int | None = None
 ) -> JSONResponse:
     body = {"detail": message if detail is None else detail, "message": message, "seq": seq}
-    headers = {SEQ_HEADER: _seq_text(seq)} if seq is not None else None
-    return JSONResponse(body, status_code=status, headers=headers)
+    headers = {SEQ_HEADER: _seq_text(seq)} if seq is not None else {}
+    if status == 503:
+        headers["Retry-After"] = "1"
+    return JSONResponse(body, status_code=status, headers=headers or None)
 
 
 def _install_error_handlers(app: FastAPI) -> None:
@@ -113,15 +150,26 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         message = str(exc.detail)
+        path = printable(request.url.path, 200)
+        method = printable(request.method, 20)
         if exc.status_code == 404 and message == "Not Found":
-            message = f"no such endpoint: {request.method} {request.url.path}"
+            message = f"no such endpoint: {method} {path}"
         elif exc.status_code == 405:
-            message = f"method {request.method} is not allowed on {request.url.path}"
+            message = f"method {method} is not allowed on {path}"
         return _error_response(exc.status_code, message)
+
+    @app.exception_handler(NotReady)
+    async def _not_ready(request: Request, exc: NotReady) -> JSONResponse:
+        return _error_response(503, str(exc))
+
+    @app.exception_handler(Unavailable)
+    async def _unavailable(request: Request, exc: Unavailable) -> JSONResponse:
+        return _error_response(503, str(exc), seq=exc.reached)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+        log.error("%s %s failed", printable(request.method, 20), printable(request.url.path),
+                  exc_info=exc)  # fmt: skip
         return _error_response(500, f"internal error: {type(exc).__name__}")
 
 
@@ -145,7 +193,7 @@ LogName = Annotated[str, Path(description="the log's name (directory name or Kaf
 ItemId = Annotated[str, Path(description="a memory item id")]
 
 
-def handle_of(request: Request, log: LogName) -> LogHandle:
+async def handle_of(request: Request, log: LogName) -> LogHandle:
     """The served log named in the path; 404 naming the served ones otherwise."""
     registry: LogRegistry = request.app.state.registry
     handle = registry.get(log)
@@ -167,9 +215,17 @@ def create_app(
     registry = (
         logs
         if isinstance(logs, LogRegistry)
-        else LogRegistry.from_locations(logs, poll_interval=settings.poll_interval)
+        else LogRegistry.from_locations(
+            logs,
+            poll_interval=settings.poll_interval,
+            probe_interval=settings.probe_interval,
+            probe_timeout=settings.probe_timeout,
+            reopen_interval=settings.reopen_interval,
+        )
     )
-    metrics = Metrics(registry)
+    streams = StreamLimit(settings.max_streams)
+    metrics = Metrics(registry, streams)
+    pools: list[ThreadPoolExecutor] = []  # the heavy pool, made on first use
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -180,6 +236,16 @@ def create_app(
             yield
         finally:
             await asyncio.to_thread(registry.release)
+            while pools:
+                pools.pop().shutdown(wait=False)
+
+    async def off_loop(call: Callable[[], T]) -> T:
+        """Run `call` in the heavy pool (bounded: `heavy_workers` at once)."""
+        if not pools:
+            pools.append(
+                ThreadPoolExecutor(settings.heavy_workers, thread_name_prefix="memstream-heavy")
+            )
+        return await asyncio.get_running_loop().run_in_executor(pools[0], call)
 
     app = FastAPI(
         title="memstream queryd",
@@ -190,22 +256,32 @@ def create_app(
         responses={
             404: {"model": m.ErrorBody, "description": "unknown log, id or endpoint"},
             422: {"model": m.ErrorBody, "description": "a malformed parameter or body"},
-            503: {"model": m.ErrorBody, "description": "the log is still hydrating"},
+            503: {
+                "model": m.ErrorBody,
+                "description": "the log is hydrating, does not exist, or is unavailable",
+            },
         },
     )
     app.state.registry = registry
     app.state.settings = settings
     app.state.metrics = metrics
+    app.state.streams = streams
+    app.add_middleware(BodyLimit, max_body=settings.max_body_bytes)
+    app.add_middleware(HostAllowList, allowed=settings.allowed_hosts)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     _install_error_handlers(app)
 
     # -- dependencies -----------------------------------------------------------------------
 
     async def state_of(handle: LogHandle, min_seq: int | None) -> LogState:
+        """The state to answer from: what the log's follower last folded (reads keep
+        working while the log is unavailable), or, with `min_seq`, at least that seq."""
         try:
             return await handle.at_least(min_seq, settings.min_seq_timeout)
         except NotReady as exc:
             raise ApiError(503, str(exc)) from None
+        except Unavailable as exc:
+            raise ApiError(503, str(exc), seq=exc.reached) from None
         except SeqTimeout as exc:
             raise ApiError(504, str(exc), seq=exc.reached) from None
 
@@ -234,22 +310,41 @@ def create_app(
 
     # -- service ------------------------------------------------------------------------------
 
-    @app.get("/healthz", tags=["service"], summary="alive")
+    @app.get(
+        "/healthz",
+        tags=["service"],
+        summary="alive: the daemon answers (it asks neither the logs, the broker nor Redis)",
+    )
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
     @app.get(
         "/readyz",
         tags=["service"],
-        summary="ready when every log is hydrated",
-        responses={503: {"model": m.LogsAnswer, "description": "some log is not hydrated"}},
+        summary="ready when every log is hydrated and its storage answers",
+        description="Each log's status (ready, hydrating, missing, unavailable) and why, its "
+        "seq, head and lag, and on Kafka its projector (state, heartbeat age, lag, "
+        "lifecycle lag). The projector does not gate readiness: reads are served without "
+        "it. Pass require_projector=true to also require every Kafka log's projector up "
+        "(for a daemon whose job is the lifecycle streams).",
+        response_model=m.ReadyAnswer,
+        responses={503: {"model": m.ReadyAnswer, "description": "some log is not ready"}},
     )
-    async def readyz() -> JSONResponse:
-        summaries = [_summary(h).model_dump() for h in registry.handles.values()]
-        ready = registry.all_ready()
-        return JSONResponse(
-            {"ready": ready, "logs": summaries}, status_code=200 if ready else 503
-        )
+    async def readyz(
+        require_projector: Annotated[
+            bool, Query(description="also 503 when a Kafka log's projector is not up")
+        ] = False,
+    ) -> JSONResponse:
+        summaries = [_summary(h) for h in registry.handles.values()]
+        ready = all(s.ready for s in summaries)
+        if require_projector:
+            ready = ready and all(
+                s.projector is not None and s.projector.state == "up"
+                for s in summaries
+                if s.mode == "kafka"
+            )
+        body = {"ready": ready, "logs": [s.model_dump() for s in summaries]}
+        return JSONResponse(body, status_code=200 if ready else 503)
 
     @app.get(
         "/metrics",
@@ -290,10 +385,27 @@ def create_app(
                              state, handle)  # fmt: skip
         return m.EventAnswer.model_construct(seq=seq_of(response, state), event=event)
 
-    @app.get("/logs/{log}/events", tags=["audit"], summary="the log in seq order, filtered, paged")
+    async def json_off_loop(build: Callable[[], Any], seq: int | None) -> Response:
+        """The answer `build` makes, built and serialized (in chunks: `dump_chunked`) in
+        the heavy pool: a page of thousands of events takes tens of ms, not on the loop."""
+
+        def dump() -> bytes:
+            return dump_chunked(build())
+
+        try:
+            body = await off_loop(dump)
+        except (ValueError, TypeError, MemstreamError) as exc:
+            raise ApiError(422, str(exc) or type(exc).__name__) from None
+        return Response(body, media_type="application/json", headers={SEQ_HEADER: _seq_text(seq)})
+
+    @app.get(
+        "/logs/{log}/events",
+        tags=["audit"],
+        summary="the log in seq order, filtered, paged",
+        response_model=m.EventsAnswer,
+    )
     async def list_events(
         handle: Handle,
-        response: Response,
         kind: Annotated[
             Literal["message", "document", "recall", "deletion"] | None, Query()
         ] = None,
@@ -302,51 +414,70 @@ def create_app(
         up_to_seq: Annotated[int | None, Query(ge=-1)] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
         min_seq: MinSeq = None,
-    ) -> m.EventsAnswer:
+    ) -> Response:
         state = await state_of(handle, min_seq)
-        found = pure(
-            select_events, state.memory, kind=kind, session_id=session_id,
-            after_seq=after_seq, up_to_seq=up_to_seq, limit=limit,
-        )  # fmt: skip
-        return m.EventsAnswer.model_construct(
-            seq=seq_of(response, state), events=found.events, next_after_seq=found.next_after_seq
-        )
+
+        def build() -> m.EventsAnswer:
+            found = select_events(
+                state.memory, kind=kind, session_id=session_id, after_seq=after_seq,
+                up_to_seq=up_to_seq, limit=limit,
+            )  # fmt: skip
+            return m.EventsAnswer.model_construct(
+                seq=state.last_seq, events=found.events, next_after_seq=found.next_after_seq
+            )
+
+        return await json_off_loop(build, state.last_seq)
 
     @app.get(
         "/logs/{log}/state",
         tags=["audit"],
-        summary="the audit state at the head or as of a seq",
+        summary="the audit state at the head or as of a seq, one page at a time",
+        description="The state's lists (visible messages and documents, deleted items, "
+        "recall statistics) for the content events (messages and documents) with a seq "
+        f"after `after_seq`, at most `limit` of them (default {STATE_PAGE}) in seq order, "
+        "each in the list it belongs to. `next_after_seq` is set when more follow: pass it "
+        "as `after_seq`, with `up_to_seq` set to the first page's `up_to_seq` so that every "
+        "page reads the same state. A state of up to `limit` content events comes whole.",
+        response_model=m.StateAnswer,
     )
     async def get_state(
         handle: Handle,
-        response: Response,
         up_to_seq: Annotated[
             int | None, Query(ge=-1, description="the state as it stood after this seq")
         ] = None,
+        after_seq: Annotated[
+            int | None, Query(ge=-1, description="the page after this content seq")
+        ] = None,
+        limit: Annotated[
+            int, Query(ge=1, le=MAX_PAGE, description="content events in this page at most")
+        ] = STATE_PAGE,
         min_seq: MinSeq = None,
-    ) -> m.StateAnswer:
+    ) -> Response:
         state = await state_of(handle, min_seq)
-        memory = state.memory.at(up_to_seq)
-        seq = seq_of(response, state)
+        seq = state.last_seq
         if up_to_seq is not None and seq is not None and up_to_seq < seq:
             seq = up_to_seq
-            response.headers[SEQ_HEADER] = _seq_text(seq)
-        return m.StateAnswer.model_construct(
-            seq=seq,
-            up_to_seq=memory.last_seq,
-            visible_messages=list(memory.visible_messages),
-            visible_documents=list(memory.visible_documents),
-            deleted=[
-                m.DeletedItem.model_construct(id=k, tombstone=v)
-                for k, v in memory.deleted.items()
-            ],
-            recall_stats=[
-                m.RecallStat.model_construct(
-                    id=k, num_recalled=v.num_recalled, last_recalled_at=v.last_recalled_at
-                )
-                for k, v in memory.recall_stats.items()
-            ],
-        )
+
+        def build() -> m.StateAnswer:
+            memory = state.memory.at(up_to_seq)
+            found = select_state(memory, after_seq=after_seq, limit=limit)
+            return m.StateAnswer.model_construct(
+                seq=seq,
+                up_to_seq=memory.last_seq,
+                visible_messages=found.visible_messages,
+                visible_documents=found.visible_documents,
+                deleted=[m.DeletedItem.model_construct(id=k, tombstone=v)
+                         for k, v in found.deleted],  # fmt: skip
+                recall_stats=[
+                    m.RecallStat.model_construct(
+                        id=k, num_recalled=v.num_recalled, last_recalled_at=v.last_recalled_at
+                    )
+                    for k, v in found.recall_stats
+                ],
+                next_after_seq=found.next_after_seq,
+            )
+
+        return await json_off_loop(build, seq)
 
     @app.get("/logs/{log}/search", tags=["audit"], summary="keyword search of visible memory")
     async def search_memory(
@@ -380,6 +511,9 @@ def create_app(
         memory = handle.memory
         if memory is None:
             raise ApiError(503, handle.not_ready_message())
+        health = handle.health()
+        if health.status == "unavailable":  # the append could only wait, then fail
+            raise ApiError(503, f"recall: not appended: {health.cause}")
         try:
             stored, items = await asyncio.to_thread(
                 memory.recall, body.query, limit=body.limit, session_id=body.session_id,
@@ -387,7 +521,12 @@ def create_app(
             )  # fmt: skip
         except ValueError as exc:
             raise ApiError(422, str(exc)) from None
-        await asyncio.to_thread(handle.refresh)
+        except MemstreamError as exc:
+            raise ApiError(503, f"recall on log {handle.name!r} failed: {exc}") from None
+        try:  # so that reads right after this answer see the Recall (bounded wait)
+            await handle.at_least(stored.seq, settings.min_seq_timeout)
+        except MemstreamError:
+            pass
         response.headers[SEQ_HEADER] = _seq_text(stored.seq)
         return m.RecallAnswer.model_construct(seq=stored.seq, recall=stored, items=items)
 
@@ -627,9 +766,13 @@ def create_app(
         summary="server-sent events: the lifecycle stream from an offset",
         description="Each event's id is its lifecycle offset; reconnect with Last-Event-ID "
         "to resume after it (it takes precedence over from_offset). `limit` ends the "
-        "stream after that many events.",
+        "stream after that many events. All streams of a log are served by one shared "
+        "reader; at most --max-streams are open at once (503 beyond).",
         response_class=StreamingResponse,
-        responses={200: {"content": {"text/event-stream": {}}}},
+        responses={
+            200: {"content": {"text/event-stream": {}}},
+            503: {"model": m.ErrorBody, "description": "too many streams open, or not ready"},
+        },
     )
     async def lifecycle(
         handle: Handle,
@@ -648,35 +791,84 @@ def create_app(
                     422, f"header.Last-Event-ID: expected an event id (an integer offset), "
                     f"got {last_event_id[:80]!r}",
                 ) from None  # fmt: skip
-            if start < 0:
-                raise ApiError(422, "header.Last-Event-ID: expected a non-negative offset")
+            if not 0 <= start <= 2**62:
+                raise ApiError(422, "header.Last-Event-ID: expected an offset from 0 to 2**62")
         handle.current()
-        memory = handle.memory
-        if memory is None:
+        if handle.memory is None:
             raise ApiError(503, handle.not_ready_message())
-        stream = lifecycle_stream(memory, start, limit=limit, keepalive=settings.sse_keepalive)
-        return StreamingResponse(
+        if not streams.try_acquire():
+            raise ApiError(
+                503, f"lifecycle: {streams.limit} streams are open, the daemon's limit "
+                "(--max-streams); retry later",
+            )  # fmt: skip
+        hub = handle.lifecycle_hub(settings.hub)
+        stream = hub_stream(hub, start, limit=limit, keepalive=settings.sse_keepalive)
+        return _SlotStreamingResponse(
+            streams.release,
             stream,
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
-    # NotReady raised from handle.current() outside state_of
-    @app.exception_handler(NotReady)
-    async def _not_ready(request: Request, exc: NotReady) -> JSONResponse:
-        return _error_response(503, str(exc))
-
     return app
 
 
+class _SlotStreamingResponse(StreamingResponse):
+    """A stream that gives its slot back however it ends (even if never started)."""
+
+    def __init__(self, release: Callable[[], None], *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._release: Callable[[], None] | None = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            release, self._release = self._release, None
+            if release is not None:
+                release()
+            aclose = getattr(self.body_iterator, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+
+def _projector_out(handle: LogHandle) -> m.ProjectorOut | None:
+    report = handle.projector
+    if handle.mode != "kafka":
+        return None
+    if report is None:
+        return m.ProjectorOut(state="unknown", cause="not asked yet")
+    status = report.status
+    head = handle.head()
+    lag = None
+    if status is not None and head is not None:
+        lag = max(0, head - (-1 if status.folded_seq is None else status.folded_seq))
+    return m.ProjectorOut(
+        state=report.state,
+        cause=report.cause,
+        owner=None if status is None else status.owner,
+        heartbeat_age_s=None if report.age_s is None else round(report.age_s, 3),
+        folded_seq=None if status is None else status.folded_seq,
+        published_seq=None if status is None else status.published_seq,
+        lag=lag,
+        lifecycle_lag=handle.lifecycle_lag(),
+    )
+
+
 def _summary(handle: LogHandle) -> m.LogSummary:
+    """A log as /readyz, /logs and /logs/NAME report it (what its threads last saw)."""
     state = handle.state
+    health = handle.health()
+    hydrated = handle.ready.is_set()
     return m.LogSummary(
         name=handle.name,
         mode=handle.mode,  # type: ignore[arg-type]
-        ready=handle.ready.is_set(),
+        ready=health.ready,
+        status=health.status,
+        hydrated=hydrated,
         seq=None if state is None else state.last_seq,
-        head=handle.head() if handle.ready.is_set() else None,
-        lag=handle.lag() if handle.ready.is_set() else 0,
-        error=handle.error,
+        head=handle.head() if hydrated else None,
+        lag=handle.lag() if hydrated else 0,
+        error=health.cause,
+        projector=_projector_out(handle),
     )

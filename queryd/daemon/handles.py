@@ -1,10 +1,20 @@
-"""The logs a daemon serves: hydration, following, and waiting for a seq.
+"""The logs a daemon serves: hydration, following, probing, and waiting for a seq.
 
 Each served log is a `LogHandle` around a `producers.memory.Memory` over its location (the
 embedded file or a Kafka topic; the log adapter does the hydration from the Redis snapshot
-and the following). A background thread opens it (retrying until it can), then refreshes
-the handle's current state every `poll_interval` seconds; readers take that state without
-blocking, and a reader asking for at least a seq waits, bounded, for the state to get there.
+and the following). Three background threads per log do every blocking call, so no route
+ever waits on the broker, Redis or the disk:
+
+- the follower opens the log as a reader (retrying: a log that does not exist yet may be
+  created later by a writer), then refreshes the handle's state every `poll_interval`;
+- the prober asks the log for its head every `probe_interval` (one round trip to the
+  broker on Kafka) and, on Kafka, reads the projector's status record from Redis;
+- (on demand) the lifecycle hub, see `queryd.daemon.streams`.
+
+Routes read what these threads last published: the state (`current`), the log's health
+(`health`: ready, hydrating, missing or unavailable, with the cause), the head and the
+projector's report. A probe outstanding longer than `probe_timeout` marks the log
+unavailable at once, however long the driver itself would wait.
 """
 
 from __future__ import annotations
@@ -14,26 +24,45 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
 
 from producers.memory import Memory
 from projector.log_state import LogState
-from schemas.errors import LocationError, MemstreamError
+from queryd.daemon.jsonlog import Throttle
+from queryd.daemon.projector_status import ProjectorReport, ProjectorStatusReader
+from schemas.errors import LocationError, LogNotFoundError, MemstreamError
+
+if TYPE_CHECKING:
+    from queryd.daemon.streams import HubSettings, LifecycleHub
 
 __all__ = [
+    "Health",
     "LogHandle",
     "LogRegistry",
     "NotReady",
     "SeqTimeout",
+    "Unavailable",
     "log_name",
 ]
 
 log = logging.getLogger("memstream.queryd.logs")
 
+MAX_CAUSE = 500  # characters of a driver's error kept in a cause
+
 
 class NotReady(MemstreamError):
-    """The log is still hydrating (or cannot be opened yet)."""
+    """The log is still hydrating, or does not exist (yet)."""
+
+
+class Unavailable(MemstreamError):
+    """The log's storage does not answer (broker or disk): fresh reads cannot be served."""
+
+    def __init__(self, message: str, reached: int | None) -> None:
+        super().__init__(message)
+        self.reached = reached
 
 
 class SeqTimeout(MemstreamError):
@@ -46,6 +75,21 @@ class SeqTimeout(MemstreamError):
             f"min_seq: timed out after {timeout:g} s waiting for log {name!r} to reach seq "
             f"{min_seq}; the state reached {where}"
         )
+
+
+Status = Literal["hydrating", "missing", "ready", "unavailable"]
+
+
+@dataclass(frozen=True)
+class Health:
+    """A log's health as the routes report it (computed without blocking)."""
+
+    status: Status
+    cause: str | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self.status == "ready"
 
 
 def log_name(location: str) -> str:
@@ -67,12 +111,18 @@ def open_for_reading(location: str) -> Memory:
     return Memory(location, create=False)
 
 
+def describe(exc: BaseException) -> str:
+    """A driver's error as one bounded line: its class and message."""
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= MAX_CAUSE else text[: MAX_CAUSE - 3] + "..."
+
+
 def _seq_reached(state: LogState | None, min_seq: int) -> bool:
     return state is not None and state.last_seq is not None and state.last_seq >= min_seq
 
 
 class LogHandle:
-    """One served log: its name, location, `Memory`, and current state."""
+    """One served log: its name, location, `Memory`, current state and health."""
 
     def __init__(
         self,
@@ -80,27 +130,52 @@ class LogHandle:
         *,
         name: str | None = None,
         poll_interval: float = 0.02,
+        probe_interval: float = 1.0,
+        probe_timeout: float = 2.0,
+        reopen_interval: float = 10.0,
         opener: Callable[[str], Memory] = open_for_reading,
     ) -> None:
         self.location = str(location)
         self.name = name or log_name(self.location)
         self.mode = "kafka" if self.location.startswith("kafka://") else "embedded"
         self.poll_interval = poll_interval
+        self.probe_interval = probe_interval
+        self.probe_timeout = probe_timeout
+        self.reopen_interval = reopen_interval
         self._opener = opener
         self.memory: Memory | None = None
         self.state: LogState | None = None
+        # The follower's last failure (opening or refreshing); None once it succeeds again.
         self.error: str | None = None
-        self.ready = threading.Event()
+        self.missing = False  # the last attempt to open found no such log
+        self.ready = threading.Event()  # hydrated: a state is being served
+        # What the prober last saw (monotonic times; plain attributes: one writer thread).
+        self._head: int | None = None
+        self._probe_started: float | None = None
+        self._probe_error: str | None = None
+        self._probe_ok_at: float | None = None
+        self.projector: ProjectorReport | None = None
+        self._status_reader: ProjectorStatusReader | None = None
+        if self.mode == "kafka":
+            from producers.logs.location import parse_kafka_location
+
+            self._status_reader = ProjectorStatusReader(
+                parse_kafka_location(self.location), timeout=min(1.0, probe_timeout)
+            )
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._prober: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._changed: asyncio.Event | None = None
         self._lock = threading.Lock()
+        self._hub: LifecycleHub | None = None
+        self._hub_lock = threading.Lock()
+        self._warn = Throttle(log, period=60.0)
 
     # -- lifetime -----------------------------------------------------------------------------
 
     def start(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
-        """Open and follow the log in a background thread; `loop` gets change notices.
+        """Open and follow the log in background threads; `loop` gets change notices.
 
         Starting again only binds another loop (an app may be given a started registry)."""
         self._loop = loop
@@ -111,22 +186,56 @@ class LogHandle:
         self._thread = threading.Thread(
             target=self._run, name=f"memstream-queryd-{self.name}", daemon=True
         )
+        self._prober = threading.Thread(
+            target=self._probe_loop, name=f"memstream-queryd-probe-{self.name}", daemon=True
+        )
         self._thread.start()
+        self._prober.start()
+
+    def _open(self) -> Memory | None:
+        """Open the log (blocking, in the follower); None when it cannot be opened yet."""
+        try:
+            memory = self._opener(self.location)
+        except LogNotFoundError as exc:
+            first = not self.missing
+            self.missing, self.error = True, describe(exc)
+            if first:
+                log.warning(
+                    "log %s does not exist (%s); serving it as not ready and checking again "
+                    "every %g s",
+                    self.name, exc, self.reopen_interval,
+                )  # fmt: skip
+            return None
+        except Exception as exc:
+            self.missing, self.error = False, describe(exc)
+            self._warn.warning("open", "log %s: cannot open yet (%s); retrying", self.name,
+                               self.error)  # fmt: skip
+            return None
+        return memory
 
     def _run(self) -> None:
-        backoff = 0.5
+        backoff = min(0.5, self.reopen_interval)
         while not self._stop.is_set():
+            memory = self._open()
+            if memory is None:
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, self.reopen_interval)
+                continue
             try:
-                memory = self._opener(self.location)
                 state = memory.log.state()
             except Exception as exc:
-                self.error = f"{type(exc).__name__}: {exc}"
-                log.warning("log %s: cannot open yet (%s); retrying", self.name, self.error)
+                self.error = describe(exc)
+                self._warn.warning("open", "log %s: cannot fold yet (%s); retrying", self.name,
+                                   self.error)  # fmt: skip
+                self._close_quietly(memory)
                 self._stop.wait(backoff)
-                backoff = min(backoff * 2, 10.0)
+                backoff = min(backoff * 2, self.reopen_interval)
                 continue
+            if self._stop.is_set():
+                self._close_quietly(memory)
+                return
             self.memory = memory
-            self.error = None
+            self.missing, self.error = False, None
             self._publish(state)
             self.ready.set()
             log.info("log %s: hydrated at seq %s", self.name, state.last_seq)
@@ -134,24 +243,105 @@ class LogHandle:
         while not self._stop.wait(self.poll_interval):
             try:
                 self.refresh()
-            except Exception:
-                log.warning("log %s: refresh failed", self.name, exc_info=True)
+            except Exception as exc:
+                self.error = describe(exc)
+                self._warn.warning("refresh", "log %s: refresh failed (%s)", self.name,
+                                   self.error)  # fmt: skip
                 self._stop.wait(1.0)
+            else:
+                self.error = None
+
+    def _probe_loop(self) -> None:
+        while not self._stop.is_set():
+            memory = self.memory
+            if memory is not None:
+                self._probe_head(memory)
+            reader = self._status_reader
+            if reader is not None:
+                self.projector = reader.read()
+            self._stop.wait(self.probe_interval)
+
+    def _probe_head(self, memory: Memory) -> None:
+        self._probe_started = time.monotonic()
+        try:
+            head = self._read_head(memory)
+        except Exception as exc:
+            self._probe_error = describe(exc)
+            self._warn.warning("probe", "log %s: unavailable (%s)", self.name,
+                               self._probe_error)  # fmt: skip
+        else:
+            if self._probe_error is not None:
+                log.info("log %s: available again", self.name)
+            self._head, self._probe_error = head, None
+            self._probe_ok_at = time.monotonic()
+        finally:
+            self._probe_started = None
+
+    @staticmethod
+    def _read_head(memory: Memory) -> int | None:
+        """The seq of the log's last record (blocking: one round trip on Kafka)."""
+        head = getattr(memory.log, "head", None)
+        if head is not None:
+            return head()  # type: ignore[no-any-return]
+        end_offset = getattr(memory.log, "end_offset", None)  # a Kafka log's high watermark
+        if end_offset is not None:
+            end = int(end_offset())
+            return end - 1 if end > 0 else None
+        state = memory.log.state()
+        return state.last_seq
 
     def stop(self) -> None:
-        """Stop following and close the log; `start` may open it again afterwards."""
+        """Stop following and close the log; `start` may open it again afterwards.
+
+        A call to the log still outstanding in a thread (a broker that stopped answering)
+        is not waited for beyond a few seconds; the log is then left open rather than
+        closed under that call."""
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        self._thread, self._stop = None, threading.Event()
+        with self._hub_lock:
+            hub, self._hub = self._hub, None
+        if hub is not None:
+            hub.stop()
+        stuck = False
+        for thread in (self._thread, self._prober):
+            if thread is not None:
+                thread.join(timeout=5)
+                stuck = stuck or thread.is_alive()
+        self._thread = self._prober = None
+        self._stop = threading.Event()
         self.ready.clear()
         self.state = None
+        self._head = self._probe_ok_at = self._probe_started = None
+        self._probe_error = None
         memory, self.memory = self.memory, None
         if memory is not None:
-            try:
-                memory.close()
-            except Exception:
-                log.warning("log %s: close failed", self.name, exc_info=True)
+            if stuck:
+                log.warning("log %s: a call to the log is still outstanding; left open",
+                            self.name)  # fmt: skip
+            else:
+                self._close_quietly(memory)
+        if self._status_reader is not None:
+            self._status_reader.close()
+
+    def _close_quietly(self, memory: Memory) -> None:
+        try:
+            memory.close()
+        except Exception:
+            log.warning("log %s: close failed", self.name, exc_info=True)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def lifecycle_hub(self, settings: HubSettings | None = None) -> LifecycleHub:
+        """The one lifecycle hub of this log (its reader starts with its first stream)."""
+        from queryd.daemon.streams import LifecycleHub
+
+        with self._hub_lock:
+            if self._hub is None:
+                self._hub = LifecycleHub(self, settings)
+            return self._hub
+
+    @property
+    def hub(self) -> LifecycleHub | None:
+        return self._hub
 
     # -- state --------------------------------------------------------------------------------
 
@@ -184,53 +374,85 @@ class LogHandle:
         self._publish(state)
         return state
 
+    def health(self) -> Health:
+        """Ready, hydrating, missing or unavailable, and why (never blocks)."""
+        if not self.ready.is_set():
+            if self.missing:
+                return Health("missing", f"log {self.name!r} does not exist: {self.error}")
+            why = f": {self.error}" if self.error else ""
+            return Health("hydrating", f"log {self.name!r} is not ready yet (hydrating){why}")
+        started = self._probe_started
+        if started is not None:
+            waited = time.monotonic() - started
+            # The embedded log's head waits behind a long catch-up fold; only a disk that
+            # hangs for much longer is "no answer".
+            stall = self.probe_timeout if self.mode == "kafka" else max(self.probe_timeout, 10.0)
+            if waited > stall:
+                return Health("unavailable", f"log {self.name!r} is unavailable: no answer from "
+                              f"{self._storage()} for {waited:.1f} s")  # fmt: skip
+        if self._probe_error is not None:
+            return Health("unavailable", f"log {self.name!r} is unavailable: {self._probe_error}")
+        if self.error is not None:
+            return Health(
+                "unavailable", f"log {self.name!r} is unavailable: following it fails: {self.error}"
+            )
+        return Health("ready")
+
+    def _storage(self) -> str:
+        if self.mode == "kafka":
+            return f"the Kafka broker at {urlsplit(self.location).netloc}"
+        return "the log file"
+
     def not_ready_message(self) -> str:
-        why = f": {self.error}" if self.error else ""
-        return f"log {self.name!r} is not ready yet (hydrating){why}"
+        return self.health().cause or f"log {self.name!r} is not ready yet (hydrating)"
 
     def current(self) -> LogState:
-        """The newest state this handle has; NotReady while hydrating."""
+        """The newest state this handle has; NotReady while hydrating or missing."""
         state = self.state
         if state is None or not self.ready.is_set():
             raise NotReady(self.not_ready_message())
         return state
 
     async def at_least(self, min_seq: int | None, timeout: float) -> LogState:
-        """The current state, once it reflects at least `min_seq`; SeqTimeout otherwise."""
+        """The current state, once it reflects at least `min_seq`.
+
+        Waits (without blocking the loop) for the follower to publish it, at most `timeout`
+        seconds: SeqTimeout then. While the log is unavailable, a seq the state has not
+        reached cannot come: Unavailable at once, naming the seq reached."""
         state = self.current()
         if min_seq is None or _seq_reached(state, min_seq):
             return state
         deadline = time.monotonic() + timeout
-        state = await asyncio.to_thread(self.refresh)
         while not _seq_reached(state, min_seq):
+            health = self.health()
+            if health.status == "unavailable":
+                reached = "no record" if state.last_seq is None else f"seq {state.last_seq}"
+                raise Unavailable(
+                    f"min_seq: {health.cause}; the state reflects {reached}, not seq {min_seq}",
+                    state.last_seq,
+                )
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise SeqTimeout(self.name, min_seq, state.last_seq, timeout)
             changed = self._changed
+            # Woken by the follower's notice, or every probe_timeout to look at the health.
+            wait = min(remaining, self.probe_timeout)
             if changed is None or self._loop is not asyncio.get_running_loop():
-                # no notices for this loop: poll
-                await asyncio.sleep(min(self.poll_interval, remaining))
+                await asyncio.sleep(min(self.poll_interval, wait))  # no notices here: poll
             else:
                 try:
-                    await asyncio.wait_for(changed.wait(), remaining)
+                    await asyncio.wait_for(changed.wait(), wait)
                 except TimeoutError:
                     pass
             state = self.current()
         return state
 
     def head(self) -> int | None:
-        """The seq of the log's last record, folded or not, where the log can tell."""
-        memory = self.memory
-        if memory is None:
-            return None if self.state is None else self.state.last_seq
-        head = getattr(memory.log, "head", None)
-        if head is not None:
-            return head()  # type: ignore[no-any-return]
-        end_offset = getattr(memory.log, "end_offset", None)  # a Kafka log's high watermark
-        if end_offset is not None:
-            end = int(end_offset())
-            return end - 1 if end > 0 else None
-        return None if self.state is None else self.state.last_seq
+        """The seq of the log's last record as the prober last saw it (never blocks)."""
+        if self._probe_ok_at is None:
+            state = self.state
+            return None if state is None else state.last_seq
+        return self._head
 
     def lag(self) -> int:
         """Records in the log that the served state does not reflect yet."""
@@ -240,6 +462,17 @@ class LogHandle:
             return 0
         last = -1 if state is None or state.last_seq is None else state.last_seq
         return max(0, head - last)
+
+    def lifecycle_lag(self) -> int | None:
+        """Records whose lifecycle events the projector has not published yet (Kafka)."""
+        report = self.projector
+        if report is None or report.status is None:
+            return None
+        head = self.head()
+        if head is None:
+            return 0
+        published = report.status.published_seq
+        return max(0, head - (-1 if published is None else published))
 
 
 class LogRegistry:
@@ -291,9 +524,10 @@ class LogRegistry:
             handle.stop()
 
     def all_ready(self) -> bool:
-        return all(h.ready.is_set() for h in self.handles.values())
+        return all(h.health().ready for h in self.handles.values())
 
     def wait_ready(self, timeout: float) -> bool:
+        """Until every log is hydrated (not: reachable right now), at most `timeout` s."""
         deadline = time.monotonic() + timeout
         for handle in self.handles.values():
             if not handle.ready.wait(max(0.0, deadline - time.monotonic())):

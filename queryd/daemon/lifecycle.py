@@ -1,9 +1,9 @@
-"""Server-sent events of a log's lifecycle stream, from an offset.
+"""Server-sent events of a log's lifecycle stream: the frame of one event.
 
-The stream is read by `Memory.lifecycle` (the lifecycle topic on Kafka; derived by folding
-on the embedded log) in a thread, handed to the event loop through a bounded queue (a slow
-client holds the reader back instead of growing memory), and written as SSE frames whose
-id is the lifecycle offset. The reader stops when the client goes away.
+The daemon serves its streams from one shared reader per log (`queryd.daemon.streams`).
+`lifecycle_stream`, one reader per stream (a fold of the whole embedded log each), is the
+former way, no longer used by the daemon: it is kept only until this module's other
+pending change is merged, then goes.
 """
 
 from __future__ import annotations

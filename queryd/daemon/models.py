@@ -81,18 +81,47 @@ class ErrorBody(BaseModel):
     seq: int | None = None
 
 
+class ProjectorOut(BaseModel):
+    """The projector of a Kafka log, as its status record in Redis says."""
+
+    state: Literal["up", "stale", "missing", "unknown"] = Field(
+        description="up: a fresh heartbeat; stale: none for 3 lease periods; missing: no "
+        "status record; unknown: Redis did not answer"
+    )
+    cause: str | None = None
+    owner: str | None = None
+    heartbeat_age_s: float | None = Field(None, description="seconds since its heartbeat")
+    folded_seq: int | None = None
+    published_seq: int | None = Field(
+        None, description="the seq whose lifecycle events it published last"
+    )
+    lag: int | None = Field(None, description="records it has not folded yet")
+    lifecycle_lag: int | None = Field(
+        None, description="records whose lifecycle events are not published yet"
+    )
+
+
 class LogSummary(BaseModel):
     name: str
     mode: Literal["embedded", "kafka"]
-    ready: bool
+    ready: bool = Field(description="hydrated, and its storage answers")
+    status: Literal["hydrating", "missing", "ready", "unavailable"]
+    hydrated: bool
     seq: int | None
     head: int | None
     lag: int
-    error: str | None = None
+    error: str | None = Field(None, description="why it is not ready (None when it is)")
+    projector: ProjectorOut | None = Field(
+        None, description="Kafka logs only: the projector that publishes lifecycle events"
+    )
 
 
 class LogsAnswer(BaseModel):
     logs: list[LogSummary]
+
+
+class ReadyAnswer(LogsAnswer):
+    ready: bool = Field(description="every log is ready (and its projector up, if required)")
 
 
 class LogAnswer(Answer):
@@ -133,6 +162,11 @@ class StateAnswer(Answer):
     visible_documents: list[Document]
     deleted: list[DeletedItem]
     recall_stats: list[RecallStat]
+    next_after_seq: int | None = Field(
+        None,
+        description="more content follows: pass as after_seq (with up_to_seq set to this "
+        "page's up_to_seq for one consistent state); None when this page is the last",
+    )
 
 
 class SearchAnswer(Answer):

@@ -159,13 +159,16 @@ def seed(location: str) -> Seeded:
 # --- the daemon -------------------------------------------------------------------------------
 
 
-FAST = DaemonSettings(min_seq_timeout=1.0, poll_interval=0.01, sse_keepalive=1.0)
+FAST = DaemonSettings(
+    min_seq_timeout=1.0, poll_interval=0.01, sse_keepalive=1.0, probe_interval=0.2,
+    reopen_interval=0.5,
+)  # fmt: skip
 
 
 @contextmanager
 def in_process(locations: list[str], settings: DaemonSettings = FAST) -> Iterator[TestClient]:
     app = create_app(locations, settings)
-    with TestClient(app) as client:
+    with TestClient(app, base_url="http://localhost") as client:
         assert app.state.registry.wait_ready(60), "the logs did not hydrate"
         yield client
 
@@ -180,11 +183,19 @@ def free_port() -> int:
 
 @contextmanager
 def serve(
-    locations: list[str], *extra: str, timeout: float = 60, output: Path | None = None
+    locations: list[str],
+    *extra: str,
+    timeout: float = 60,
+    output: Path | None = None,
+    ready: bool = True,
+    preexec_fn: Callable[[], None] | None = None,
+    procs: list[subprocess.Popen[bytes]] | None = None,
 ) -> Iterator[str]:
     """A real `memstream queryd serve` on a free loopback port; yields its base URL.
 
     Its output goes to `output` (default: a temporary file), never to a pipe nobody reads.
+    `ready=False` waits only for it to answer (/healthz), not for its logs; `preexec_fn`
+    runs in the child before it starts (a lowered ulimit, say); `procs` gets the process.
     """
     port = free_port()
     args = [str(MEMSTREAM), "queryd", "serve", "--host", "127.0.0.1", "--port", str(port),
@@ -197,8 +208,12 @@ def serve(
             proc = subprocess.Popen(
                 args, cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True,
+                preexec_fn=preexec_fn,
             )  # fmt: skip
+        if procs is not None:
+            procs.append(proc)
         base = f"http://127.0.0.1:{port}"
+        probe = "/readyz" if ready else "/healthz"
         try:
             deadline = time.monotonic() + timeout
             while True:
@@ -207,7 +222,7 @@ def serve(
                         f"queryd exited with {proc.returncode}:\n{out_path.read_text()}"
                     )
                 try:
-                    if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
+                    if httpx.get(f"{base}{probe}", timeout=2).status_code == 200:
                         break
                 except httpx.TransportError:
                     pass

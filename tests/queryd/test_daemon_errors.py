@@ -175,7 +175,7 @@ def test_not_ready_while_hydrating_is_503(embedded_location: str) -> None:
 
     registry = LogRegistry([LogHandle(embedded_location, opener=slow_open)])
     app = create_app(registry, FAST)
-    with TestClient(app) as c:
+    with TestClient(app, base_url="http://localhost") as c:
         assert c.get("/healthz").status_code == 200
         assert c.get("/readyz").status_code == 503
         assert "not ready" in message_of(c.get("/logs/memory-db/state"), 503)
@@ -192,8 +192,10 @@ def test_not_ready_while_hydrating_is_503(embedded_location: str) -> None:
 _FUZZ_DIR = Path(tempfile.mkdtemp(prefix="memstream-queryd-fuzz-"))
 _FUZZ_REGISTRY = LogRegistry.from_locations([str(_FUZZ_DIR / "memory-db")], poll_interval=0.01)
 _FUZZ_APP = create_app(
-    _FUZZ_REGISTRY, DaemonSettings(min_seq_timeout=0.05, poll_interval=0.01, sse_keepalive=0.2)
-)
+    _FUZZ_REGISTRY,
+    DaemonSettings(min_seq_timeout=0.05, poll_interval=0.01, sse_keepalive=0.2,
+                   allowed_hosts=("testserver",)),  # schemathesis' ASGI client's Host
+)  # fmt: skip
 # SSE streams do not end on their own; they are tested with a real client instead.
 schema = schemathesis.openapi.from_asgi("/openapi.json", _FUZZ_APP).exclude(
     path="/logs/{log}/lifecycle"
