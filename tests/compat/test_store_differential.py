@@ -97,7 +97,7 @@ def _queryd_answers_as_memex(location: str, head: int, seed: Any, nb: Any, na: A
     """queryd's graph routes over the same log, at its head: items, stats, contradictions,
     stale items."""
     app = create_app([location], DaemonSettings(min_seq_timeout=30.0))
-    with TestClient(app) as client:
+    with TestClient(app, base_url="http://localhost") as client:
         name = client.get("/logs").json()["logs"][0]["name"]
         base = f"/logs/{name}/graph"
         q = f"?min_seq={head}"
