@@ -38,9 +38,9 @@ from __future__ import annotations
 import json
 import sys
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
-from itertools import chain, islice, repeat
-from operator import itemgetter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import chain, compress, islice, repeat
+from operator import ge, is_not, itemgetter, le
 from typing import Annotated, Any, Literal, NamedTuple, get_args
 
 import msgspec
@@ -129,7 +129,7 @@ _Ids = Annotated[bytes, Meta(max_length=MAX_RECORD_BYTES)]  # 16 bytes per id (c
 _Record = Annotated[bytes, Meta(max_length=MAX_RECORD_BYTES)]
 
 
-class _Head(msgspec.Struct, array_like=True):
+class _Head(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
     ids: list[_Id]
     ts: list[_Micros]
     session: list[_Ref]
@@ -137,13 +137,13 @@ class _Head(msgspec.Struct, array_like=True):
     actor: list[_Ref]
 
 
-class _Messages(_Head, array_like=True):
+class _Messages(_Head, array_like=True, forbid_unknown_fields=True):
     speaker: list[_Ref]
     content: list[_Text1]
     retain: list[_Micros | None]
 
 
-class _Documents(_Head, array_like=True):
+class _Documents(_Head, array_like=True, forbid_unknown_fields=True):
     name: list[_Text1]
     text: list[_Text1]
     media_type: list[_Ref]
@@ -151,18 +151,18 @@ class _Documents(_Head, array_like=True):
     retain: list[_Micros | None]
 
 
-class _Recalls(_Head, array_like=True):
+class _Recalls(_Head, array_like=True, forbid_unknown_fields=True):
     query: list[_Text1]
     recalled: list[_Ids]
 
 
-class _Deletions(_Head, array_like=True):
+class _Deletions(_Head, array_like=True, forbid_unknown_fields=True):
     targets: list[_Ids]
     reason: list[_Text1]
     requested_by: list[_Text | None]
 
 
-class _Wire(msgspec.Struct, array_like=True):
+class _Wire(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
     format: Literal[3]
     first: _Seq
     last: _Seq
@@ -499,67 +499,69 @@ def _extras(
 
 # --- the graph checkpoint -----------------------------------------------------------------------
 
-# Per model: its fields in declaration order, and a check of each value.
-Check = Callable[[Any], bool]
+# A check of one field's values across the checkpoint's models (a column): C-speed passes.
+Check = Callable[[Sequence[Any]], bool]
+_NONE = type(None)
 
 
-def _is_str(v: Any) -> bool:
-    return type(v) is str
+def _types(*allowed: type) -> Check:
+    allowed_set = frozenset(allowed)
+    return lambda col: set(map(type, col)) <= allowed_set
 
 
-def _opt_str(v: Any) -> bool:
-    return v is None or type(v) is str
+def _present(col: Sequence[Any]) -> Iterator[Any]:
+    return compress(col, map(is_not, col, repeat(None)))
 
 
-def _score(v: Any) -> bool:
-    return (type(v) is float or type(v) is int) and 0 <= v <= 1
+def _in_unit(values: Iterable[Any]) -> bool:
+    # NaN fails both comparisons, as it fails the models' ge/le.
+    values = list(values)
+    return all(map(le, repeat(0), values)) and all(map(ge, repeat(1), values))
 
 
-def _opt_score(v: Any) -> bool:
-    return v is None or _score(v)
+def _score(col: Sequence[Any]) -> bool:
+    return set(map(type, col)) <= {float, int} and _in_unit(col)
 
 
-def _opt_int(v: Any) -> bool:
-    return v is None or type(v) is int
+def _opt_score(col: Sequence[Any]) -> bool:
+    return set(map(type, col)) <= {float, int, _NONE} and _in_unit(_present(col))
 
 
-def _opt_count(v: Any) -> bool:
-    return v is None or (type(v) is int and v >= 0)
+def _opt_count(col: Sequence[Any]) -> bool:
+    return set(map(type, col)) <= {int, _NONE} and all(map(le, repeat(0), _present(col)))
 
 
-def _is_bool(v: Any) -> bool:
-    return type(v) is bool
-
-
-def _opt_dict(v: Any) -> bool:
-    return v is None or type(v) is dict
-
-
-def _is_dict(v: Any) -> bool:
-    return type(v) is dict
-
-
-def _opt_strs(v: Any) -> bool:
-    return v is None or (type(v) is list and all(type(s) is str for s in v))
-
-
-def _any(v: Any) -> bool:
-    return True
+def _opt_strs(col: Sequence[Any]) -> bool:
+    return set(map(type, col)) <= {list, _NONE} and set(
+        map(type, chain.from_iterable(_present(col)))
+    ) <= {str}
 
 
 def _one_of(*values: str) -> Check:
     allowed = frozenset(values)
-    return lambda v: type(v) is str and v in allowed
+    return lambda col: set(map(type, col)) <= {str} and set(col) <= allowed
 
 
+def _any(col: Sequence[Any]) -> bool:
+    return True
+
+
+_str = _types(str)
+_opt_str = _types(str, _NONE)
+_opt_int = _types(int, _NONE)
+_dict = _types(dict)
+_opt_dict = _types(dict, _NONE)
+_bool = _types(bool)
+
+# Per model: its fields in declaration order, and the check of each.
 _CHECKS: dict[type[Any], dict[str, Check]] = {
     MemoryItem: {
-        "id": _is_str,
-        "scope": _is_str,
-        "kind": _is_str,
-        "content": _is_dict,
-        "author": _is_str,
-        "source_kind": _is_str,
+        "id": _str,
+        "scope": _str,
+        "kind": _str,
+        "content": _dict,
+        "author": _str,
+        "source_kind": _str,
         "parents": _opt_strs,
         "authority": _score,
         "conviction": _opt_score,
@@ -570,34 +572,34 @@ _CHECKS: dict[type[Any], dict[str, Check]] = {
         "meta": _opt_dict,
     },
     Edge: {
-        "edge_id": _is_str,
-        "from_": _is_str,
-        "to": _is_str,
-        "kind": _is_str,
+        "edge_id": _str,
+        "from_": _str,
+        "to": _str,
+        "kind": _str,
         "weight": _opt_score,
-        "author": _is_str,
-        "source_kind": _is_str,
+        "author": _str,
+        "source_kind": _str,
         "authority": _score,
-        "active": _is_bool,
+        "active": _bool,
         "meta": _opt_dict,
     },
     Intent: {
-        "id": _is_str,
+        "id": _str,
         "parent_id": _opt_str,
-        "label": _is_str,
+        "label": _str,
         "description": _opt_str,
         "priority": _score,
-        "owner": _is_str,
+        "owner": _str,
         "status": _one_of(*get_args(IntentStatus)),
         "context": _opt_dict,
         "root_memory_ids": _opt_strs,
         "meta": _opt_dict,
     },
     Task: {
-        "id": _is_str,
-        "intent_id": _is_str,
+        "id": _str,
+        "intent_id": _str,
         "parent_id": _opt_str,
-        "action": _is_str,
+        "action": _str,
         "label": _opt_str,
         "status": _one_of(*get_args(TaskStatus)),
         "priority": _score,
@@ -637,56 +639,54 @@ def encode_checkpoint(
         _values(tasks.tasks.values(), Task),
     ]
     for rows, model in zip(value[2:], _CHECKS, strict=True):
-        _check_models(rows, model, "checkpoint")  # type: ignore[arg-type]
+        _columns_checked(rows, model, f"checkpoint at seq {seq}")  # type: ignore[arg-type]
     try:
         return json.dumps(value, ensure_ascii=True, separators=(",", ":"))
     except (TypeError, ValueError, RecursionError) as exc:
         raise SnapshotFormatError(f"checkpoint at seq {seq}: not JSON: {exc}") from None
 
 
-def _check_models(rows: Any, model: type[Any], where: str) -> None:
+def _columns_checked(rows: Any, model: type[Any], where: str) -> list[Sequence[Any]]:
+    """The columns of `rows` (a list of models' field values), each checked."""
     name = model.__name__
+    checks = _CHECKS[model]
     if type(rows) is not list:
         raise _fail(where, f"{name}s: not a list")
-    checks = tuple(_CHECKS[model].values())
-    fields = _FIELDS[model]
-    width = len(checks)
-    for row in rows:
-        if (type(row) is not list and type(row) is not tuple) or len(row) != width:
-            raise _fail(where, f"a {name} of another shape")
-        for check, value, field in zip(checks, row, fields, strict=True):
-            if not check(value):
-                raise _fail(where, f"{name} {row[0]!r}: {field} {type(value).__name__}")
-    return None
+    if not rows:
+        return [()] * len(checks)
+    if not set(map(type, rows)) <= {list, tuple} or set(map(len, rows)) != {len(checks)}:
+        raise _fail(where, f"a {name} that is not an array of its {len(checks)} fields")
+    columns = list(zip(*rows, strict=True))
+    for (field, check), column in zip(checks.items(), columns, strict=True):
+        if not check(column):
+            raise _fail(where, f"{name}.{field}: a value of another type or out of range")
+    return columns
 
 
-def _models(rows: list[list[Any]], model: type[Any]) -> list[Any]:
+def _models(rows: list[Any], model: type[Any]) -> list[Any]:
+    """Models of checked field values, built as pydantic's ``model_construct`` builds
+    them from every field (no validation: the values were checked), one fields set
+    shared by all (as the fold shares them: `schemas.fields`)."""
     fields = _FIELDS[model]
-    new = object.__new__
+    objects = list(map(object.__new__, repeat(model, len(rows))))
     set_ = object.__setattr__
-    shapes: dict[tuple[bool, ...], set[str]] = {}
-    out = []
-    for row in rows:
-        obj = new(model)
-        values = dict(zip(fields, row, strict=True))
-        set_(obj, "__dict__", values)
-        shape = tuple(v is None for v in row)
-        names = shapes.get(shape)
-        if names is None:
-            names = shapes[shape] = shared_fields_set(
-                {f for f, v in zip(fields, row, strict=True) if v is not None}
-            )
-        set_(obj, "__pydantic_fields_set__", names)
-        set_(obj, "__pydantic_extra__", None)
-        set_(obj, "__pydantic_private__", None)
-        out.append(obj)
-    return out
+    for attribute, values in (
+        ("__dict__", map(dict, map(zip, repeat(fields), rows))),
+        ("__pydantic_fields_set__", repeat(shared_fields_set(fields))),
+        ("__pydantic_extra__", repeat(None)),
+        ("__pydantic_private__", repeat(None)),
+    ):
+        deque(map(set_, objects, repeat(attribute), values), maxlen=0)
+    return objects
 
 
-def _keyed(models: list[Any], key: str, where: str) -> OrderedPMap[str, Any]:
-    keys = [m.__dict__[key] for m in models]
+def _keyed(
+    keys: Sequence[str], models: list[Any], model: type[Any], where: str
+) -> OrderedPMap[str, Any]:
     if len(set(keys)) != len(keys):
-        raise _fail(where, f"a {key} twice")
+        seen: set[str] = set()
+        twice = next(k for k in keys if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise _fail(where, f"two {model.__name__}s with {_FIELDS[model][0]} {twice!r}")
     return OrderedPMap(zip(keys, models, strict=True))
 
 
@@ -699,17 +699,15 @@ def decode_checkpoint(text: str, first: int, last: int) -> Checkpoint:
         raise _fail(where, f"not JSON: {exc}") from None
     if type(value) is not list or len(value) != 6:
         raise _fail(where, "not [seq, graph_seq, items, edges, intents, tasks]")
-    seq, graph_seq, items, edges, intents, tasks = value
+    seq, graph_seq, *tables = value
     if type(seq) is not int or not first <= seq <= last:
         raise _fail(where, f"seq {seq!r} outside the chunk")
     if graph_seq is not None and (type(graph_seq) is not int or not 0 <= graph_seq <= seq):
         raise _fail(where, f"graph_seq {graph_seq!r} not a seq at or before {seq}")
-    for rows, model in zip((items, edges, intents, tasks), _CHECKS, strict=True):
-        _check_models(rows, model, where)
-    graph = GraphState(
-        items=_keyed(_models(items, MemoryItem), "id", where),
-        edges=_keyed(_models(edges, Edge), "edge_id", where),
-    )
-    intent_state = IntentState(intents=_keyed(_models(intents, Intent), "id", where))
-    task_state = TaskState(tasks=_keyed(_models(tasks, Task), "id", where))
-    return seq, graph, intent_state, task_state, graph_seq
+    maps = []
+    for rows, model in zip(tables, _CHECKS, strict=True):
+        keys = _columns_checked(rows, model, where)[0]  # the id: each model's first field
+        maps.append(_keyed(keys, _models(rows, model), model, where))
+    items, edges, intents, tasks = maps
+    graph = GraphState(items=items, edges=edges)
+    return seq, graph, IntentState(intents=intents), TaskState(tasks=tasks), graph_seq
