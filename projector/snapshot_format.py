@@ -327,6 +327,15 @@ def _positions(kinds: bytes, counts: list[int]) -> tuple[Sequence[int], list[lis
 
 def decode(data: bytes) -> Decoded:
     """A chunk's content, from bytes `encode` made; `SnapshotFormatError` for anything else."""
+    try:
+        return _decode(data)
+    except SnapshotFormatError:
+        raise
+    except Exception as exc:  # every check passed yet it failed: still a refusal, not a crash
+        raise SnapshotFormatError(f"unreadable: {type(exc).__name__}: {exc}") from None
+
+
+def _decode(data: bytes) -> Decoded:
     if len(data) > MAX_CHUNK_BYTES:
         raise SnapshotFormatError(f"{len(data):,} bytes, over the {MAX_CHUNK_BYTES:,} bound")
     if data[:1] == b"\x80":
