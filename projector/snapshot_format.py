@@ -40,7 +40,7 @@ import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import chain, compress, islice, repeat
-from operator import ge, is_not, itemgetter, le
+from operator import ge, gt, is_not, itemgetter, le
 from typing import Annotated, Any, Literal, NamedTuple, get_args
 
 import msgspec
@@ -302,18 +302,22 @@ def _uuid_ints(blob: bytes) -> tuple[int, ...]:
     return tuple(int.from_bytes(blob[i : i + 16]) for i in range(0, len(blob), 16))
 
 
-def _positions(kinds: bytes, counts: list[int]) -> tuple[Sequence[int], list[list[int]], list[int]]:
+def _positions(kinds: bytes, counts: list[int]) -> tuple[list[int], list[list[int]], list[int]]:
     """(offsets of the rows, per row kind its rows' indexes among the rows, offsets of
     the extras), offsets counted from the chunk's first seq."""
     n = len(kinds)
-    for kind in range(4):
-        if counts[kind] == n:  # one kind only: the common chunk of messages
-            rels: list[list[int]] = [[], [], [], []]
-            rels[kind] = list(range(n))
-            return range(n), rels, []
-    row_offsets: list[int] = []
+    rows = n - counts[_KIND_RAW] - counts[_KIND_REJECTED]
+    present = [kind for kind in range(4) if counts[kind]]
+    rels: list[list[int]] = [[], [], [], []]
+    if len(present) <= 1:  # one kind of row (messages, say) among extras: at C speed
+        if present:
+            rels[present[0]] = list(range(rows))
+        if rows == n:
+            return list(range(n)), rels, []
+        row_offsets = list(compress(range(n), map(gt, repeat(4), kinds)))
+        return row_offsets, rels, list(compress(range(n), map(le, repeat(4), kinds)))
+    row_offsets = []
     extra_offsets: list[int] = []
-    rels = [[], [], [], []]
     add_row = row_offsets.append
     add_extra = extra_offsets.append
     for offset, kind in enumerate(kinds):
@@ -372,9 +376,10 @@ def _decode(data: bytes) -> Decoded:
         )
 
     def strs(refs: list[int], name: str, nullable: bool = True, empty: bool = True) -> list[Any]:
-        if refs and max(refs) >= len(strings):
-            raise _fail(where, f"{name}: string {max(refs)} of {len(strings)}")
-        out = list(map(strings.__getitem__, refs))
+        try:
+            out = list(map(strings.__getitem__, refs))  # the refs are >= 0
+        except IndexError:
+            raise _fail(where, f"{name}: string {max(refs)} of {len(strings)}") from None
         if not nullable and None in out:
             raise _fail(where, f"{name}: null")
         if not empty and "" in out:
@@ -390,15 +395,16 @@ def _decode(data: bytes) -> Decoded:
     strings[:] = [None if s is None else sys.intern(s) for s in strings]
 
     row_offsets, rels, extra_offsets = _positions(kinds, counts)
+    row_seqs = list(map(first.__add__, row_offsets))
     by_kind: list[list[Row]] = []
     for kind, cols in enumerate(columns):
         if not counts[kind]:
             by_kind.append([])
             continue
-        if counts[kind] == n:
-            seqs = list(range(first, last + 1))
+        if counts[kind] == len(row_seqs):
+            seqs = row_seqs
         else:
-            seqs = list(map(first.__add__, map(row_offsets.__getitem__, rels[kind])))
+            seqs = list(map(row_seqs.__getitem__, rels[kind]))
         head = (
             seqs,
             repeat(kind),
@@ -430,7 +436,7 @@ def _decode(data: bytes) -> Decoded:
         for kind in present:
             deque(map(rows.__setitem__, rels[kind], by_kind[kind]), maxlen=0)
 
-    words_of, postings = _words(wire, where, first, row_offsets, rels)
+    words_of, postings = _words(wire, where, row_seqs, rels)
     extras = _extras(wire, where, first, kinds, extra_offsets, counts)
     checkpoint = None
     if wire.checkpoint is not None:
@@ -452,33 +458,34 @@ def _decode(data: bytes) -> Decoded:
 
 
 def _words(
-    wire: _Wire, where: str, first: int, row_offsets: Sequence[int], rels: list[list[int]]
+    wire: _Wire, where: str, row_seqs: list[int], rels: list[list[int]]
 ) -> tuple[dict[int, tuple[str, ...]], dict[str, list[int]]]:
     vocab, counts, ids = wire.vocab, wire.word_counts, wire.word_ids
-    content = sorted(rels[MESSAGE] + rels[DOCUMENT])
-    if len(counts) != len(content):
-        raise _fail(where, f"word counts for {len(counts)} of {len(content)} content rows")
+    if rels[RECALL] or rels[DELETION]:
+        seqs = list(map(row_seqs.__getitem__, sorted(rels[MESSAGE] + rels[DOCUMENT])))
+    else:
+        seqs = row_seqs
+    if len(counts) != len(seqs):
+        raise _fail(where, f"word counts for {len(counts)} of {len(seqs)} content rows")
     if sum(counts) != len(ids):
         raise _fail(where, f"{len(ids)} word ids for {sum(counts)} words")
-    if ids and max(ids) >= len(vocab):
-        raise _fail(where, f"word {max(ids)} of {len(vocab)}")
-    if len(set(vocab)) != len(vocab):
-        raise _fail(where, "a word twice in the vocabulary")
-    seqs = list(map(first.__add__, map(row_offsets.__getitem__, content)))
-    found = list(map(vocab.__getitem__, ids))
+    try:
+        found = list(map(vocab.__getitem__, ids))  # the ids are >= 0
+    except IndexError:
+        raise _fail(where, f"word {max(ids)} of {len(vocab)}") from None
     it = iter(found)
     words_of = dict(zip(seqs, map(tuple, map(islice, repeat(it), counts)), strict=True))
-    # The postings, derived: each word's seqs in order, as the fold's index holds them.
+    # The postings, derived: each word's seqs in order, as the fold's index holds them, and
+    # never at odds with the rows' words.
     lists: list[list[int]] = [[] for _ in vocab]
-    deque(
-        map(
-            list.append, map(lists.__getitem__, ids), chain.from_iterable(map(repeat, seqs, counts))
-        ),
-        maxlen=0,
-    )
+    pair_seqs = chain.from_iterable(map(repeat, seqs, counts))
+    deque(map(list.append, map(lists.__getitem__, ids), pair_seqs), maxlen=0)
     if not all(lists):
         raise _fail(where, "a word of the vocabulary that no row holds")
-    return words_of, dict(zip(vocab, lists, strict=True))
+    postings = dict(zip(vocab, lists, strict=True))
+    if len(postings) != len(vocab):
+        raise _fail(where, "a word twice in the vocabulary")
+    return words_of, postings
 
 
 def _extras(
