@@ -646,14 +646,17 @@ def encode_checkpoint(
 ) -> str:
     """The graphs as JSON text; `SnapshotFormatError` if `decode_checkpoint` would refuse
     it (a value of a type the models do not declare: an update is not validated)."""
-    value = [
-        seq,
-        graph_seq,
-        _values(graph.items.values(), MemoryItem),
-        _values(graph.edges.values(), Edge),
-        _values(intents.intents.values(), Intent),
-        _values(tasks.tasks.values(), Task),
-    ]
+    try:
+        value = [
+            seq,
+            graph_seq,
+            _values(graph.items.values(), MemoryItem),
+            _values(graph.edges.values(), Edge),
+            _values(intents.intents.values(), Intent),
+            _values(tasks.tasks.values(), Task),
+        ]
+    except (KeyError, AttributeError) as exc:  # a model missing a field: not one to store
+        raise SnapshotFormatError(f"checkpoint at seq {seq}: {exc!r}") from None
     for rows, model in zip(value[2:], _CHECKS, strict=True):
         _columns_checked(rows, model, f"checkpoint at seq {seq}")  # type: ignore[arg-type]
     try:
