@@ -18,7 +18,9 @@ types and per-value bounds are checked in C as it decodes):
   actors, speakers, media types), which the columns name by index: each is decoded once
   and shared by the rows, as in the fold's own rows (interned);
 - ``messages`` .. ``deletions``: the rows of each kind as columns, in seq order; event
-  ids as 16-byte big-endian UUIDs, times as microseconds since the epoch;
+  ids as 16-byte big-endian UUIDs, times as microseconds since the epoch. A column of
+  strings from the table, or of optional values, is a single index (or None) when it
+  holds one value for every row;
 - ``rejected``: ``(reason, error)`` of each refused record, UTF-8 with surrogates passed
   (a reason may quote an id that holds one); ``raw``: each envelope's record bytes;
 - ``vocab``, ``word_counts``, ``word_ids``: the word index's fragment: per content row
@@ -129,26 +131,32 @@ _Ids = Annotated[bytes, Meta(max_length=MAX_RECORD_BYTES)]  # 16 bytes per id (c
 _Record = Annotated[bytes, Meta(max_length=MAX_RECORD_BYTES)]
 
 
+# A column of short strings: their indexes, or one index for all the rows.
+_Refs = list[_Ref] | _Ref
+# A column of values that are mostly None: the values, or None for all the rows.
+_Retain = list[_Micros | None] | None
+
+
 class _Head(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
     ids: list[_Id]
     ts: list[_Micros]
-    session: list[_Ref]
-    source: list[_Ref]
-    actor: list[_Ref]
+    session: _Refs
+    source: _Refs
+    actor: _Refs
 
 
 class _Messages(_Head, array_like=True, forbid_unknown_fields=True):
-    speaker: list[_Ref]
+    speaker: _Refs
     content: list[_Text1]
-    retain: list[_Micros | None]
+    retain: _Retain
 
 
 class _Documents(_Head, array_like=True, forbid_unknown_fields=True):
     name: list[_Text1]
     text: list[_Text1]
-    media_type: list[_Ref]
-    sha256: list[_Text | None]
-    retain: list[_Micros | None]
+    media_type: _Refs
+    sha256: list[_Text | None] | None
+    retain: _Retain
 
 
 class _Recalls(_Head, array_like=True, forbid_unknown_fields=True):
@@ -159,7 +167,7 @@ class _Recalls(_Head, array_like=True, forbid_unknown_fields=True):
 class _Deletions(_Head, array_like=True, forbid_unknown_fields=True):
     targets: list[_Ids]
     reason: list[_Text1]
-    requested_by: list[_Text | None]
+    requested_by: list[_Text | None] | None
 
 
 class _Wire(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
@@ -236,11 +244,18 @@ def encode(
             )
     table: dict[str | None, int] = {}
 
-    def refs(column: Sequence[str | None]) -> list[int]:
-        # Each distinct value once in the table; the column names it by index.
-        for value in dict.fromkeys(column):
+    def refs(column: Sequence[str | None]) -> list[int] | int:
+        # Each distinct value once in the table; the column names it by index (one index
+        # for a column of one value).
+        distinct = dict.fromkeys(column)
+        for value in distinct:
             table.setdefault(value, len(table))
+        if len(distinct) == 1:
+            return table[column[0]]
         return list(map(table.__getitem__, column))
+
+    def nones(column: Sequence[Any]) -> list[Any] | None:
+        return None if column.count(None) == len(column) else list(column)
 
     def head(columns: list[Any]) -> list[Any]:
         ids, ts, session, source, actor = columns[2:7]
@@ -250,10 +265,10 @@ def encode(
     d = _columns(by_kind[DOCUMENT], 12)
     r = _columns(by_kind[RECALL], 9)
     x = _columns(by_kind[DELETION], 10)
-    messages = [*head(m), refs(m[7]), list(m[8]), list(m[9])]
-    documents = [*head(d), list(d[7]), list(d[8]), refs(d[9]), list(d[10]), list(d[11])]
+    messages = [*head(m), refs(m[7]), list(m[8]), nones(m[9])]
+    documents = [*head(d), list(d[7]), list(d[8]), refs(d[9]), nones(d[10]), nones(d[11])]
     recalls = [*head(r), list(r[7]), list(map(_ids_blob, r[8]))]
-    deletions = [*head(x), list(map(_ids_blob, x[7])), list(x[8]), list(x[9])]
+    deletions = [*head(x), list(map(_ids_blob, x[7])), list(x[8]), nones(x[9])]
     # The words of each content row, in seq order.
     content = sorted(chain(by_kind[MESSAGE], by_kind[DOCUMENT]), key=itemgetter(0))
     try:
@@ -362,11 +377,12 @@ def _decode(data: bytes) -> Decoded:
     columns = (wire.messages, wire.documents, wire.recalls, wire.deletions)
     for kind, cols in enumerate(columns):
         for name in cols.__struct_fields__:
-            if len(getattr(cols, name)) != counts[kind]:
+            column = getattr(cols, name)
+            if type(column) is list and len(column) != counts[kind]:
                 raise _fail(
                     where,
                     f"{type(cols).__name__[1:].lower()}.{name}: "
-                    f"{len(getattr(cols, name))} values for {counts[kind]} rows",
+                    f"{len(column)} values for {counts[kind]} rows",
                 )
     if len(wire.raw) != counts[_KIND_RAW] or len(wire.rejected) != counts[_KIND_REJECTED]:
         raise _fail(
@@ -375,16 +391,24 @@ def _decode(data: bytes) -> Decoded:
             f"for {counts[_KIND_RAW]} and {counts[_KIND_REJECTED]}",
         )
 
-    def strs(refs: list[int], name: str, nullable: bool = True, empty: bool = True) -> list[Any]:
-        try:
-            out = list(map(strings.__getitem__, refs))  # the refs are >= 0
+    def strs(
+        refs: list[int] | int, name: str, nullable: bool = True, empty: bool = True
+    ) -> Iterable[Any]:
+        try:  # the refs are >= 0
+            out: Any = (
+                [strings[refs]] if type(refs) is int else list(map(strings.__getitem__, refs))
+            )
         except IndexError:
-            raise _fail(where, f"{name}: string {max(refs)} of {len(strings)}") from None
+            top = refs if type(refs) is int else max(refs)  # type: ignore[type-var]
+            raise _fail(where, f"{name}: string {top} of {len(strings)}") from None
         if not nullable and None in out:
             raise _fail(where, f"{name}: null")
         if not empty and "" in out:
             raise _fail(where, f"{name}: empty")
-        return out
+        return repeat(out[0]) if type(refs) is int else out
+
+    def column(values: list[Any] | None) -> Iterable[Any]:
+        return repeat(None) if values is None else values
 
     for blob in chain(wire.recalls.recalled, wire.deletions.targets):
         if len(blob) % 16:
@@ -416,17 +440,28 @@ def _decode(data: bytes) -> Decoded:
         )
         if kind == MESSAGE:
             m: Any = cols
-            rest: tuple[Any, ...] = (strs(m.speaker, "speaker", False, False), m.content, m.retain)
+            rest: tuple[Any, ...] = (
+                strs(m.speaker, "speaker", False, False),
+                m.content,
+                column(m.retain),
+            )
         elif kind == DOCUMENT:
             d: Any = cols
-            rest = (d.name, d.text, strs(d.media_type, "media_type", False), d.sha256, d.retain)
+            rest = (
+                d.name,
+                d.text,
+                strs(d.media_type, "media_type", False),
+                column(d.sha256),
+                column(d.retain),
+            )
         elif kind == RECALL:
             r: Any = cols
             rest = (r.query, map(_uuid_ints, r.recalled))
         else:
             x: Any = cols
-            rest = (map(_uuid_ints, x.targets), x.reason, x.requested_by)
-        by_kind.append(list(zip(*head, *rest, strict=False)))  # repeat(kind) is endless
+            rest = (map(_uuid_ints, x.targets), x.reason, column(x.requested_by))
+        # zip stops at the ids (checked: one per row); constant columns repeat endlessly.
+        by_kind.append(list(zip(*head, *rest, strict=False)))
     rows: list[Row]
     present = [kind for kind in range(4) if counts[kind]]
     if len(present) == 1:
@@ -688,9 +723,12 @@ def _models(rows: list[Any], model: type[Any]) -> list[Any]:
     shared by all (as the fold shares them: `schemas.fields`)."""
     fields = _FIELDS[model]
     objects = list(map(object.__new__, repeat(model, len(rows))))
+    # Copies of a presized dict, then filled: cheaper than growing each from empty.
+    dicts = list(map(dict.copy, repeat(dict.fromkeys(fields), len(rows))))
+    deque(map(dict.update, dicts, map(zip, repeat(fields), rows)), maxlen=0)
     set_ = object.__setattr__
     for attribute, values in (
-        ("__dict__", map(dict, map(zip, repeat(fields), rows))),
+        ("__dict__", dicts),
         ("__pydantic_fields_set__", repeat(shared_fields_set(fields))),
         ("__pydantic_extra__", repeat(None)),
         ("__pydantic_private__", repeat(None)),
