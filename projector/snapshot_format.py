@@ -42,7 +42,7 @@ import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import chain, compress, islice, repeat
-from operator import ge, gt, is_not, itemgetter, le
+from operator import eq, ge, gt, is_not, itemgetter, le, sub
 from typing import Annotated, Any, Literal, NamedTuple, get_args
 
 import msgspec
@@ -224,10 +224,13 @@ def encode(
     if not 0 <= first <= last or n > MAX_ENTRIES or len(rows) + len(extras) != n:
         raise SnapshotFormatError(f"chunk {first}-{last}: {len(rows) + len(extras)} entries")
     kinds = bytearray(n)
-    by_kind: tuple[list[Row], ...] = ([], [], [], [])
-    for row in rows:
-        kinds[row[0] - first] = row[1]
-        by_kind[row[1]].append(row)
+    row_kinds = list(map(itemgetter(1), rows))
+    offsets = map(sub, map(itemgetter(0), rows), repeat(first))
+    deque(map(kinds.__setitem__, offsets, row_kinds), maxlen=0)
+    by_kind = [
+        list(compress(rows, map(eq, row_kinds, repeat(kind)))) if kind in row_kinds else []
+        for kind in range(4)
+    ]
     raw: list[bytes] = []
     rejected: list[tuple[bytes, bytes]] = []
     for entry in extras:
