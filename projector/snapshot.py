@@ -15,8 +15,10 @@ dict operations, with no validation, no re-tokenizing and no event models built:
   envelope (restored by folding its bytes with the same `fold_record`: the graph fold
   does not read the audit state, so envelopes refold alone);
 - now and then a graph checkpoint ``(seq, graph, intents, tasks, graph_seq)``: the three
-  graphs as of that seq (persistent maps, pickled whole), so a reader refolds only the
-  envelopes after the last one.
+  graphs as of that seq, so a reader refolds only the envelopes after the last one.
+
+Chunks are stored in `projector.snapshot_format`: data only (never pickle: anyone who can
+write a key would run code in every reader), checked before anything is built from it.
 
 Small chunks are merged in the background (`compact`): four adjacent chunks of similar
 size become one, so each record is rewritten a few times at most and a long-running
@@ -36,7 +38,6 @@ from __future__ import annotations
 
 import json
 import logging
-import pickle
 import threading
 import uuid
 from bisect import bisect_left, bisect_right
@@ -52,6 +53,16 @@ from projector.audit.index import WordIndex
 from projector.audit.rows import DOCUMENT, MESSAGE, Row, row_of
 from projector.audit.state import Ledger, MemoryState, no_gc
 from projector.log_state import Lifecycle, LogState, Rejection, empty_state, fold_record
+from projector.snapshot_format import (
+    FORMAT,
+    MAX_CHUNK_BYTES,
+    RAW,
+    REJECTED,
+    SnapshotFormatError,
+    decode,
+    encode,
+    encode_checkpoint,
+)
 from schemas.audit import BaseEvent
 
 __all__ = [
@@ -69,13 +80,17 @@ __all__ = [
 log = logging.getLogger("memstream.projector.snapshot")
 
 Entry = tuple[Any, ...]
-_RAW = -1
-_REJECTED = -2
-_FORMAT = 2
+_RAW = RAW
+_REJECTED = REJECTED
+# Of the position key and the chunks: a reader ignores (and the projector rebuilds) a
+# snapshot of another format, such as the pickled chunks of format 2.
+_FORMAT = FORMAT
 # Merge four adjacent chunks of one size class (sizes in powers of four), up to this many
 # records in one chunk.
 _MERGE_RUN = 4
 _MERGE_MAX_RECORDS = 1 << 18
+# ... and up to this many bytes (well below the format's bound on a chunk).
+_MERGE_MAX_BYTES = MAX_CHUNK_BYTES // 2
 # Chunks replaced by a merge stay readable this long for readers mid-load.
 _REPLACED_TTL_MS = 60_000
 
@@ -172,18 +187,25 @@ def build_chunk(
 
 
 def encode_chunk(chunk: Chunk) -> bytes:
-    return pickle.dumps(
-        (_FORMAT, chunk.first, chunk.last, chunk.rows, chunk.message_rel, chunk.document_rel,
-         chunk.other_rel, chunk.words_of, chunk.postings, chunk.extras, chunk.checkpoint),
-        protocol=pickle.HIGHEST_PROTOCOL,
-    )  # fmt: skip
+    """The chunk's bytes (`projector.snapshot_format`). A checkpoint a reader would refuse
+    (a graph holding a value of a type its model does not declare, which an unvalidated
+    update can put there) is left out, and `chunk.checkpoint` set to None: readers then
+    refold the envelopes instead. `SnapshotFormatError` if the chunk itself cannot be
+    stored (over the format's bounds)."""
+    checkpoint = None
+    if chunk.checkpoint is not None:
+        try:
+            checkpoint = encode_checkpoint(*chunk.checkpoint)
+        except SnapshotFormatError as exc:
+            log.info("no graph checkpoint in chunk %d-%d: %s", chunk.first, chunk.last, exc)
+            chunk.checkpoint = None
+    return encode(chunk.first, chunk.last, chunk.rows, chunk.extras, chunk.words_of, checkpoint)
 
 
 def decode_chunk(data: bytes) -> Chunk:
-    value = pickle.loads(data)  # noqa: S301 - our own Redis keys
-    if not isinstance(value, tuple) or not value or value[0] != _FORMAT:
-        raise ValueError("snapshot chunk of another format")
-    return Chunk(*value[1:])
+    """The chunk `data` holds, checked whole first; `SnapshotFormatError` names what is
+    wrong when it is not a chunk of this format."""
+    return Chunk(*decode(data))
 
 
 def merge_chunks(chunks: Sequence[Chunk]) -> Chunk:
@@ -273,6 +295,26 @@ class Position:
                    data["last_seq"])  # fmt: skip
 
 
+def _encoded(
+    entries: Sequence[Entry], index: WordIndex | None, checkpoint: tuple[Any, ...] | None
+) -> list[tuple[tuple[int, int], bytes, Chunk]]:
+    """The entries as chunks ((first, last), bytes, chunk): one, or several when one would
+    be over the format's size bound (the checkpoint, if any, in the last, or left out
+    when even a single record with it is too large)."""
+    chunk = build_chunk(entries, index, checkpoint)
+    try:
+        return [((chunk.first, chunk.last), encode_chunk(chunk), chunk)]
+    except SnapshotFormatError:
+        if len(entries) > 1:
+            half = len(entries) // 2
+            return _encoded(entries[:half], index, None) + _encoded(entries[half:], index,
+                                                                    checkpoint)  # fmt: skip
+        if checkpoint is None:
+            raise
+        log.info("seq %d: the graph checkpoint is too large for a chunk; left out", chunk.last)
+        return _encoded(entries, index, None)
+
+
 class SnapshotLost(Exception):
     """The position key is not the one this writer last wrote (Redis flushed, or another
     writer): the writer must rebuild."""
@@ -314,30 +356,48 @@ class SnapshotStore:
         return Position.loads(self.redis.get(self.pos_key))
 
     def _read_chunks(self, pos: Position, spans: Sequence[tuple[int, int]]) -> list[Chunk] | None:
+        """The chunks of `spans`; None if one is missing (a merge replaced it: read the
+        position again). `SnapshotFormatError` naming the key of a chunk that fails its
+        checks, or holds other seqs than its key says."""
         keys = [self.chunk_key(pos.epoch, span) for span in spans]
         chunks: list[Chunk] = []
         with no_gc(spans[-1][1] - spans[0][0] if spans else 0):
             for start in range(0, len(keys), 64):
-                for raw in self.redis.mget(keys[start : start + 64]):
+                batch = keys[start : start + 64]
+                for key, span, raw in zip(batch, spans[start : start + 64],
+                                          self.redis.mget(batch), strict=True):  # fmt: skip
                     if raw is None:
                         return None
                     try:
-                        chunks.append(decode_chunk(raw))
-                    except Exception as exc:  # a cache: unreadable means absent
-                        log.warning("%s: unreadable snapshot chunk (%s)", self.prefix, exc)
-                        return None
+                        chunk = decode_chunk(raw)
+                    except SnapshotFormatError as exc:
+                        raise SnapshotFormatError(f"{key}: {exc}") from None
+                    if (chunk.first, chunk.last) != tuple(span):
+                        raise SnapshotFormatError(
+                            f"{key}: holds seqs {chunk.first}-{chunk.last}, not {span[0]}-{span[1]}"
+                        )
+                    chunks.append(chunk)
         return chunks
 
     def load_chunks(self, up_to_seq: int | None = None) -> list[Chunk] | None:
         """The snapshot's chunks (cut at `up_to_seq` when given); None if absent."""
         for _ in range(3):  # a merge may replace chunks while we read: read again
-            pos = self.read_position()
+            try:
+                pos = self.read_position()
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                log.warning("%s: unreadable snapshot position (%s); folding the log instead",
+                            self.pos_key, exc)  # fmt: skip
+                return None
             if pos is None or not pos.chunks:
                 return None
             spans = [s for s in pos.chunks if up_to_seq is None or s[0] <= up_to_seq]
             if not spans:
                 return None
-            chunks = self._read_chunks(pos, spans)
+            try:
+                chunks = self._read_chunks(pos, spans)
+            except SnapshotFormatError as exc:  # a cache: a refused chunk means no snapshot
+                log.warning("snapshot chunk refused, folding the log instead: %s", exc)
+                return None
             if chunks is not None:
                 break
             log.info("%s: a snapshot chunk is missing; reading the position again", self.prefix)
@@ -376,7 +436,12 @@ class SnapshotStore:
             if chunk.last > since:
                 envelopes += sum(1 for e in chunk.extras if e[1] == _RAW and e[0] > since)
         self.envelopes_since_checkpoint = envelopes
-        return hydrate(chunks)
+        try:
+            return hydrate(chunks)
+        except Exception:  # checked chunks hydrate; still, a cache never fails its reader
+            log.warning("%s: the snapshot did not hydrate; folding the log instead",
+                        self.prefix, exc_info=True)  # fmt: skip
+            return None
 
     # --- writing (the projector) ------------------------------------------------------------
 
@@ -394,8 +459,9 @@ class SnapshotStore:
     def write(
         self, first_seq: int, entries: Sequence[Entry], state: LogState | None = None
     ) -> Position:
-        """Add one chunk and move the position, atomically. SnapshotLost if the position
-        in Redis is not the one this writer last wrote.
+        """Add one chunk (a few, if one would be over the format's size bound) and move
+        the position, atomically. SnapshotLost if the position in Redis is not the one
+        this writer last wrote.
 
         `state`: the state after `entries` (its word index spares tokenizing; its graphs
         make a checkpoint now and then)."""
@@ -411,9 +477,8 @@ class SnapshotStore:
             if envelopes >= max(self.checkpoint_every, _graph_size(state) // 4):
                 checkpoint = (last_seq, state.graph, state.intents, state.tasks,
                               state.graph_seq)  # fmt: skip
-        chunk = build_chunk(entries, None if state is None else state.memory.index, checkpoint)
-        data = encode_chunk(chunk)
-        span = (first_seq, last_seq)
+        pieces = _encoded(entries, None if state is None else state.memory.index, checkpoint)
+        checkpointed = pieces[-1][2].checkpoint is not None
         current: Position | None = None
         for _ in range(50):
             with self.redis.pipeline(transaction=True) as pipe:
@@ -431,9 +496,10 @@ class SnapshotStore:
                         spans = current.chunks
                     else:
                         spans = ()  # a fresh epoch replaces whatever was there
-                    new = Position(mine.epoch, (*spans, span), last_seq)
+                    new = Position(mine.epoch, (*spans, *(p[0] for p in pieces)), last_seq)
                     pipe.multi()
-                    pipe.set(self.chunk_key(mine.epoch, span), data)
+                    for span, data, _ in pieces:
+                        pipe.set(self.chunk_key(mine.epoch, span), data)
                     pipe.set(self.pos_key, new.dumps())
                     pipe.execute()
                     break
@@ -443,7 +509,7 @@ class SnapshotStore:
             raise SnapshotLost("the position kept changing while writing")
         if not mine.chunks and current is not None and current.epoch != mine.epoch:
             self._drop_epoch(current.epoch)
-        self.envelopes_since_checkpoint = 0 if checkpoint is not None else envelopes
+        self.envelopes_since_checkpoint = 0 if checkpointed else envelopes
         self.position = new
         return new
 
@@ -458,16 +524,21 @@ class SnapshotStore:
     def _size_class(span: tuple[int, int]) -> int:
         return ((span[1] - span[0] + 1).bit_length() + 1) // 2  # about log4(records)
 
-    def _pick_run(self, spans: Sequence[tuple[int, int]]) -> tuple[int, int] | None:
+    def _pick_run(
+        self, spans: Sequence[tuple[int, int]], nbytes: Sequence[int] | None = None
+    ) -> tuple[int, int] | None:
         """[i, j): the smallest run of `_MERGE_RUN` adjacent chunks of about one size (size
         classes at most one apart: chunks written every T ms vary in size). Smallest first:
-        merging small chunks is cheap and is what keeps their number down."""
+        merging small chunks is cheap and is what keeps their number down. `nbytes`: the
+        chunks' sizes; runs over `_MERGE_MAX_BYTES` in all are not merged."""
         classes = [self._size_class(s) for s in spans]
         best: tuple[int, int] | None = None
         best_size = _MERGE_MAX_RECORDS + 1
         for i in range(len(spans) - _MERGE_RUN + 1):
             j = i + _MERGE_RUN
             size = spans[j - 1][1] - spans[i][0] + 1
+            if nbytes is not None and sum(nbytes[i:j]) > _MERGE_MAX_BYTES:
+                continue
             if size < best_size and max(classes[i:j]) - min(classes[i:j]) <= 1:
                 best, best_size = (i, j), size
         return best
@@ -481,17 +552,25 @@ class SnapshotStore:
             pos = self.read_position()
             if pos is None or (epoch is not None and pos.epoch != epoch):
                 return merges
-            picked = self._pick_run(pos.chunks)
+            with self.redis.pipeline(transaction=False) as pipe:
+                for span in pos.chunks:
+                    pipe.strlen(self.chunk_key(pos.epoch, span))
+                nbytes = pipe.execute()
+            picked = self._pick_run(pos.chunks, nbytes)
             if picked is None:
                 return merges
             i, j = picked
             run = pos.chunks[i:j]
-            chunks = self._read_chunks(pos, run)
-            if chunks is None:
+            try:
+                chunks = self._read_chunks(pos, run)
+                if chunks is None:
+                    return merges
+                merged = merge_chunks(chunks)
+                span = (merged.first, merged.last)
+                data = encode_chunk(merged)
+            except SnapshotFormatError as exc:  # readers refuse it too: nothing to merge
+                log.warning("not merging snapshot chunks: %s", exc)
                 return merges
-            merged = merge_chunks(chunks)
-            span = (merged.first, merged.last)
-            data = encode_chunk(merged)
             old_keys = [self.chunk_key(pos.epoch, s) for s in run]
             done = False
             for _ in range(50):

@@ -11,6 +11,7 @@ SUITES = {
     "graph": "memstream.bench.graph",
     "kafka": "memstream.bench.kafka",
     "queryd": "memstream.bench.queryd",
+    "snapshot": "memstream.bench.snapshot",
 }
 
 

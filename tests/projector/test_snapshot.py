@@ -146,3 +146,48 @@ def test_lazy_events_are_built_once_and_read_like_folded_ones(store: SnapshotSto
     assert dict(memory.deleted) == dict(clean.memory.deleted)
     assert dict(memory.recall_stats) == dict(clean.memory.recall_stats)
     assert memory.at(60) == clean.memory.at(60)
+
+
+def test_a_write_over_the_size_bound_is_split_into_chunks_that_load(
+    store: SnapshotStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A chunk is at most the format's size bound: a larger write becomes several chunks
+    in one MULTI (the graph checkpoint in the last, or left out when it cannot fit)."""
+    import projector.snapshot_format as fmt
+
+    records = _log(300)
+    clean = fold_log(records)
+    for bound, checkpointed in ((6_000, True), (1_500, False)):
+        monkeypatch.setattr(fmt, "MAX_CHUNK_BYTES", bound)
+        store.checkpoint_every = 1
+        store.start_epoch()
+        state = fold_log([])
+        entries = []
+        for seq, data in records:
+            state, events = fold_record(state, seq, data)
+            entries.append(entry_of(seq, data, events))
+        position = store.write(0, entries, state)
+        assert len(position.chunks) > 4
+        sizes = [store.redis.strlen(store.chunk_key(position.epoch, s)) for s in position.chunks]
+        assert max(sizes) <= bound
+        chunks = store.load_chunks()
+        assert chunks is not None
+        assert (chunks[-1].checkpoint is not None) == checkpointed
+        assert store.load() == clean
+
+
+def test_merges_stop_below_the_byte_bound(
+    store: SnapshotStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import projector.snapshot as snapshot
+
+    records = _log(200)
+    _write(store, records, every=5)
+    before = store.read_position()
+    assert before is not None
+    monkeypatch.setattr(snapshot, "_MERGE_MAX_BYTES", 100)  # smaller than any 4 chunks
+    assert store.compact(before.epoch) == 0
+    assert store.read_position() == before
+    monkeypatch.undo()
+    assert store.compact(before.epoch) > 0
+    assert store.load() == fold_log(records)

@@ -1,0 +1,573 @@
+"""The snapshot chunk format, without Redis: any chunk a fold can produce round-trips, and
+forged bytes (a pickle, wrong types, out-of-range indexes, oversized strings, a forged
+graph checkpoint) are refused with `SnapshotFormatError` naming what is wrong."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import projector.snapshot_format as fmt
+from projector.graph.pmap import HOLE, sset_iter
+from projector.graph.state import (
+    COLUMN_NAMES,
+    active_edge_ids,
+    child_ids,
+    dense_column,
+    incoming_edge_ids,
+    outgoing_edge_ids,
+    stale_ids,
+)
+from projector.log_state import LogState, fold_log, fold_record
+from projector.snapshot import (
+    Chunk,
+    build_chunk,
+    decode_chunk,
+    encode_chunk,
+    entry_of,
+    hydrate,
+    merge_chunks,
+)
+from projector.snapshot_format import SnapshotFormatError
+from queryd.audit.search import search
+from schemas.audit import Deletion, Document, Message, Recall
+from schemas.codec import encode_record
+from schemas.records import GraphEnvelope
+
+# --- a log the fold can make anything of ----------------------------------------------------
+
+_text = st.text(min_size=1, max_size=30)
+_opt_text = st.none() | st.text(max_size=12)
+_times = st.datetimes(
+    min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=st.just(UTC)
+)
+_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**30), max_value=10**30)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=8),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3)
+    ),
+    max_leaves=8,
+)
+_unit = st.floats(min_value=0, max_value=1)
+
+
+def _audit(draw: Any, kind: str, earlier: list[UUID]) -> bytes:
+    head = {
+        "timestamp": draw(_times),
+        "session_id": draw(_opt_text),
+        "source": draw(st.text(max_size=8)),
+        "actor": draw(_opt_text),
+    }
+    ids = st.sampled_from(earlier) if earlier else st.uuids()
+    if kind == "message":
+        event: Any = Message(
+            speaker=draw(_text),
+            content=draw(_text),
+            retain_until=draw(st.none() | _times),
+            **head,
+        )
+    elif kind == "document":
+        event = Document(
+            name=draw(_text),
+            text=draw(_text),
+            media_type=draw(st.text(max_size=10)),
+            sha256=draw(_opt_text),
+            retain_until=draw(st.none() | _times),
+            **head,
+        )
+    elif kind == "recall":
+        event = Recall(query=draw(_text), recalled=tuple(draw(st.lists(ids, max_size=3))), **head)
+    else:
+        event = Deletion(
+            targets=tuple(draw(st.lists(ids, min_size=1, max_size=3))),
+            reason=draw(_text),
+            requested_by=draw(_opt_text),
+            **head,
+        )
+    if kind in ("message", "document"):
+        earlier.append(event.id)
+    return encode_record(event)
+
+
+def _envelope(draw: Any, items: list[str]) -> bytes:
+    kind = draw(st.sampled_from(["create", "create", "update", "edge", "intent", "task", "junk"]))
+    if kind == "create" or not items:
+        item_id = draw(st.sampled_from(["a", "b", "c", "d", "e", "f"]))
+        items.append(item_id)
+        payload: dict[str, Any] = {
+            "type": "memory.create",
+            "item": {
+                "id": item_id,
+                "scope": draw(st.sampled_from(["s", "t/u", "t"])),
+                "kind": "k",
+                "content": draw(st.dictionaries(st.text(max_size=4), _json, max_size=3)),
+                "author": "x",
+                "source_kind": "observed",
+                "authority": draw(_unit),
+                "importance": draw(st.none() | _unit),
+                "parents": draw(st.none() | st.lists(st.sampled_from(["a", "b", "z"]), max_size=2)),
+                "meta": draw(st.none() | st.dictionaries(st.text(max_size=3), _json, max_size=2)),
+                "created_at": draw(st.none() | st.integers(min_value=0, max_value=2**60)),
+            },
+        }
+    elif kind == "update":
+        partial = draw(
+            st.sampled_from(
+                [
+                    {"scope": "t"},
+                    {"authority": 0.25},
+                    {"content": {"more": [1, 2.5, None]}},
+                    {"parents": ["a"]},
+                    {"authority": "high"},  # not validated: the graph then holds a str
+                ]
+            )
+        )
+        payload = {
+            "type": "memory.update",
+            "item_id": draw(st.sampled_from(items)),
+            "partial": partial,
+            "author": "x",
+        }
+    elif kind == "edge":
+        payload = {
+            "type": "edge.create",
+            "edge": {
+                "edge_id": draw(st.sampled_from(["e1", "e2", "e3"])),
+                "from": draw(st.sampled_from(items)),
+                "to": draw(st.sampled_from(items)),
+                "kind": draw(st.sampled_from(["SUPPORTS", "ABOUT"])),
+                "author": "x",
+                "source_kind": "observed",
+                "authority": draw(_unit),
+                "active": draw(st.booleans()),
+            },
+        }
+    elif kind == "intent":
+        payload = {
+            "type": "intent.create",
+            "intent": {
+                "id": draw(st.sampled_from(["i1", "i2"])),
+                "label": draw(_text),
+                "priority": draw(_unit),
+                "owner": "o",
+                "status": "active",
+                "context": draw(st.none() | st.dictionaries(st.text(max_size=3), _json)),
+            },
+        }
+    elif kind == "task":
+        payload = {
+            "type": "task.create",
+            "task": {
+                "id": draw(st.sampled_from(["t1", "t2"])),
+                "intent_id": "i1",
+                "action": "act",
+                "status": "pending",
+                "priority": draw(_unit),
+                "result": draw(_json),
+                "attempt": draw(st.none() | st.integers(min_value=0, max_value=5)),
+            },
+        }
+    else:
+        payload = {"type": "memory.nonsense"}
+    namespace = payload["type"].split(".")[0]
+    if namespace == "edge":
+        namespace = "memory"
+    return encode_record(
+        GraphEnvelope(
+            id=draw(st.uuids()).hex,
+            namespace=namespace,
+            type=payload["type"],
+            ts="2026-12-03T00:00:00.000Z",
+            payload=payload,
+        )
+    )
+
+
+@st.composite
+def logs(draw: Any) -> list[tuple[int, bytes]]:
+    earlier: list[UUID] = []
+    items: list[str] = []
+    records: list[bytes] = []
+    for kind in draw(
+        st.lists(
+            st.sampled_from(
+                ["message", "message", "document", "recall", "deletion", "graph", "graph", "junk"]
+            ),
+            min_size=1,
+            max_size=30,
+        )
+    ):
+        if kind == "graph":
+            records.append(_envelope(draw, items))
+        elif kind == "junk":
+            records.append(draw(st.binary(max_size=8)))
+        else:
+            records.append(_audit(draw, kind, earlier))
+    return list(enumerate(records))
+
+
+def _chunks(records: list[tuple[int, bytes]], cuts: list[int]) -> tuple[list[Chunk], LogState]:
+    """The log as chunks cut at `cuts`, each with a graph checkpoint of its last seq."""
+    state = fold_log([])
+    entries: list[Any] = []
+    chunks: list[Chunk] = []
+    for seq, data in records:
+        state, events = fold_record(state, seq, data)
+        entries.append(entry_of(seq, data, events))
+        if seq in cuts or seq == records[-1][0]:
+            checkpoint = (seq, state.graph, state.intents, state.tasks, state.graph_seq)
+            chunks.append(build_chunk(entries, state.memory.index, checkpoint))
+            entries = []
+    return chunks, state
+
+
+def _graph_reads(state: LogState) -> dict[str, Any]:
+    """What the graphs' indexes answer (a rebuilt index must answer the same)."""
+    graph = state.graph
+    items: Any = graph.items
+    slots = items.slot_values()
+    kinds = {e.kind for e in graph.edges.values()}
+    scopes: dict[str, list[str]] = {}
+    for scope, group in graph.index.scopes.items():
+        live = sorted(
+            {slots[s].id for s in group if slots[s] is not HOLE and slots[s].scope == scope}
+        )
+        if live:
+            scopes[scope] = live
+    columns = {
+        name: {i: dense_column(graph, name)[items.position(i)] for i in items}
+        for name in COLUMN_NAMES
+    }
+    return {
+        "children": {i: child_ids(graph, i) for i in [*items, "z"]},
+        "out": {i: outgoing_edge_ids(graph, i) for i in items},
+        "in": {i: incoming_edge_ids(graph, i) for i in items},
+        "kinds": {k: active_edge_ids(graph, k) for k in kinds},
+        "stale": stale_ids(graph),
+        "scopes": scopes,
+        "columns": columns,
+        "intents_by_parent": {
+            k: sorted(sset_iter(v)) for k, v in (state.intents.by_parent or {}).items()
+        },
+        "tasks_by_intent": {
+            k: sorted(sset_iter(v)) for k, v in (state.tasks.by_intent or {}).items()
+        },
+    }
+
+
+def _same_chunk(a: Chunk, b: Chunk) -> None:
+    assert (a.first, a.last) == (b.first, b.last)
+    assert a.rows == b.rows
+    assert (a.message_rel, a.document_rel, a.other_rel) == (
+        b.message_rel,
+        b.document_rel,
+        b.other_rel,
+    )
+    assert a.words_of == b.words_of
+    assert a.postings == b.postings
+    assert a.extras == b.extras
+    assert (a.checkpoint is None) == (b.checkpoint is None)
+
+
+def _json_eq(a: Any, b: Any) -> bool:
+    """Equality where NaN equals NaN (JSON content may hold it; the fold keeps it)."""
+    return json.dumps(a, sort_keys=True, default=repr) == json.dumps(
+        b, sort_keys=True, default=repr
+    )
+
+
+def _same_state(loaded: LogState, clean: LogState) -> None:
+    assert loaded.last_seq == clean.last_seq
+    assert loaded.graph_seq == clean.graph_seq
+    assert loaded.memory == clean.memory
+    assert loaded.memory.events == clean.memory.events
+    assert loaded.memory.index.words_of == clean.memory.index.words_of
+    assert loaded.memory.index.postings == clean.memory.index.postings
+    assert list(loaded.rejections) == list(clean.rejections)
+    for name in ("items", "edges"):
+        mine, theirs = getattr(loaded.graph, name), getattr(clean.graph, name)
+        assert list(mine) == list(theirs)
+        assert _json_eq([m.__dict__ for m in mine.values()], [m.__dict__ for m in theirs.values()])
+    assert list(loaded.intents.intents) == list(clean.intents.intents)
+    assert list(loaded.tasks.tasks) == list(clean.tasks.tasks)
+    assert _json_eq(
+        [t.__dict__ for t in loaded.tasks.tasks.values()],
+        [t.__dict__ for t in clean.tasks.tasks.values()],
+    )
+    assert _graph_reads(loaded) == _graph_reads(clean)
+    for query in ("message", "the", "a b c"):
+        assert search(loaded.memory, query, limit=50) == search(clean.memory, query, limit=50)
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(records=logs(), data=st.data())
+def test_any_chunk_the_fold_makes_round_trips_and_hydrates_to_the_fold(
+    records: list[tuple[int, bytes]], data: st.DataObject
+) -> None:
+    cuts = data.draw(st.lists(st.sampled_from([s for s, _ in records]), max_size=3))
+    chunks, clean = _chunks(records, cuts)
+    blobs = [encode_chunk(chunk) for chunk in chunks]
+    for chunk, blob in zip(chunks, blobs, strict=True):
+        _same_chunk(decode_chunk(blob), chunk)
+    # hydrate takes the chunks' lists over (as `load` does): each use decodes anew.
+    _same_state(hydrate([decode_chunk(b) for b in blobs]), clean)
+    # Merged, encoded again: the same.
+    merged = decode_chunk(encode_chunk(merge_chunks([decode_chunk(b) for b in blobs])))
+    _same_state(hydrate([merged]), clean)
+    # Cut at any seq: the fold of the prefix.
+    k = data.draw(st.sampled_from([s for s, _ in records]))
+    prefix = [c for c in map(decode_chunk, blobs) if c.first <= k]
+    prefix[-1] = prefix[-1].cut(k)
+    _same_state(hydrate(prefix), fold_log(records[: k + 1]))
+
+
+# --- forged bytes ---------------------------------------------------------------------------
+
+
+def _sample() -> tuple[bytes, list[tuple[int, bytes]]]:
+    """A chunk of every kind of entry, with a checkpoint, and its log."""
+    items = [
+        {
+            "id": f"g{i}",
+            "scope": "s",
+            "kind": "k",
+            "content": {"n": i},
+            "author": "a",
+            "source_kind": "observed",
+            "authority": 0.5,
+        }  # fmt: skip
+        for i in range(3)
+    ]
+    first = Message(speaker="ana", content="hello world", session_id="s1")
+    records = [
+        encode_record(first),
+        encode_record(Document(name="doc", text="a text about the world")),
+        encode_record(Recall(query="world", recalled=(first.id,))),
+        encode_record(Deletion(targets=(first.id,), reason="asked")),
+        b"garbage",
+        *[
+            encode_record(
+                GraphEnvelope(
+                    id=f"env{i}",
+                    namespace="memory",
+                    type="memory.create",
+                    ts="2026-12-03T00:00:00.000Z",
+                    payload={"type": "memory.create", "item": item},
+                )
+            )
+            for i, item in enumerate(items)
+        ],
+    ]
+    log = list(enumerate(records))
+    chunks, _ = _chunks(log, [])
+    return encode_chunk(chunks[0]), log
+
+
+def _forged(change: Any) -> bytes:
+    data, _ = _sample()
+    wire = msgspec.msgpack.decode(data)  # plain lists, as anyone could write them
+    change(wire)
+    return msgspec.msgpack.encode(wire)
+
+
+def _checkpoint(change: Any) -> Any:
+    def forge(wire: list[Any]) -> None:
+        value = json.loads(wire[14])
+        change(value)
+        wire[14] = json.dumps(value)
+
+    return forge
+
+
+def _set(path: tuple[int, ...], value: Any) -> Any:
+    def forge(wire: list[Any]) -> None:
+        target = wire
+        for i in path[:-1]:
+            target = target[i]
+        target[path[-1]] = value
+
+    return forge
+
+
+FORGED = {
+    # (what is changed, what the error names)
+    "a message's time is a string": (_set((5, 1, 0), "yesterday"), "Expected `int`"),
+    "a time beyond datetime's range": (_set((5, 1, 0), 2**62), "<= 253402300799999999"),
+    "an id of 15 bytes": (_set((5, 0, 0), b"\x01" * 15), "length >= 16"),
+    "an empty message": (_set((5, 6, 0), ""), "length >= 1"),
+    "an unknown entry kind": (_set((3,), b"\x00\x01\x02\x03\x05\x09\x04\x04"), "kind 9"),
+    "a kind for a seq the chunk lacks": (_set((3,), b"\x00\x01"), "2 kinds for 8 seqs"),
+    "a string index out of range": (_set((5, 3), 99), "source: string 99"),
+    "a string index out of range in a column": (_set((5, 3), [99]), "source: string 99"),
+    "a null source": (
+        lambda w: (w[4].append(None), w[5].__setitem__(3, len(w[4]) - 1)),
+        "source: null",
+    ),
+    "a column of the wrong length": (_set((5, 3), [0, 0]), "source: 2 values for 1 rows"),
+    "a column one value short": (lambda w: w[5][6].pop(), "content: 0 values for 1 rows"),
+    "a word index out of range": (_set((13, 0), 10_000), "word 10000"),
+    "word counts that do not add up": (_set((12, 0), 40), "word ids for"),
+    "a deletion without targets": (_set((8, 5, 0), b""), "without targets"),
+    "ids not 16 bytes each": (_set((7, 6, 0), b"\x01" * 17), "not 16 each"),
+    "a seq past 2**63": (_set((2,), 2**64 - 1), "<= 9223372036854775807"),
+    "an oversized string": (
+        _set((5, 6, 0), "x" * (fmt.MAX_STRING + 1)),
+        f"length <= {fmt.MAX_STRING}",
+    ),
+    "another format": (_set((0,), 2), "Invalid enum value 2"),
+    "a field more": (lambda w: w.append(1), "Expected `array` of at most length 15, got 16"),
+    "a column more": (lambda w: w[5].append([]), "Expected `array` of at most length 8, got 9"),
+    "checkpoint: an item's authority out of range": (
+        _checkpoint(lambda v: v[2][0].__setitem__(7, 7.5)),
+        "MemoryItem.authority",
+    ),
+    "checkpoint: content that is a list": (
+        _checkpoint(lambda v: v[2][0].__setitem__(3, [1])),
+        "MemoryItem.content",
+    ),
+    "checkpoint: an item of another shape": (
+        _checkpoint(lambda v: v[2][0].pop()),
+        "not an array of its 14 fields",
+    ),
+    "checkpoint: one id twice": (
+        _checkpoint(lambda v: v[2].append(v[2][0])),
+        "two MemoryItems with id 'g0'",
+    ),
+    "checkpoint: a seq outside the chunk": (
+        _checkpoint(lambda v: v.__setitem__(0, 99)),
+        "seq 99 outside the chunk",
+    ),
+    "checkpoint: an unknown intent status": (
+        _checkpoint(
+            lambda v: v[4].append(["i", None, "l", None, 0.5, "o", "evil", None, None, None])
+        ),
+        "Intent.status",
+    ),
+    "checkpoint: not JSON": (_set((14,), "{not json"), "not JSON"),
+    "checkpoint: nested past the recursion limit": (
+        _set((14,), "[" * 100_000 + "]" * 100_000),
+        "not JSON",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(FORGED))
+def test_a_forged_chunk_is_refused_naming_what_is_wrong(name: str) -> None:
+    change, expected = FORGED[name]
+    with pytest.raises(SnapshotFormatError, match=expected.replace("(", r"\(")):
+        decode_chunk(_forged(change))
+
+
+def test_the_sample_is_valid_and_every_forgery_starts_from_it() -> None:
+    data, log = _sample()
+    chunk = decode_chunk(data)
+    assert hydrate([chunk]) == fold_log(log)
+    assert chunk.checkpoint is not None and len(chunk.checkpoint[1].items) == 3
+    unchanged = msgspec.msgpack.encode(msgspec.msgpack.decode(data))
+    assert decode_chunk(unchanged).rows == chunk.rows
+
+
+class _Plant:
+    """A pickle that creates a file when loaded: what a snapshot key could hold."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (open, (str(self.path), "w"))
+
+
+def test_a_pickle_is_refused_without_being_loaded(tmp_path: Path) -> None:
+    planted = tmp_path / "ran"
+    payload = pickle.dumps(_Plant(planted), protocol=pickle.HIGHEST_PROTOCOL)
+    with pytest.raises(SnapshotFormatError, match="pickle"):
+        decode_chunk(payload)
+    payload0 = pickle.dumps(_Plant(planted), protocol=0)  # no leading 0x80
+    with pytest.raises(SnapshotFormatError):
+        decode_chunk(payload0)
+    assert not planted.exists()
+
+
+def test_bytes_over_the_bound_are_refused_before_decoding(monkeypatch: pytest.MonkeyPatch) -> None:
+    data, _ = _sample()
+    monkeypatch.setattr(fmt, "MAX_CHUNK_BYTES", len(data) - 1)
+    with pytest.raises(SnapshotFormatError, match="over the"):
+        decode_chunk(data)
+
+
+@pytest.mark.parametrize("data", [b"", b"\x9f", b"\xdd\xff\xff\xff\xff", b"\x91" * 100_000])
+def test_truncated_or_bomb_bytes_are_refused(data: bytes) -> None:
+    with pytest.raises(SnapshotFormatError):
+        decode_chunk(data)
+
+
+def test_a_checkpoint_a_reader_would_refuse_is_not_written() -> None:
+    """An unvalidated update can leave a str where a score belongs: the writer leaves the
+    checkpoint out (readers refold the envelopes) instead of writing one they refuse."""
+    records = [
+        encode_record(
+            GraphEnvelope(
+                id=f"e{i}",
+                namespace="memory",
+                type=payload["type"],
+                ts="2026-12-03T00:00:00.000Z",
+                payload=payload,
+            )  # fmt: skip
+        )
+        for i, payload in enumerate(
+            [
+                {
+                    "type": "memory.create",
+                    "item": {
+                        "id": "a",
+                        "scope": "s",
+                        "kind": "k",
+                        "content": {},
+                        "author": "x",
+                        "source_kind": "o",
+                        "authority": 0.5,
+                    },
+                },  # fmt: skip
+                {
+                    "type": "memory.update",
+                    "item_id": "a",
+                    "partial": {"authority": "high"},
+                    "author": "x",
+                },  # fmt: skip
+            ]
+        )
+    ]
+    log = list(enumerate(records))
+    chunks, clean = _chunks(log, [])
+    assert chunks[0].checkpoint is not None
+    copy = decode_chunk(encode_chunk(chunks[0]))
+    assert chunks[0].checkpoint is None and copy.checkpoint is None
+    assert hydrate([copy]) == clean
+    assert clean.graph.items["a"].authority == "high"
+
+
+def test_times_at_the_ends_of_datetime_round_trip() -> None:
+    for when in (datetime(1, 1, 1, tzinfo=UTC), datetime(9999, 12, 31, 23, 59, 59, 999999, UTC)):
+        event = Message(speaker="a", content="edge of time", timestamp=when, retain_until=when)
+        log = [(0, encode_record(event))]
+        chunks, clean = _chunks(log, [])
+        copy = decode_chunk(encode_chunk(chunks[0]))
+        assert hydrate([copy]).memory.events == clean.memory.events
+        assert copy.rows[0][3] in (fmt._MIN_US, fmt._MAX_US)
