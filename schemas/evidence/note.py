@@ -85,7 +85,7 @@ class NoteVerifier:
     @classmethod
     def parse(cls, text: str) -> NoteVerifier:
         """A verifier from its text; `NoteError` naming what is wrong."""
-        parts = text.strip().split("+")
+        parts = text.strip().split("+", 2)  # base64 may hold "+"; a name and an id never do
         if len(parts) != 3:
             raise NoteError("a verifier key reads NAME+KEYID+BASE64KEY")
         name, hex_id, encoded = parts
