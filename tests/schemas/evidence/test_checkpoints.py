@@ -112,3 +112,13 @@ def test_notes_refuse_forgeries_and_malformed_text() -> None:
         Checkpoint.parse("origin\n-1\nAAAA\n")
     with pytest.raises(NoteError, match="origin"):
         Checkpoint("two\nlines", 1, bytes(32))
+
+
+def test_a_verifier_key_whose_base64_holds_a_plus_sign_parses() -> None:
+    for _ in range(1000):
+        signer = NoteSigner.generate("memstream.test/plus")
+        text = signer.verifier.text()
+        if "+" in text.split("+", 2)[2]:
+            assert NoteVerifier.parse(text) == signer.verifier
+            return
+    raise AssertionError("no key with '+' in its base64 in 1000 tries")
