@@ -134,8 +134,7 @@ def parse_lifecycle(message: KafkaMessage, tid: bytes) -> LifecycleEntry | str:
     seq = _int(found.get(SEQ_HEADER))
     index = _int(found.get(INDEX_HEADER))
     if offset is None or seq is None or index is None:
-        return (f"headers {OFFSET_HEADER}, {SEQ_HEADER} and {INDEX_HEADER} must be "
-                "decimal numbers")  # fmt: skip
+        return f"headers {OFFSET_HEADER}, {SEQ_HEADER} and {INDEX_HEADER} must be decimal numbers"
     return LifecycleEntry(message.offset(), offset, seq, index, value)
 
 
@@ -150,11 +149,15 @@ class _Complaints:
 
     def __call__(self, topic_offset: int, why: str) -> None:
         self.count += 1
-        if self.count <= 5 or self.count % 1000 == 0:
+        if self.count <= 5 or str(self.count).rstrip("0") == "1":  # then 10, 100, ...
             self.logger.warning(
                 "%s: the record at offset %d is not the projector's (%s); ignored "
-                "(%d such records so far)", self.topic, topic_offset, why, self.count,
-            )  # fmt: skip
+                "(%d such records so far)",
+                self.topic,
+                topic_offset,
+                why,
+                self.count,
+            )
 
 
 def reader_conf(bootstrap: str, **extra: object) -> dict[str, object]:
@@ -273,14 +276,17 @@ def follow_lifecycle(
                 if entry.offset > expected:
                     if searched:
                         # The search was misled: scan again from the safe start.
-                        log.warning("%s: lifecycle offset %d not found where expected; "
-                                    "scanning from topic offset %d", topic, expected,
-                                    from_offset)  # fmt: skip
+                        log.warning(
+                            "%s: lifecycle offset %d not found where expected; "
+                            "scanning from topic offset %d",
+                            topic,
+                            expected,
+                            from_offset,
+                        )
                         searched = False
                         consumer.assign([TopicPartition(topic, 0, from_offset)])
                         break
-                    complain(message.offset(), f"lifecycle offset {entry.offset} skips "
-                             f"{expected}")  # fmt: skip
+                    complain(message.offset(), f"lifecycle offset {entry.offset} skips {expected}")
                     continue
                 searched = False
                 try:
@@ -373,16 +379,21 @@ class LifecycleTail:
                 if isinstance(entry, str):
                     self._complain(message.offset(), entry)
                 elif entry.seq >= self.log_end:
-                    self._complain(message.offset(), f"it names seq {entry.seq}, beyond the "
-                                   f"log's end ({self.log_end})")  # fmt: skip
+                    self._complain(
+                        message.offset(),
+                        f"it names seq {entry.seq}, beyond the log's end ({self.log_end})",
+                    )
                 else:
                     self._buffer.append(entry)
             if not messages and time.monotonic() > deadline:
                 # An open transaction of someone else's holds the readable end back.
                 logging.getLogger("memstream.projector.lifecycle").warning(
                     "%s: the lifecycle topic gave nothing for %.0f s below offset %d; "
-                    "publishing from here", self.topic, self.stall_s, self.end,
-                )  # fmt: skip
+                    "publishing from here",
+                    self.topic,
+                    self.stall_s,
+                    self.end,
+                )
                 self._finish()
 
     def published(self, offset: int, seq: int, index: int, value: bytes) -> bool:
@@ -404,5 +415,7 @@ class LifecycleTail:
             if entry.seq == seq and entry.index == index and entry.value == value:
                 self.matched += 1
                 return True
-            self._complain(entry.topic_offset, f"lifecycle offset {offset} with other "
-                           "content than the log's event")  # fmt: skip
+            self._complain(
+                entry.topic_offset,
+                f"lifecycle offset {offset} with other content than the log's event",
+            )
