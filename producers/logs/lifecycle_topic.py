@@ -211,7 +211,7 @@ def locate(consumer: Consumer, topic: str, tid: bytes, from_offset: int) -> int:
         raise KafkaLogError(f"topic {topic}: no watermark: {exc.args[0]}") from None
     lo, hi = max(low, from_offset), high
     probes = 0
-    while hi - lo > _SCAN and probes < _MAX_PROBES:
+    while from_offset and hi - lo > _SCAN and probes < _MAX_PROBES:
         mid = (lo + hi) // 2
         found = _probe(consumer, topic, tid, mid, hi)
         probes += 1
@@ -219,6 +219,8 @@ def locate(consumer: Consumer, topic: str, tid: bytes, from_offset: int) -> int:
             lo = found[0] + 1
         else:
             hi = mid
+    log.debug("%s: lifecycle offset %d from topic offset %d (%d probes)", topic, from_offset,
+              lo, probes)  # fmt: skip
     return lo
 
 

@@ -646,3 +646,56 @@ def test_the_lease_is_compared_and_renewed_atomically(redis_url: str, unique_nam
     assert client.get(status) == b"b's status"
     assert not a.release() and client.get(key) == b"b"
     assert b.release() and client.get(key) is None and client.get(status) is None
+
+
+def test_subscribers_count_in_lifecycle_offsets_across_commit_markers(
+    location: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Transactions' commit markers take topic offsets: a subscriber from lifecycle offset N
+    still gets exactly the stream from N that the fold gives (what the embedded log derives),
+    found by bisection over the topic (its scan window made tiny here, so that it runs)."""
+    import producers.logs.lifecycle_topic as lifecycle_topic
+
+    loc = parse_kafka_location(location)
+    append(location, ["first"])
+    runner = Runner(Projector(loc))
+    try:
+        wait_for("the projector", lambda: len(published_events(loc)) == 1)
+        with Memory(location) as memory:
+            for i in range(300):  # one by one: many small transactions, many markers
+                memory.add_message(Message(speaker="a", content=f"m{i}"))
+                time.sleep(0.005)
+                if i == 150:  # forged records the bisection may land on
+                    tid = log_topic_id(loc)
+                    _produce_lifecycle(
+                        loc,
+                        [
+                            (
+                                _envelope("x"),
+                                [
+                                    (TOPIC_ID_HEADER, tid),
+                                    (OFFSET_HEADER, b"999999"),
+                                    ("memstream.seq", b"1"),
+                                    ("memstream.index", b"0"),
+                                ],
+                            ),
+                            (
+                                _envelope("x"),
+                                [
+                                    (TOPIC_ID_HEADER, b"old"),
+                                    (OFFSET_HEADER, b"1"),
+                                    ("memstream.seq", b"1"),
+                                    ("memstream.index", b"0"),
+                                ],
+                            ),
+                        ],
+                    )
+        wait_for("the projector", lambda: len(published_events(loc)) == 301)
+    finally:
+        runner.close()
+    expected = expected_lifecycle(loc)
+    high = read_all(loc.bootstrap, loc.lifecycle_topic)[-1][0]
+    assert high > 400, "expected commit markers between the records"
+    monkeypatch.setattr(lifecycle_topic, "_SCAN", 4)
+    for start in (0, 1, 57, 151, 152, 153, 200, 299, 300, 301):
+        assert subscribed(location, start) == expected[start:], start
