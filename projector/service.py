@@ -565,6 +565,14 @@ class Projector:
             if target is not None and not target:
                 target.append(end)
             tail_end = self._lifecycle_end(consumer)
+            if resume_at > tail_end:
+                # The snapshot's lifecycle records are gone (the lifecycle topic was
+                # deleted): fold from seq 0 to publish the whole stream again.
+                log.warning("%s: the lifecycle topic ends at offset %d, before the snapshot's "
+                            "lifecycle position %d; folding the log from seq 0 to publish it "
+                            "again", self.loc.topic, tail_end, resume_at)  # fmt: skip
+                self.store.start_epoch(tid)
+                state, count, resume_at = empty_state(), 0, 0
             tail = LifecycleTail(self.loc.bootstrap, self.loc.lifecycle_topic, tid_bytes,
                                  resume_at, tail_end, end)  # fmt: skip
             consumer.assign([TopicPartition(self.loc.topic, 0, state.next_seq)])

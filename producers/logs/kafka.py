@@ -311,14 +311,14 @@ class KafkaLog:
         self._closed = False
 
     def _hydrate(self) -> LogState:
-        from producers.logs.topic_identity import LogIdentity, topic_id
+        from producers.logs.topic_identity import LogIdentity, admin_for, topic_id
         from projector.snapshot import SnapshotStore
 
         try:
             store = SnapshotStore.connect(self.loc)
             # Only a snapshot of this topic (its id now), within the partition's end (asked
             # after the snapshot's position was read), is this log's.
-            tid = topic_id(AdminClient(client_conf(self.loc.bootstrap)), self.topic)
+            tid = topic_id(admin_for(self.loc.bootstrap), self.topic)
             store.identify = lambda: LogIdentity(tid, self.end_offset())
             loaded = store.load()
         except Exception as exc:  # a cache: without it, the log is folded from seq 0

@@ -31,19 +31,17 @@ from typing import NamedTuple
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Message as KafkaMessage
-from confluent_kafka.admin import AdminClient
 
 from producers.logs.base import LifecycleRecord, StopFlag
 from producers.logs.kafka import (
     INDEX_HEADER,
     SEQ_HEADER,
     KafkaLogError,
-    client_conf,
     consume_ready,
     consumer_conf,
 )
 from producers.logs.location import KafkaLocation
-from producers.logs.topic_identity import topic_id
+from producers.logs.topic_identity import admin_for, topic_id
 from schemas.codec import decode_record
 from schemas.records import GraphEnvelope
 
@@ -240,7 +238,7 @@ def follow_lifecycle(
     stream of the old log is over)."""
     bootstrap = location.bootstrap
     topic = location.lifecycle_topic
-    admin = AdminClient(client_conf(bootstrap))
+    admin = admin_for(bootstrap)
     tid_text = topic_id(admin, location.topic)
     tid = tid_text.encode()
     complain = _Complaints(log, topic)

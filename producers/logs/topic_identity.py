@@ -8,15 +8,16 @@ with the topic's id now, so nothing derived from a deleted log is served for its
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicCollection, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from schemas.errors import LogNotFoundError, MemstreamError
 
-__all__ = ["LogIdentity", "TopicIdentityError", "topic_id", "log_identity"]
+__all__ = ["LogIdentity", "TopicIdentityError", "admin_for", "topic_id", "log_identity"]
 
 log = logging.getLogger("memstream.producers.identity")
 
@@ -56,18 +57,24 @@ def topic_id(admin: AdminClient, topic: str, timeout: float = _TIMEOUT_S) -> str
     return value
 
 
-def log_identity(bootstrap: str, topic: str, timeout: float = _TIMEOUT_S) -> LogIdentity:
-    """The log's identity now (two broker round trips: describe, watermarks)."""
-    from producers.logs.kafka import client_conf, consumer_conf
+@functools.lru_cache(maxsize=16)
+def admin_for(bootstrap: str) -> AdminClient:
+    """One admin client per cluster for identity look-ups (thread-safe, long-lived): a
+    look-up is then two round trips, not a client's start-up."""
+    from producers.logs.kafka import client_conf
 
-    tid = topic_id(AdminClient(client_conf(bootstrap)), topic, timeout)
-    consumer = Consumer(consumer_conf(bootstrap))
+    return AdminClient(client_conf(bootstrap))
+
+
+def log_identity(bootstrap: str, topic: str, timeout: float = _TIMEOUT_S) -> LogIdentity:
+    """The log's identity now (two broker round trips: describe, list offsets)."""
+    admin = admin_for(bootstrap)
+    tid = topic_id(admin, topic, timeout)
+    tp = TopicPartition(topic, 0)
     try:
-        _, high = consumer.get_watermark_offsets(
-            TopicPartition(topic, 0), timeout=timeout, cached=False
+        info = admin.list_offsets({tp: OffsetSpec.latest()}, request_timeout=timeout)[tp].result(
+            timeout=timeout
         )
     except KafkaException as exc:
-        raise TopicIdentityError(f"log {topic}: no watermark: {exc.args[0]}") from None
-    finally:
-        consumer.close()
-    return LogIdentity(tid, int(high))
+        raise TopicIdentityError(f"log {topic}: no end offset: {exc.args[0]}") from None
+    return LogIdentity(tid, int(info.offset))

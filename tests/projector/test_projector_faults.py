@@ -280,6 +280,24 @@ def test_a_projector_started_on_a_recreated_topic_ignores_the_old_snapshot(
     assert subscribed(location) == expected_lifecycle(loc)
 
 
+def test_a_deleted_lifecycle_topic_is_published_again(location: str) -> None:
+    loc = parse_kafka_location(location)
+    append(location, [f"m{i}" for i in range(12)])
+    Projector(loc).run(until_caught_up=True)
+    _delete_topic(AdminClient({"bootstrap.servers": loc.bootstrap}), loc.lifecycle_topic)
+    deadline = time.monotonic() + 60
+    while True:  # the projector creates its lifecycle topic (once the deletion is done)
+        try:
+            projector = Projector(loc)
+            break
+        except Exception:
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
+    projector.run(until_caught_up=True)
+    assert projector.stats.published == 12
+    assert subscribed(location) == expected_lifecycle(loc)
+
+
 def test_a_snapshot_past_the_partitions_end_or_of_another_topic_is_refused(
     redis_url: str, unique_name: str
 ) -> None:
