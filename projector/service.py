@@ -559,7 +559,10 @@ class Projector:
             except LogNotFoundError as exc:
                 raise _EndTenure(f"the log topic is gone ({exc}); waiting for it") from None
             tid_bytes = tid.encode()
-            state, count, resume_at = self._start_state(tid, consumer)
+            try:
+                state, count, resume_at = self._start_state(tid, consumer)
+            except redis.RedisError as exc:  # Redis went away since the lease was taken
+                raise _EndTenure(f"cannot read the snapshot (Redis: {exc})") from None
             self._start_compactor()
             end = int(consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1])
             if target is not None and not target:
