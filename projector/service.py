@@ -258,9 +258,9 @@ class _Keeper:
             self.until = sent + projector.lease_ms / 1000
             if time.monotonic() - checked >= projector.topic_check_s:
                 checked = time.monotonic()
-                self._check_topic()
+                self.check_topic()
 
-    def _check_topic(self) -> None:
+    def check_topic(self) -> None:
         projector = self._projector
         try:
             now = topic_id(projector._admin, projector.loc.topic, timeout=5.0)
@@ -650,7 +650,7 @@ class Projector:
                         # Only an offset reset brings these: was the topic created again?
                         if time.monotonic() - reset_checked > 5.0:
                             reset_checked = time.monotonic()
-                            keeper._check_topic()
+                            keeper.check_topic()
                             if keeper.topic_changed:
                                 raise _EndTenure("the log topic was deleted and created again")
                         continue
@@ -735,11 +735,10 @@ class Projector:
                     gc.freeze()
                 if now - last_progress > 0.25:
                     last_progress = now
-                    if state.next_seq >= end:
-                        # The high watermark the fetches brought: no broker round trip on
-                        # the loop while following (-1001: none known yet).
-                        cached = consumer.get_watermark_offsets(tp, cached=True)[1]
-                        end = max(end, cached)
+                    # The high watermark the fetches brought: no broker round trip on the
+                    # loop (-1001: none known yet).
+                    cached = consumer.get_watermark_offsets(tp, cached=True)[1]
+                    end = max(end, cached)
                     self._log_end = max(end, state.next_seq)
                     if self.progress is not None:
                         self.progress(state.next_seq, max(end, state.next_seq))
