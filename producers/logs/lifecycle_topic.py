@@ -299,7 +299,7 @@ def follow_lifecycle(
                     continue
                 expected += 1
                 yield LifecycleRecord(entry.offset, entry.seq, envelope)
-            if messages:
+            if any(message.error() is None for message in messages):  # not only an EOF
                 idle_since = time.monotonic()
             elif timeout is not None and time.monotonic() - idle_since >= timeout:
                 return
