@@ -112,6 +112,8 @@ class _Acks:
 _ENVELOPE_KIND = (KIND_HEADER, b"envelope")
 # Redis write retries back off up to this long.
 _MAX_BACKOFF_S = 5.0
+# A snapshot cut waits this long at most for the commit of its lifecycle events.
+_COMMIT_WAIT_S = 60.0
 
 
 class _EndTenure(Exception):
@@ -120,12 +122,75 @@ class _EndTenure(Exception):
     from the snapshot."""
 
 
+class _Committer:
+    """Commits the lifecycle producer's transactions on a thread of its own: a commit is a
+    few broker round trips, and a slow one (a busy broker) would otherwise stall the fold
+    loop, lag for every record behind it. While a commit is in flight the loop keeps
+    folding and holds what it would publish; it produces that into the next transaction
+    once the commit is done (a transactional producer takes no record while committing).
+
+    Transactions are numbered from 1; `committed` is the highest number committed, `error`
+    the tenure-ending failure of a commit (fenced by a successor, or the broker's)."""
+
+    def __init__(self, projector: Projector, producer: Producer) -> None:
+        self._projector = projector
+        self._producer = producer
+        self._cond = threading.Condition()
+        self._requested = 0
+        self.committed = 0
+        self.error: _EndTenure | None = None
+        self._closing = False
+        self._thread = threading.Thread(target=self._run, name="lifecycle-commit", daemon=True)
+        self._thread.start()
+
+    def busy(self) -> bool:
+        return self._requested > self.committed and self.error is None
+
+    def request(self, txn: int) -> None:
+        """Commit transaction `txn` (the open one; nothing may be produced until done)."""
+        with self._cond:
+            self._requested = txn
+            self._cond.notify_all()
+
+    def wait(self, txn: int, timeout: float) -> bool:
+        """Until `txn` is committed (True), a commit failed, or `timeout` passed."""
+        with self._cond:
+            return self._cond.wait_for(
+                lambda: self.committed >= txn or self.error is not None or self._closing, timeout
+            ) and self.committed >= txn
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Stop once the commit in flight (if any) is done."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._requested > self.committed or self._closing)
+                if self._requested <= self.committed:
+                    return
+                txn = self._requested
+            try:
+                self._producer.commit_transaction(30)
+            except KafkaException as exc:
+                failure = self._projector._transaction_failed("committing lifecycle events", exc)
+                with self._cond:
+                    self.error = failure
+                    self._cond.notify_all()
+                return
+            with self._cond:
+                self.committed = txn
+                self._cond.notify_all()
+
+
 class _SnapshotWriter:
-    """Writes the loop's snapshot cuts, in order, on a thread of its own. A cut is queued
-    right after a commit of its records' lifecycle events, so it is written at once. Redis
-    round trips and chunk encoding then never stall the loop, where any stall is lag for
-    every record behind it; while Redis does not answer, the cut waits and is retried with
-    backoff.
+    """Writes the loop's snapshot cuts, in order, on a thread of its own, each once the
+    transaction holding its records' last lifecycle events is committed. Redis round trips
+    and chunk encoding then never stall the loop, where any stall is lag for every record
+    behind it; while Redis does not answer, the cut waits and is retried with backoff.
 
     A lost snapshot (Redis flushed, position moved) is reported through `lost` (the
     generation of the cut that found it); the loop then refolds from seq 0 under the next
@@ -133,9 +198,10 @@ class _SnapshotWriter:
     another projector holds the lease is reported through `lease_lost`.
     """
 
-    def __init__(self, projector: Projector) -> None:
+    def __init__(self, projector: Projector, committer: _Committer) -> None:
         self._projector = projector
-        self._cuts: deque[tuple[int, LogState, int, list[Entry], tuple[int, int]]] = deque()
+        self._committer = committer
+        self._cuts: deque[tuple[int, int, LogState, int, list[Entry], tuple[int, int]]] = deque()
         self._cond = threading.Condition()
         self._closing = False
         self.lost = -1
@@ -150,13 +216,15 @@ class _SnapshotWriter:
     def put(
         self,
         generation: int,
+        txn: int,
         state: LogState,
         first: int,
         entries: list[Entry],
         lifecycle: tuple[int, int],
     ) -> None:
+        """Queue a cut, to be written once transaction `txn` is committed."""
         with self._cond:
-            self._cuts.append((generation, state, first, entries, lifecycle))
+            self._cuts.append((generation, txn, state, first, entries, lifecycle))
             self._cond.notify()
 
     def close(self, timeout: float = 60.0) -> None:
@@ -174,10 +242,17 @@ class _SnapshotWriter:
                     self._cond.wait()
                 if not self._cuts:
                     return
-                generation, state, first, entries, lifecycle = self._cuts[0]
+                generation, txn, state, first, entries, lifecycle = self._cuts[0]
             if generation <= self.lost:
                 self._cuts.popleft()
                 continue
+            if not self._committer.wait(txn, _COMMIT_WAIT_S):
+                if self._committer.error is None and not self._closing:
+                    self.error = KafkaLogError(
+                        f"{self._projector.loc.lifecycle_topic}: lifecycle events not "
+                        f"committed in {_COMMIT_WAIT_S:.0f} s"
+                    )
+                return  # a failed commit ends the tenure: the loop raises it
             try:
                 self._projector._snapshot(state, first, entries, lifecycle)
             except _Rebuild:
@@ -550,9 +625,69 @@ class Projector:
             raise self._transaction_failed("initialising the lifecycle producer", exc) from None
         consumer = Consumer(consumer_conf(self.loc.bootstrap))
         tp = TopicPartition(self.loc.topic, 0)
+        committer = _Committer(self, producer)
         writer: _SnapshotWriter | None = None
         tail: LifecycleTail | None = None
-        in_transaction = False
+        lifecycle_topic = self.loc.lifecycle_topic
+        txn = 0  # the last transaction begun (numbered from 1)
+        in_transaction = False  # `txn` is open (its commit not requested yet)
+        held: list[tuple[bytes, list[tuple[str, bytes]]]] = []  # produced after a commit
+        held_seq = -1  # the last seq with events in `held`
+        txn_seq: dict[int, int] = {}  # transaction -> the last seq with events in it
+        begun = 0.0  # when the open transaction began
+
+        def produce(value: bytes, headers: list[tuple[str, bytes]]) -> None:
+            while True:
+                try:
+                    producer.produce(lifecycle_topic, value, partition=0, headers=headers)
+                    return
+                except BufferError:
+                    producer.poll(0.05)
+                except KafkaException as exc:
+                    raise self._transaction_failed("publishing", exc) from None
+
+        def begin() -> None:
+            nonlocal txn, in_transaction, begun
+            try:
+                producer.begin_transaction()
+            except KafkaException as exc:
+                raise self._transaction_failed("a transaction", exc) from None
+            txn, in_transaction, begun = txn + 1, True, time.monotonic()
+
+        def release_held() -> None:
+            """What was held while a commit was in flight, into a transaction."""
+            nonlocal held
+            if held and not committer.busy():
+                if not in_transaction:
+                    begin()
+                for value, headers in held:
+                    produce(value, headers)
+                txn_seq[txn] = held_seq
+                held = []
+
+        def request_commit() -> None:
+            nonlocal in_transaction
+            if in_transaction and not committer.busy():
+                committer.request(txn)
+                in_transaction = False
+
+        def drain() -> None:
+            """Everything published so far, committed (waits)."""
+            while True:
+                if committer.error is not None:
+                    raise committer.error
+                if committer.busy():
+                    committer.wait(txn, 30.0)
+                    continue
+                release_held()
+                if not in_transaction:
+                    break
+                request_commit()
+            if committer.error is not None:
+                raise committer.error
+            if txn and not committer.wait(txn, 30.0):
+                raise committer.error or _EndTenure("committing lifecycle events timed out")
+
         try:
             try:
                 tid = self._tid = topic_id(self._admin, self.loc.topic)
@@ -576,33 +711,20 @@ class Projector:
                             "again", self.loc.topic, tail_end, resume_at)  # fmt: skip
                 self.store.start_epoch(tid)
                 state, count, resume_at = empty_state(), 0, 0
-            tail = LifecycleTail(self.loc.bootstrap, self.loc.lifecycle_topic, tid_bytes,
-                                 resume_at, tail_end, end)  # fmt: skip
+            tail = LifecycleTail(self.loc.bootstrap, lifecycle_topic, tid_bytes, resume_at,
+                                 tail_end, end)  # fmt: skip
             consumer.assign([TopicPartition(self.loc.topic, 0, state.next_seq)])
             self._folded_seq, self._log_end = state.last_seq, end
             self._published_seq = state.last_seq
             buffer: list[Entry] = []
             first = state.next_seq
             now = last_write = last_progress = time.monotonic()
-            lifecycle_topic = self.loc.lifecycle_topic
             generation = 0  # bumped on each rebuild from seq 0
             commit_s = self.commit_ms / 1000
             margin = self.lease_ms / 4000  # stop publishing this long before the lease lapses
-            begun = 0.0  # when the open transaction began
-            pending_seq: int | None = None  # the last seq with events in the open transaction
             paused = False
             reset_checked = 0.0
-            writer = _SnapshotWriter(self)
-
-            def commit() -> None:
-                nonlocal in_transaction
-                try:
-                    producer.commit_transaction(30)
-                except KafkaException as exc:
-                    raise self._transaction_failed("committing lifecycle events", exc) from None
-                in_transaction = False
-                self._published_seq = pending_seq
-
+            writer = _SnapshotWriter(self, committer)
             while stop is None or not stop.is_set():
                 if target is not None and state.next_seq >= target[0]:
                     break  # what is buffered is written on the way out
@@ -612,18 +734,22 @@ class Projector:
                     raise _EndTenure("another projector holds the lease")
                 if keeper.topic_changed:
                     raise _EndTenure("the log topic was deleted and created again")
+                if committer.error is not None:
+                    raise committer.error
                 if writer.lease_lost is not None:
                     raise _EndTenure(str(writer.lease_lost))
                 if writer.error is not None:
                     raise writer.error
                 now = time.monotonic()
                 if now >= keeper.until - margin:
-                    # The lease was not renewed in time (Redis away): publish nothing more
-                    # until it is. What is open commits while the lease surely holds.
-                    if in_transaction:
-                        if now >= keeper.until:
-                            raise _EndTenure("the lease lapsed with a transaction open")
-                        commit()
+                    # The lease was not renewed in time (Redis away): fold and publish
+                    # nothing more until it is. What is pending commits while the lease
+                    # surely holds.
+                    if now < keeper.until:
+                        release_held()
+                        request_commit()
+                    elif in_transaction or held:
+                        raise _EndTenure("the lease lapsed with lifecycle events unpublished")
                     if not paused:
                         log.warning("%s: lease not renewed in time; publishing paused",
                                     self.loc.topic)  # fmt: skip
@@ -634,6 +760,7 @@ class Projector:
                 if paused:
                     log.info("%s: lease renewed; publishing again", self.loc.topic)
                     paused = False
+                release_held()
                 # At once what is ready, else the first record to come: a batch consume
                 # would wait out its timeout. Short, so a cut snapshot is written promptly.
                 messages = consume_ready(consumer, 1000, 0.01)
@@ -664,25 +791,17 @@ class Projector:
                             count += 1
                             self.stats.skipped += 1
                             continue
-                        if not in_transaction:
-                            try:
-                                producer.begin_transaction()
-                            except KafkaException as exc:
-                                raise self._transaction_failed("a transaction", exc) from None
-                            in_transaction, begun = True, time.monotonic()
                         headers = [_ENVELOPE_KIND, *lifecycle_headers(tid_bytes, seq, index, count)]
-                        while True:
-                            try:
-                                producer.produce(lifecycle_topic, value, partition=0,
-                                                 headers=headers)  # fmt: skip
-                                break
-                            except BufferError:
-                                producer.poll(0.05)
-                            except KafkaException as exc:
-                                raise self._transaction_failed("publishing", exc) from None
                         count += 1
-                        pending_seq = seq
                         self.stats.published += 1
+                        if held or committer.busy():
+                            held.append((value, headers))
+                            held_seq = seq
+                            continue
+                        if not in_transaction:
+                            begin()
+                        produce(value, headers)
+                        txn_seq[txn] = seq
                 if tail is not None and tail.done:
                     tail.close()
                     resume_at = max(resume_at, tail.position)
@@ -692,19 +811,25 @@ class Projector:
                 if acks.error is not None:
                     raise _EndTenure(f"delivering lifecycle events failed: {acks.error}")
                 self._folded_seq = state.last_seq
-                if not in_transaction:  # every event so far is committed or was before
+                committed = committer.committed
+                if committed in txn_seq:
+                    self._published_seq = txn_seq[committed]
+                    for done in [t for t in txn_seq if t <= committed]:
+                        del txn_seq[done]
+                if not in_transaction and not held and not committer.busy():
+                    # Every event so far is committed (or was published before).
                     self._published_seq = state.last_seq
                 now = time.monotonic()
-                cut_due = bool(buffer) and writer.pending() == 0 and (
+                cut_due = bool(buffer) and not held and writer.pending() == 0 and (
                     len(buffer) >= self.every_records or (now - last_write) * 1000 >= self.every_ms
                 )
                 # At the log's end, every round commits (latency); catching up, every
-                # `commit_ms` (throughput); and always before a snapshot cut.
+                # `commit_ms` (throughput); and before a snapshot cut. A commit runs on the
+                # committer's thread while the loop folds on.
                 if in_transaction and (len(messages) < 1000 or now - begun >= commit_s or cut_due):
-                    commit()
+                    request_commit()
                 if writer.lost == generation:
-                    if in_transaction:
-                        commit()
+                    drain()
                     consumer.close()
                     consumer = Consumer(consumer_conf(self.loc.bootstrap))
                     consumer.assign([TopicPartition(self.loc.topic, 0, 0)])
@@ -719,13 +844,12 @@ class Projector:
                     count, resume_at = 0, 0
                     continue
                 if cut_due:
-                    # Every event of the buffered records is committed (or was published
-                    # before): the next one's records lie at or after `at`.
-                    if tail is not None:
-                        at = tail.position
-                    else:
-                        at = max(resume_at, acks.last_offset + 1)
-                    writer.put(generation, state, first, buffer, (count, at))
+                    # The cut is written once transaction `txn` (which holds the buffered
+                    # records' last events) is committed; every later event's record lies
+                    # at or after `at` (a lower bound: at worst the next tenure reads a few
+                    # records more).
+                    at = tail.position if tail is not None else max(resume_at, acks.last_offset + 1)
+                    writer.put(generation, txn, state, first, buffer, (count, at))
                     first, buffer, last_write = state.next_seq, [], now
                     # What survived until now is the state: out of the cyclic collector's
                     # sight, else a full collection walks all of it (tens of ms on a small
@@ -742,11 +866,11 @@ class Projector:
                     self._log_end = max(end, state.next_seq)
                     if self.progress is not None:
                         self.progress(state.next_seq, max(end, state.next_seq))
-            if in_transaction:
-                commit()
+            drain()
+            self._published_seq = state.last_seq
             if buffer:
                 at = tail.position if tail is not None else max(resume_at, acks.last_offset + 1)
-                writer.put(generation, state, first, buffer, (count, at))
+                writer.put(generation, txn, state, first, buffer, (count, at))
             writer.close()
             writer, closed = None, writer
             if closed.error is not None:
@@ -763,6 +887,7 @@ class Projector:
             self._stop_compactor()
             if tail is not None:
                 tail.close()
+            committer.close()  # after the commit in flight, if any
             if in_transaction:  # leaving on an error: what is open is not published
                 try:
                     producer.abort_transaction(5)
