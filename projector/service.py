@@ -618,11 +618,20 @@ class Projector:
             # after this long, unless a successor's initialisation aborts it first.
             "transaction.timeout.ms": max(10_000, 4 * self.lease_ms),
         }))  # fmt: skip
-        try:
-            # Fences every earlier producer of this log and aborts its open transaction.
-            producer.init_transactions(30)
-        except KafkaException as exc:
-            raise self._transaction_failed("initialising the lifecycle producer", exc) from None
+        # Initialising the transactional id fences every earlier producer of this log and
+        # aborts its open transaction (a few round trips, more while that abort completes):
+        # on a thread, while the snapshot loads; nothing is published before it is done.
+        initialised: list[BaseException | None] = []
+
+        def initialise() -> None:
+            try:
+                producer.init_transactions(30)
+                initialised.append(None)
+            except BaseException as exc:
+                initialised.append(exc)
+
+        initialiser = threading.Thread(target=initialise, name="lifecycle-init", daemon=True)
+        initialiser.start()
         consumer = Consumer(consumer_conf(self.loc.bootstrap))
         tp = TopicPartition(self.loc.topic, 0)
         committer = _Committer(self, producer)
@@ -702,6 +711,13 @@ class Projector:
             end = int(consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1])
             if target is not None and not target:
                 target.append(end)
+            initialiser.join()
+            failure = initialised[0] if initialised else None
+            if isinstance(failure, KafkaException):
+                raise self._transaction_failed("initialising the lifecycle producer", failure)
+            if failure is not None:
+                raise failure
+            # The lifecycle topic's end once the predecessor's transaction is aborted.
             tail_end = self._lifecycle_end(consumer)
             if resume_at > tail_end:
                 # The snapshot's lifecycle records are gone (the lifecycle topic was
@@ -761,6 +777,9 @@ class Projector:
                     log.info("%s: lease renewed; publishing again", self.loc.topic)
                     paused = False
                 release_held()
+                # While a commit is in flight, this round's events are held (a commit is
+                # only requested between rounds).
+                holding = bool(held) or committer.busy()
                 # At once what is ready, else the first record to come: a batch consume
                 # would wait out its timeout. Short, so a cut snapshot is written promptly.
                 messages = consume_ready(consumer, 1000, 0.01)
@@ -794,7 +813,7 @@ class Projector:
                         headers = [_ENVELOPE_KIND, *lifecycle_headers(tid_bytes, seq, index, count)]
                         count += 1
                         self.stats.published += 1
-                        if held or committer.busy():
+                        if holding:
                             held.append((value, headers))
                             held_seq = seq
                             continue
@@ -885,6 +904,7 @@ class Projector:
         finally:
             gc.unfreeze()  # the frozen state is garbage now, as far as this run goes
             self._stop_compactor()
+            initialiser.join(35)
             if tail is not None:
                 tail.close()
             committer.close()  # after the commit in flight, if any
