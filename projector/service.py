@@ -367,10 +367,13 @@ class Projector:
         linger_ms: int = 2,
         lease_ms: int = 3_000,
         commit_ms: int = 100,
+        commit_linger_ms: int = 5,
         progress: Progress | None = None,
     ) -> None:
-        """`commit_ms`: while catching up, lifecycle transactions commit at least this
-        often (at the log's end, every round)."""
+        """Lifecycle transactions commit, on a thread of their own, once `commit_ms` old
+        while catching up, `commit_linger_ms` old at the log's end, and whenever the
+        records ready are folded (a commit costs a few broker round trips; a subscriber
+        sees an event once its transaction is committed)."""
         self.loc = (
             location if isinstance(location, KafkaLocation) else parse_kafka_location(location)
         )
@@ -379,6 +382,7 @@ class Projector:
         self.linger_ms = linger_ms
         self.lease_ms = lease_ms
         self.commit_ms = commit_ms
+        self.commit_linger_ms = commit_linger_ms
         self.progress = progress
         self.owner = uuid.uuid4().hex
         self.stats = ProjectorStats()
@@ -737,6 +741,7 @@ class Projector:
             now = last_write = last_progress = time.monotonic()
             generation = 0  # bumped on each rebuild from seq 0
             commit_s = self.commit_ms / 1000
+            head_linger_s = self.commit_linger_ms / 1000
             margin = self.lease_ms / 4000  # stop publishing this long before the lease lapses
             paused = False
             reset_checked = 0.0
@@ -777,12 +782,15 @@ class Projector:
                     log.info("%s: lease renewed; publishing again", self.loc.topic)
                     paused = False
                 release_held()
-                # While a commit is in flight, this round's events are held (a commit is
-                # only requested between rounds).
+                # While a commit is in flight, events are held (and produced into the next
+                # transaction once it is done).
                 holding = bool(held) or committer.busy()
                 # At once what is ready, else the first record to come: a batch consume
                 # would wait out its timeout. Short, so a cut snapshot is written promptly.
                 messages = consume_ready(consumer, 1000, 0.01)
+                # A transaction is committed once this old, also in the middle of a round:
+                # a subscriber sees an event only once its transaction is committed.
+                linger = head_linger_s if len(messages) < 1000 else commit_s
                 for message in messages:
                     error = message.error()
                     if error is not None:
@@ -821,6 +829,13 @@ class Projector:
                             begin()
                         produce(value, headers)
                         txn_seq[txn] = seq
+                    if holding:
+                        if not committer.busy():
+                            release_held()
+                            holding = False
+                    elif in_transaction and time.monotonic() - begun >= linger:
+                        request_commit()
+                        holding = True
                 if tail is not None and tail.done:
                     tail.close()
                     resume_at = max(resume_at, tail.position)
