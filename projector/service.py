@@ -123,34 +123,68 @@ class _EndTenure(Exception):
 
 
 class _Committer:
-    """Commits the lifecycle producer's transactions on a thread of its own: a commit is a
-    few broker round trips, and a slow one (a busy broker) would otherwise stall the fold
-    loop, lag for every record behind it. While a commit is in flight the loop keeps
-    folding and holds what it would publish; it produces that into the next transaction
-    once the commit is done (a transactional producer takes no record while committing).
+    """The lifecycle producer's open transaction, committed by a thread of its own once it
+    is `linger` seconds old.
 
-    Transactions are numbered from 1; `committed` is the highest number committed, `error`
-    the tenure-ending failure of a commit (fenced by a successor, or the broker's)."""
+    A commit is a few broker round trips. Timed here, it does not wait for the fold loop
+    (an event is visible to subscribers once its transaction is committed, however long the
+    loop's round), and the loop never waits for it: the loop produces under `lock` without
+    blocking (`try_lock`) and, while a commit holds the lock, holds its events back and
+    produces them into the next transaction (a transactional producer takes no record while
+    committing). Transactions are numbered from 1: `committed` is the last committed, and
+    `committed_seq` the last seq whose events it held; `error` is the failure that ends the
+    tenure (fenced by a successor, or the broker's). No commit is made once the lease may
+    have lapsed (`lease_ok`): the tenure then ends and its transaction is aborted.
+    """
 
-    def __init__(self, projector: Projector, producer: Producer) -> None:
+    def __init__(
+        self, projector: Projector, producer: Producer, lease_ok: Callable[[], bool]
+    ) -> None:
         self._projector = projector
         self._producer = producer
+        self._lease_ok = lease_ok
+        self.lock = threading.Lock()  # held to produce into, or commit, the transaction
         self._cond = threading.Condition()
-        self._requested = 0
+        self.linger = 0.001
+        self.txn = 0  # the last transaction begun
+        self.open = False  # whether `txn` is open
+        self.begun = 0.0
+        self.open_seq: int | None = None  # the last seq with events in the open one
         self.committed = 0
+        self.committed_seq: int | None = None
         self.error: _EndTenure | None = None
         self._closing = False
         self._thread = threading.Thread(target=self._run, name="lifecycle-commit", daemon=True)
         self._thread.start()
 
-    def busy(self) -> bool:
-        return self._requested > self.committed and self.error is None
+    # --- under `lock` (the loop) ----------------------------------------------------------
 
-    def request(self, txn: int) -> None:
-        """Commit transaction `txn` (the open one; nothing may be produced until done)."""
+    def begin(self) -> None:
+        try:
+            self._producer.begin_transaction()
+        except KafkaException as exc:
+            raise self._projector._transaction_failed("a transaction", exc) from None
         with self._cond:
-            self._requested = txn
+            self.txn += 1
+            self.open, self.begun = True, time.monotonic()
             self._cond.notify_all()
+
+    def commit(self) -> None:
+        """Commit the open transaction now (raises the tenure's end if it fails)."""
+        try:
+            self._producer.commit_transaction(30)
+        except KafkaException as exc:
+            failure = self._projector._transaction_failed("committing lifecycle events", exc)
+            with self._cond:
+                self.error = self.error or failure
+                self._cond.notify_all()
+            raise failure from None
+        with self._cond:
+            self.open = False
+            self.committed, self.committed_seq = self.txn, self.open_seq
+            self._cond.notify_all()
+
+    # --- anywhere -------------------------------------------------------------------------
 
     def wait(self, txn: int, timeout: float) -> bool:
         """Until `txn` is committed (True), a commit failed, or `timeout` passed."""
@@ -159,8 +193,8 @@ class _Committer:
                 lambda: self.committed >= txn or self.error is not None or self._closing, timeout
             ) and self.committed >= txn
 
-    def close(self, timeout: float = 30.0) -> None:
-        """Stop once the commit in flight (if any) is done."""
+    def close(self, timeout: float = 35.0) -> None:
+        """Stop (after the commit in flight, if any)."""
         with self._cond:
             self._closing = True
             self._cond.notify_all()
@@ -169,21 +203,26 @@ class _Committer:
     def _run(self) -> None:
         while True:
             with self._cond:
-                self._cond.wait_for(lambda: self._requested > self.committed or self._closing)
-                if self._requested <= self.committed:
+                while not self._closing and (
+                    not self.open or time.monotonic() < self.begun + self.linger
+                ):
+                    if self.open:
+                        self._cond.wait(max(0.0, self.begun + self.linger - time.monotonic()))
+                    else:
+                        self._cond.wait()
+                if self._closing:
                     return
-                txn = self._requested
-            try:
-                self._producer.commit_transaction(30)
-            except KafkaException as exc:
-                failure = self._projector._transaction_failed("committing lifecycle events", exc)
-                with self._cond:
-                    self.error = failure
-                    self._cond.notify_all()
-                return
-            with self._cond:
-                self.committed = txn
-                self._cond.notify_all()
+            if not self._lease_ok():
+                with self._cond:  # the loop ends the tenure; until then, nothing to do
+                    self._cond.wait(0.05)
+                continue
+            with self.lock:
+                if not self.open or not self._lease_ok():
+                    continue
+                try:
+                    self.commit()
+                except _EndTenure:
+                    return
 
 
 class _SnapshotWriter:
@@ -367,13 +406,13 @@ class Projector:
         linger_ms: int = 2,
         lease_ms: int = 3_000,
         commit_ms: int = 100,
-        commit_linger_ms: int = 5,
+        commit_linger_ms: int = 1,
         progress: Progress | None = None,
     ) -> None:
         """Lifecycle transactions commit, on a thread of their own, once `commit_ms` old
-        while catching up, `commit_linger_ms` old at the log's end, and whenever the
-        records ready are folded (a commit costs a few broker round trips; a subscriber
-        sees an event once its transaction is committed)."""
+        while catching up and `commit_linger_ms` old at the log's end (a commit costs a few
+        broker round trips; a subscriber sees an event once its transaction is
+        committed)."""
         self.loc = (
             location if isinstance(location, KafkaLocation) else parse_kafka_location(location)
         )
@@ -638,68 +677,40 @@ class Projector:
         initialiser.start()
         consumer = Consumer(consumer_conf(self.loc.bootstrap))
         tp = TopicPartition(self.loc.topic, 0)
-        committer = _Committer(self, producer)
+        margin = self.lease_ms / 4000  # stop publishing this long before the lease lapses
+        committer = _Committer(self, producer, lambda: time.monotonic() < keeper.until - margin)
         writer: _SnapshotWriter | None = None
         tail: LifecycleTail | None = None
         lifecycle_topic = self.loc.lifecycle_topic
-        txn = 0  # the last transaction begun (numbered from 1)
-        in_transaction = False  # `txn` is open (its commit not requested yet)
-        held: list[tuple[bytes, list[tuple[str, bytes]]]] = []  # produced after a commit
-        held_seq = -1  # the last seq with events in `held`
-        txn_seq: dict[int, int] = {}  # transaction -> the last seq with events in it
-        begun = 0.0  # when the open transaction began
+        # Events produced once the commit holding the lock is done, in order.
+        held: list[tuple[bytes, list[tuple[str, bytes]], int]] = []
 
-        def produce(value: bytes, headers: list[tuple[str, bytes]]) -> None:
+        def produce(value: bytes, headers: list[tuple[str, bytes]], seq: int) -> None:
+            """Into the open transaction (under the committer's lock)."""
+            if not committer.open:
+                committer.begin()
             while True:
                 try:
                     producer.produce(lifecycle_topic, value, partition=0, headers=headers)
-                    return
+                    break
                 except BufferError:
                     producer.poll(0.05)
                 except KafkaException as exc:
                     raise self._transaction_failed("publishing", exc) from None
+            committer.open_seq = seq
 
-        def begin() -> None:
-            nonlocal txn, in_transaction, begun
-            try:
-                producer.begin_transaction()
-            except KafkaException as exc:
-                raise self._transaction_failed("a transaction", exc) from None
-            txn, in_transaction, begun = txn + 1, True, time.monotonic()
-
-        def release_held() -> None:
-            """What was held while a commit was in flight, into a transaction."""
-            nonlocal held
-            if held and not committer.busy():
-                if not in_transaction:
-                    begin()
-                for value, headers in held:
-                    produce(value, headers)
-                txn_seq[txn] = held_seq
-                held = []
-
-        def request_commit() -> None:
-            nonlocal in_transaction
-            if in_transaction and not committer.busy():
-                committer.request(txn)
-                in_transaction = False
+        def release() -> None:
+            """What was held, into the open transaction (under the committer's lock)."""
+            for value, headers, seq in held:
+                produce(value, headers, seq)
+            held.clear()
 
         def drain() -> None:
-            """Everything published so far, committed (waits)."""
-            while True:
-                if committer.error is not None:
-                    raise committer.error
-                if committer.busy():
-                    committer.wait(txn, 30.0)
-                    continue
-                release_held()
-                if not in_transaction:
-                    break
-                request_commit()
-            if committer.error is not None:
-                raise committer.error
-            if txn and not committer.wait(txn, 30.0):
-                raise committer.error or _EndTenure("committing lifecycle events timed out")
+            """Everything published so far, committed (after the commit in flight)."""
+            with committer.lock:
+                release()
+                if committer.open:
+                    committer.commit()
 
         try:
             try:
@@ -742,8 +753,8 @@ class Projector:
             generation = 0  # bumped on each rebuild from seq 0
             commit_s = self.commit_ms / 1000
             head_linger_s = self.commit_linger_ms / 1000
-            margin = self.lease_ms / 4000  # stop publishing this long before the lease lapses
             paused = False
+            ready: list[tuple[bytes, list[tuple[str, bytes]], int]] = []  # a record's events
             reset_checked = 0.0
             writer = _SnapshotWriter(self, committer)
             while stop is None or not stop.is_set():
@@ -767,9 +778,8 @@ class Projector:
                     # nothing more until it is. What is pending commits while the lease
                     # surely holds.
                     if now < keeper.until:
-                        release_held()
-                        request_commit()
-                    elif in_transaction or held:
+                        drain()
+                    elif committer.open or held:
                         raise _EndTenure("the lease lapsed with lifecycle events unpublished")
                     if not paused:
                         log.warning("%s: lease not renewed in time; publishing paused",
@@ -781,16 +791,17 @@ class Projector:
                 if paused:
                     log.info("%s: lease renewed; publishing again", self.loc.topic)
                     paused = False
-                release_held()
-                # While a commit is in flight, events are held (and produced into the next
-                # transaction once it is done).
-                holding = bool(held) or committer.busy()
+                if held and committer.lock.acquire(blocking=False):
+                    try:
+                        release()
+                    finally:
+                        committer.lock.release()
                 # At once what is ready, else the first record to come: a batch consume
                 # would wait out its timeout. Short, so a cut snapshot is written promptly.
                 messages = consume_ready(consumer, 1000, 0.01)
-                # A transaction is committed once this old, also in the middle of a round:
-                # a subscriber sees an event only once its transaction is committed.
-                linger = head_linger_s if len(messages) < 1000 else commit_s
+                # Transactions commit once this old: soon at the log's end (subscribers
+                # wait), less often catching up (each commit costs the broker some work).
+                committer.linger = head_linger_s if len(messages) < 1000 else commit_s
                 for message in messages:
                     error = message.error()
                     if error is not None:
@@ -821,21 +832,19 @@ class Projector:
                         headers = [_ENVELOPE_KIND, *lifecycle_headers(tid_bytes, seq, index, count)]
                         count += 1
                         self.stats.published += 1
-                        if holding:
-                            held.append((value, headers))
-                            held_seq = seq
-                            continue
-                        if not in_transaction:
-                            begin()
-                        produce(value, headers)
-                        txn_seq[txn] = seq
-                    if holding:
-                        if not committer.busy():
-                            release_held()
-                            holding = False
-                    elif in_transaction and time.monotonic() - begun >= linger:
-                        request_commit()
-                        holding = True
+                        ready.append((value, headers, seq))
+                    if ready:
+                        # Never waits: while a commit holds the lock, the events wait.
+                        if committer.lock.acquire(blocking=False):
+                            try:
+                                release()
+                                for value, headers, event_seq in ready:
+                                    produce(value, headers, event_seq)
+                            finally:
+                                committer.lock.release()
+                        else:
+                            held.extend(ready)
+                        ready.clear()
                 if tail is not None and tail.done:
                     tail.close()
                     resume_at = max(resume_at, tail.position)
@@ -844,24 +853,18 @@ class Projector:
                 producer.poll(0)
                 if acks.error is not None:
                     raise _EndTenure(f"delivering lifecycle events failed: {acks.error}")
+                if committer.error is not None:
+                    raise committer.error
                 self._folded_seq = state.last_seq
-                committed = committer.committed
-                if committed in txn_seq:
-                    self._published_seq = txn_seq[committed]
-                    for done in [t for t in txn_seq if t <= committed]:
-                        del txn_seq[done]
-                if not in_transaction and not held and not committer.busy():
+                if not committer.open and not held:
                     # Every event so far is committed (or was published before).
                     self._published_seq = state.last_seq
+                elif committer.committed_seq is not None:
+                    self._published_seq = committer.committed_seq
                 now = time.monotonic()
                 cut_due = bool(buffer) and not held and writer.pending() == 0 and (
                     len(buffer) >= self.every_records or (now - last_write) * 1000 >= self.every_ms
                 )
-                # At the log's end, every round commits (latency); catching up, every
-                # `commit_ms` (throughput); and before a snapshot cut. A commit runs on the
-                # committer's thread while the loop folds on.
-                if in_transaction and (len(messages) < 1000 or now - begun >= commit_s or cut_due):
-                    request_commit()
                 if writer.lost == generation:
                     drain()
                     consumer.close()
@@ -878,12 +881,12 @@ class Projector:
                     count, resume_at = 0, 0
                     continue
                 if cut_due:
-                    # The cut is written once transaction `txn` (which holds the buffered
-                    # records' last events) is committed; every later event's record lies
-                    # at or after `at` (a lower bound: at worst the next tenure reads a few
-                    # records more).
+                    # The cut is written once the transaction holding the buffered records'
+                    # last events (the last begun) is committed; every later event's record
+                    # lies at or after `at` (a lower bound: at worst the next tenure reads a
+                    # few records more).
                     at = tail.position if tail is not None else max(resume_at, acks.last_offset + 1)
-                    writer.put(generation, txn, state, first, buffer, (count, at))
+                    writer.put(generation, committer.txn, state, first, buffer, (count, at))
                     first, buffer, last_write = state.next_seq, [], now
                     # What survived until now is the state: out of the cyclic collector's
                     # sight, else a full collection walks all of it (tens of ms on a small
@@ -904,7 +907,7 @@ class Projector:
             self._published_seq = state.last_seq
             if buffer:
                 at = tail.position if tail is not None else max(resume_at, acks.last_offset + 1)
-                writer.put(generation, txn, state, first, buffer, (count, at))
+                writer.put(generation, committer.txn, state, first, buffer, (count, at))
             writer.close()
             writer, closed = None, writer
             if closed.error is not None:
@@ -923,7 +926,7 @@ class Projector:
             if tail is not None:
                 tail.close()
             committer.close()  # after the commit in flight, if any
-            if in_transaction:  # leaving on an error: what is open is not published
+            if committer.open:  # leaving on an error: what is open is not published
                 try:
                     producer.abort_transaction(5)
                 except KafkaException:
