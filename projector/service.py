@@ -845,7 +845,7 @@ class Projector:
                         else:
                             held.extend(ready)
                         ready.clear()
-                if tail is not None and tail.done:
+                if tail is not None and tail.exhausted:
                     tail.close()
                     resume_at = max(resume_at, tail.position)
                     tail = None

@@ -355,6 +355,11 @@ class LifecycleTail:
             self._consumer.close()
             self._consumer = None
 
+    @property
+    def exhausted(self) -> bool:
+        """Every record of the tail was read and compared (none is left to match)."""
+        return self.done and not self._buffer
+
     def close(self) -> None:
         self._buffer.clear()
         self._finish()
