@@ -98,7 +98,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(
         f"projector stopped at seq {state.last_seq}: folded {s.folded}, "
         f"published {s.published} lifecycle events (skipped {s.skipped} already published), "
-        f"{s.snapshots} snapshots, {s.rebuilds} rebuilds, {len(state.rejections)} rejections",
+        f"{s.snapshots} snapshots, {s.rebuilds} rebuilds, {s.restarts} restarts, "
+        f"{len(state.rejections)} rejections",
         flush=True,
     )
     return 0

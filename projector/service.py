@@ -2,18 +2,32 @@
 
 It folds with the same `fold_record` as every reader, so its state is the log's. It:
 
-- resumes from the snapshot in Redis (state and position written together, invariant 10),
-  or rebuilds from seq 0 when there is none, or when the snapshot it was writing vanished
-  (Redis flushed) or was replaced;
-- writes a snapshot chunk every `every_records` records or `every_ms` milliseconds, after
-  the lifecycle events of those records are acknowledged by Kafka;
+- holds a lease in Redis so that one projector runs per log: taken (or waited for) at the
+  start, renewed on a timer by a thread of its own (busy or idle), with a compare-and-renew
+  Lua script that also writes the projector's status record (`projector.status`);
+- resumes from the snapshot in Redis (state and position written together, invariant 10)
+  when it is a snapshot of this log (the log topic's id, within the partition's end), or
+  rebuilds from seq 0 under a new epoch when there is none, when the snapshot it was
+  writing vanished (Redis flushed) or was replaced, or when the log topic was deleted and
+  created again;
 - publishes each record's lifecycle events exactly once to ``LOG.lifecycle`` (invariant
-  11): every lifecycle record carries the seq of its cause and its index among that
-  record's events in headers; on start the projector reads the topic's last record and
-  skips every (seq, index) up to it. Since the fold is deterministic, refolding from an
-  older snapshot reproduces exactly the events already published, and only those are
-  skipped;
-- holds a lease in Redis so that one projector runs per log.
+  11), in Kafka transactions under one ``transactional.id`` per log: a projector taking the
+  lease over initialises that id, which aborts its predecessor's open transaction and
+  fences it, so a projector that lost its lease cannot publish (its producer fails). Each
+  record carries the log's topic id, its lifecycle offset, and its cause's seq and index
+  (`producers.logs.lifecycle_topic`). The dedup position comes from the snapshot: it names
+  the lifecycle offset of the next event and a topic offset from which every later record
+  lies, and the records found there (the predecessor's committed ones) are compared, bytes
+  and all, with what the fold gives (`LifecycleTail`); nothing else on the topic is
+  trusted;
+- writes a snapshot chunk every `every_records` records or `every_ms` milliseconds, right
+  after a commit of the lifecycle events of those records; the write is fenced by the
+  lease (refused when another projector holds it);
+- stops publishing when it could not renew its lease in time (Redis unreachable): it
+  commits while the lease still holds, then waits, retrying with backoff, and carries on
+  when Redis answers again (rebuilding if the snapshot was lost); a lease taken over by
+  another projector sends it back to waiting for the lease. It never dies of a Redis
+  outage.
 """
 
 from __future__ import annotations
@@ -21,34 +35,42 @@ from __future__ import annotations
 import gc
 import logging
 import multiprocessing
+import os
 import signal
+import socket
 import threading
 import time
 import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+import redis
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from producers.logs.kafka import (
-    INDEX_HEADER,
-    SEQ_HEADER,
     KafkaLogError,
+    client_conf,
     consume_ready,
     consumer_conf,
     ensure_topic,
     producer_conf,
 )
+from producers.logs.lifecycle_topic import LifecycleTail, lifecycle_headers
 from producers.logs.location import KafkaLocation, parse_kafka_location
+from producers.logs.topic_identity import LogIdentity, topic_id
 from projector.audit.state import no_gc
+from projector.lease import Lease
 from projector.log_state import LogState, empty_state, encode_lifecycle, fold_record
 from projector.memex_publisher import MemexPublisher
-from projector.snapshot import Entry, SnapshotLost, SnapshotStore, entry_of
+from projector.snapshot import Entry, LeaseLost, SnapshotLost, SnapshotStore, entry_of
+from projector.status import ProjectorStatus, encode_status, status_key
 from schemas.codec import KIND_HEADER
+from schemas.errors import LogNotFoundError
 
-__all__ = ["Projector", "ProjectorStats", "last_published"]
+__all__ = ["Projector", "ProjectorStats"]
 
 log = logging.getLogger("memstream.projector")
 
@@ -68,48 +90,162 @@ class ProjectorStats:
     skipped: int = 0
     snapshots: int = 0
     rebuilds: int = 0
+    # Tenures ended early (lease lost, fenced, topic recreated, a transaction failed).
+    restarts: int = 0
 
 
 class _Acks:
-    """Counts the lifecycle producer's delivery reports (served by the loop's poll), so a
-    snapshot can wait for its records' lifecycle events without flushing the producer."""
+    """The lifecycle producer's delivery reports (served by the loop's poll and by commits):
+    the first error, and the topic offset of the last record delivered."""
 
     def __init__(self) -> None:
-        self.acked = 0
         self.error: KafkaError | None = None
+        self.last_offset = -1
 
-    def report(self, err: KafkaError | None, msg: object) -> None:
+    def report(self, err: KafkaError | None, msg: Any) -> None:
         if err is not None:
             self.error = self.error or err
         else:
-            self.acked += 1
+            self.last_offset = msg.offset()
 
 
-# The kind header of every lifecycle record, and index headers, made once.
+# The kind header of every lifecycle record, made once.
 _ENVELOPE_KIND = (KIND_HEADER, b"envelope")
-_INDEX_HEADERS = [(INDEX_HEADER, str(i).encode()) for i in range(64)]
-# A snapshot cut waits this long at most for its lifecycle acknowledgements.
-_ACK_WAIT_S = 30.0
+# Redis write retries back off up to this long.
+_MAX_BACKOFF_S = 5.0
+# A snapshot cut waits this long at most for the commit of its lifecycle events.
+_COMMIT_WAIT_S = 60.0
+
+
+class _EndTenure(Exception):
+    """This projector's tenure is over (its lease lost or lapsed, its producer fenced, its
+    log topic created again, a transaction failed): it takes the lease again and resumes
+    from the snapshot."""
+
+
+class _Committer:
+    """The lifecycle producer's open transaction, committed by a thread of its own once it
+    is `linger` seconds old.
+
+    A commit is a few broker round trips. Timed here, it does not wait for the fold loop
+    (an event is visible to subscribers once its transaction is committed, however long the
+    loop's round), and the loop never waits for it: the loop produces under `lock` without
+    blocking (`try_lock`) and, while a commit holds the lock, holds its events back and
+    produces them into the next transaction (a transactional producer takes no record while
+    committing). Transactions are numbered from 1: `committed` is the last committed, and
+    `committed_seq` the last seq whose events it held; `error` is the failure that ends the
+    tenure (fenced by a successor, or the broker's). No commit is made once the lease may
+    have lapsed (`lease_ok`): the tenure then ends and its transaction is aborted.
+    """
+
+    def __init__(
+        self, projector: Projector, producer: Producer, lease_ok: Callable[[], bool]
+    ) -> None:
+        self._projector = projector
+        self._producer = producer
+        self._lease_ok = lease_ok
+        self.lock = threading.Lock()  # held to produce into, or commit, the transaction
+        self._cond = threading.Condition()
+        self.linger = 0.001
+        self.txn = 0  # the last transaction begun
+        self.open = False  # whether `txn` is open
+        self.begun = 0.0
+        self.open_seq: int | None = None  # the last seq with events in the open one
+        self.committed = 0
+        self.committed_seq: int | None = None
+        self.error: _EndTenure | None = None
+        self._closing = False
+        self._thread = threading.Thread(target=self._run, name="lifecycle-commit", daemon=True)
+        self._thread.start()
+
+    # --- under `lock` (the loop) ----------------------------------------------------------
+
+    def begin(self) -> None:
+        try:
+            self._producer.begin_transaction()
+        except KafkaException as exc:
+            raise self._projector._transaction_failed("a transaction", exc) from None
+        with self._cond:
+            self.txn += 1
+            self.open, self.begun = True, time.monotonic()
+            self._cond.notify_all()
+
+    def commit(self) -> None:
+        """Commit the open transaction now (raises the tenure's end if it fails)."""
+        try:
+            self._producer.commit_transaction(30)
+        except KafkaException as exc:
+            failure = self._projector._transaction_failed("committing lifecycle events", exc)
+            with self._cond:
+                self.error = self.error or failure
+                self._cond.notify_all()
+            raise failure from None
+        with self._cond:
+            self.open = False
+            self.committed, self.committed_seq = self.txn, self.open_seq
+            self._cond.notify_all()
+
+    # --- anywhere -------------------------------------------------------------------------
+
+    def wait(self, txn: int, timeout: float) -> bool:
+        """Until `txn` is committed (True), a commit failed, or `timeout` passed."""
+        with self._cond:
+            return self._cond.wait_for(
+                lambda: self.committed >= txn or self.error is not None or self._closing, timeout
+            ) and self.committed >= txn
+
+    def close(self, timeout: float = 35.0) -> None:
+        """Stop (after the commit in flight, if any)."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._closing and (
+                    not self.open or time.monotonic() < self.begun + self.linger
+                ):
+                    if self.open:
+                        self._cond.wait(max(0.0, self.begun + self.linger - time.monotonic()))
+                    else:
+                        self._cond.wait()
+                if self._closing:
+                    return
+            if not self._lease_ok():
+                with self._cond:  # the loop ends the tenure; until then, nothing to do
+                    self._cond.wait(0.05)
+                continue
+            with self.lock:
+                if not self.open or not self._lease_ok():
+                    continue
+                try:
+                    self.commit()
+                except _EndTenure:
+                    return
 
 
 class _SnapshotWriter:
-    """Writes the loop's snapshot cuts, in order, on a thread of its own: each once the
-    lifecycle events of its records are acknowledged (counted by `_Acks`; the loop's poll
-    serves the reports). Redis round trips and chunk encoding then never stall the loop,
-    where any stall is lag for every record behind it.
+    """Writes the loop's snapshot cuts, in order, on a thread of its own, each once the
+    transaction holding its records' last lifecycle events is committed. Redis round trips
+    and chunk encoding then never stall the loop, where any stall is lag for every record
+    behind it; while Redis does not answer, the cut waits and is retried with backoff.
 
     A lost snapshot (Redis flushed, position moved) is reported through `lost` (the
     generation of the cut that found it); the loop then refolds from seq 0 under the next
-    generation, and cuts left from the lost one are dropped.
+    generation, and cuts left from the lost one are dropped. A write refused because
+    another projector holds the lease is reported through `lease_lost`.
     """
 
-    def __init__(self, projector: Projector, acks: _Acks) -> None:
+    def __init__(self, projector: Projector, committer: _Committer) -> None:
         self._projector = projector
-        self._acks = acks
-        self._cuts: deque[tuple[int, int, LogState, int, list[Entry]]] = deque()
+        self._committer = committer
+        self._cuts: deque[tuple[int, int, LogState, int, list[Entry], tuple[int, int]]] = deque()
         self._cond = threading.Condition()
         self._closing = False
         self.lost = -1
+        self.lease_lost: LeaseLost | None = None
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="snapshot-writer", daemon=True)
         self._thread.start()
@@ -118,50 +254,139 @@ class _SnapshotWriter:
         return len(self._cuts)
 
     def put(
-        self, generation: int, produced: int, state: LogState, first: int, entries: list[Entry]
+        self,
+        generation: int,
+        txn: int,
+        state: LogState,
+        first: int,
+        entries: list[Entry],
+        lifecycle: tuple[int, int],
     ) -> None:
+        """Queue a cut, to be written once transaction `txn` is committed."""
         with self._cond:
-            self._cuts.append((generation, produced, state, first, entries))
+            self._cuts.append((generation, txn, state, first, entries, lifecycle))
             self._cond.notify()
 
     def close(self, timeout: float = 60.0) -> None:
-        """Write what is queued (its acknowledgements must come), then stop."""
+        """Write what is queued (unless Redis does not answer), then stop."""
         with self._cond:
             self._closing = True
             self._cond.notify()
         self._thread.join(timeout)
 
     def _run(self) -> None:
+        failures = 0
         while True:
             with self._cond:
                 while not self._cuts and not self._closing:
                     self._cond.wait()
                 if not self._cuts:
                     return
-                generation, produced, state, first, entries = self._cuts[0]
+                generation, txn, state, first, entries, lifecycle = self._cuts[0]
             if generation <= self.lost:
                 self._cuts.popleft()
                 continue
-            deadline = time.monotonic() + _ACK_WAIT_S
-            # Only the loop serves delivery reports; look at the count now and then.
-            while self._acks.acked < produced and self._acks.error is None:
-                if time.monotonic() > deadline:
+            if not self._committer.wait(txn, _COMMIT_WAIT_S):
+                if self._committer.error is None and not self._closing:
                     self.error = KafkaLogError(
                         f"{self._projector.loc.lifecycle_topic}: lifecycle events not "
-                        f"acknowledged in {_ACK_WAIT_S:.0f} s"
+                        f"committed in {_COMMIT_WAIT_S:.0f} s"
                     )
-                    return
-                time.sleep(0.002)
-            if self._acks.error is not None:
-                return  # the loop raises it
+                return  # a failed commit ends the tenure: the loop raises it
             try:
-                self._projector._snapshot(None, state, first, entries)
+                self._projector._snapshot(state, first, entries, lifecycle)
             except _Rebuild:
                 self.lost = generation
+            except LeaseLost as exc:
+                self.lease_lost = exc
+                return
+            except redis.RedisError as exc:
+                failures += 1
+                topic = self._projector.loc.topic
+                if self._closing:
+                    log.warning("%s: stopping with %d snapshot cut(s) unwritten (Redis: %s); "
+                                "the next run resumes from the last one written", topic,
+                                len(self._cuts), exc)  # fmt: skip
+                    return
+                if failures == 1 or failures % 20 == 0:
+                    log.warning("%s: cannot write a snapshot (Redis: %s); retrying",
+                                topic, exc)  # fmt: skip
+                with self._cond:
+                    self._cond.wait(min(_MAX_BACKOFF_S, 0.05 * 2**failures))
+                continue
             except Exception as exc:
                 self.error = exc
                 return
+            if failures:
+                log.info("%s: Redis answers again; snapshot written", self._projector.loc.topic)
+                failures = 0
             self._cuts.popleft()
+
+
+class _Keeper:
+    """Renews the lease on a timer (every quarter of its period), busy or idle, writing
+    the status record with it, and watches the log topic's id. The loop reads:
+
+    - `until`: the monotonic time the lease is surely held until (it was renewed at a time
+      before the renewal was sent);
+    - `lost`: another projector holds the lease;
+    - `topic_changed`: the log topic now has another id (deleted and created again).
+    """
+
+    def __init__(self, projector: Projector, held_since: float) -> None:
+        self._projector = projector
+        lease_s = projector.lease_ms / 1000
+        self.period = lease_s / 4
+        self.until = held_since + lease_s
+        self.lost = False
+        self.topic_changed = False
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="projector-lease", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join(5.0)
+
+    def _run(self) -> None:
+        projector = self._projector
+        topic = projector.loc.topic
+        failures = 0
+        checked = time.monotonic()
+        while not self._done.wait(self.period):
+            sent = time.monotonic()
+            try:
+                held = projector._renew()
+            except redis.RedisError as exc:
+                failures += 1
+                if failures == 1 or failures % 40 == 0:
+                    log.warning("%s: cannot renew the projector lease (Redis: %s); "
+                                "publishing pauses before it lapses, until Redis answers",
+                                topic, exc)  # fmt: skip
+                continue
+            if failures:
+                log.info("%s: Redis answers again; lease renewed", topic)
+                failures = 0
+            if not held:
+                self.lost = True
+                return
+            self.until = sent + projector.lease_ms / 1000
+            if time.monotonic() - checked >= projector.topic_check_s:
+                checked = time.monotonic()
+                self.check_topic()
+
+    def check_topic(self) -> None:
+        projector = self._projector
+        try:
+            now = topic_id(projector._admin, projector.loc.topic, timeout=5.0)
+        except LogNotFoundError:
+            log.warning("%s: the log topic is gone (deleted?)", projector.loc.topic)
+            return
+        except Exception as exc:  # the broker may be away a moment: checked again later
+            log.debug("%s: topic id check failed: %s", projector.loc.topic, exc)
+            return
+        if projector._tid is not None and now != projector._tid:
+            self.topic_changed = True
 
 
 # Audit events from which a hydrated state is frozen for the collector.
@@ -170,29 +395,6 @@ _FREEZE_AT = 100_000
 
 class _Rebuild(Exception):
     """The snapshot is gone: fold again from seq 0 under a new epoch."""
-
-
-def last_published(location: KafkaLocation, timeout: float = 10.0) -> tuple[int, int]:
-    """(seq, index) of the last lifecycle record on the topic; (-1, -1) when it is empty."""
-    consumer = Consumer(consumer_conf(location.bootstrap))
-    try:
-        tp = TopicPartition(location.lifecycle_topic, 0)
-        low, high = consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
-        if high <= low:
-            return (-1, -1)
-        consumer.assign([TopicPartition(location.lifecycle_topic, 0, high - 1)])
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            message = consumer.poll(0.2)
-            if message is None:
-                continue
-            if message.error() is not None:
-                raise KafkaLogError(f"{location.lifecycle_topic}: {message.error()}")
-            headers = dict(message.headers() or [])
-            return (int(headers[SEQ_HEADER]), int(headers[INDEX_HEADER]))
-        raise KafkaLogError(f"{location.lifecycle_topic}: cannot read its last record")
-    finally:
-        consumer.close()
 
 
 class Projector:
@@ -204,8 +406,14 @@ class Projector:
         every_ms: int = 100,
         linger_ms: int = 2,
         lease_ms: int = 3_000,
+        commit_ms: int = 100,
+        commit_linger_ms: int = 1,
         progress: Progress | None = None,
     ) -> None:
+        """Lifecycle transactions commit, on a thread of their own, once `commit_ms` old
+        while catching up and `commit_linger_ms` old at the log's end (a commit costs a few
+        broker round trips; a subscriber sees an event once its transaction is
+        committed)."""
         self.loc = (
             location if isinstance(location, KafkaLocation) else parse_kafka_location(location)
         )
@@ -213,49 +421,131 @@ class Projector:
         self.every_ms = every_ms
         self.linger_ms = linger_ms
         self.lease_ms = lease_ms
+        self.commit_ms = commit_ms
+        self.commit_linger_ms = commit_linger_ms
         self.progress = progress
         self.owner = uuid.uuid4().hex
         self.stats = ProjectorStats()
         self.state: LogState = empty_state()
-        self._published: tuple[int, int] = (-1, -1)
-        admin = AdminClient({"bootstrap.servers": self.loc.bootstrap})
+        self._admin = AdminClient(client_conf(self.loc.bootstrap))
         # The projector reads the log (only writers create logs) and writes its lifecycle.
-        ensure_topic(admin, self.loc.topic, self.loc.replication_factor, create=False)
-        ensure_topic(admin, self.loc.lifecycle_topic, self.loc.replication_factor)
-        self.memex = MemexPublisher(self.loc, admin)  # the derived topic LOG.memex
+        ensure_topic(self._admin, self.loc.topic, self.loc.replication_factor, create=False)
+        ensure_topic(self._admin, self.loc.lifecycle_topic, self.loc.replication_factor)
+        self.memex = MemexPublisher(self.loc, self._admin)  # the derived topic LOG.memex
         self.store = SnapshotStore.connect(self.loc)
+        self.store.owner = self.owner  # snapshot writes are fenced by the lease
+        # The lease has a client of its own with short timeouts: a renewal that cannot
+        # finish within a renewal period has failed.
+        period_s = max(0.05, lease_ms / 4000)
+        lease_client = redis.Redis.from_url(
+            self.loc.redis_url, socket_timeout=period_s, socket_connect_timeout=period_s
+        )
+        self.lease = Lease(lease_client, self.store.lock_key, status_key(self.loc.key_prefix),
+                           self.owner, lease_ms)  # fmt: skip
+        # One transactional id per log: whoever initialises it fences the one before.
+        self.transactional_id = f"memstream-projector.{self.loc.topic}"
+        self.topic_check_s = 5.0
         self.compact_every_s = 1.0
         self.compact_at_chunks = 48
         self._compactor: tuple[threading.Event, threading.Thread] | None = None
+        self._tid: str | None = None
+        # What the status record reports (written by the loop, read by the lease thread).
+        self._host = socket.gethostname()
+        self._folded_seq: int | None = None
+        self._log_end = 0
+        self._published_seq: int | None = None
+
+    # --- the lease ----------------------------------------------------------------------------
+
+    def status(self) -> ProjectorStatus:
+        """What this projector reports about itself (written with each lease renewal)."""
+        return ProjectorStatus(
+            owner=self.owner,
+            host=self._host,
+            pid=os.getpid(),
+            folded_seq=self._folded_seq,
+            log_end=self._log_end,
+            published_seq=self._published_seq,
+            heartbeat_ms=int(time.time() * 1000),
+            lease_ms=self.lease_ms,
+        )
+
+    def _renew(self) -> bool:
+        """Renew (or take, when free) the lease, writing the status record; raises Redis's
+        errors."""
+        return self.lease.renew(encode_status(self.status()), 3 * self.lease_ms)
+
+    def _take_lease(self, stop: threading.Event | None, deadline: float | None) -> float | None:
+        """Wait for the lease; the monotonic time it was taken at (None: stopped first)."""
+        waiting = False
+        failures = 0
+        while stop is None or not stop.is_set():
+            if deadline is not None and time.monotonic() > deadline:
+                return None
+            sent = time.monotonic()
+            try:
+                if self._renew():
+                    if failures or waiting:
+                        log.info("%s: projector lease taken", self.loc.topic)
+                    return sent
+                pause = 0.2
+                if not waiting:
+                    log.info("%s: another projector holds the lease; waiting", self.loc.topic)
+                    waiting = True
+            except redis.RedisError as exc:
+                failures += 1
+                pause = min(_MAX_BACKOFF_S, 0.1 * 2**failures)
+                if failures == 1 or failures % 20 == 0:
+                    log.warning("%s: cannot take the projector lease (Redis: %s); retrying "
+                                "in %.1f s", self.loc.topic, exc, pause)  # fmt: skip
+            if stop is not None:
+                if stop.wait(pause):
+                    return None
+            else:
+                time.sleep(pause)
+        return None
+
+    def _release(self) -> None:
+        try:
+            self.lease.release()
+        except redis.RedisError:  # Redis gone: the lease expires by itself
+            log.debug("lease release failed", exc_info=True)
 
     # --- pieces -------------------------------------------------------------------------------
 
-    def _take_lease(self, stop: threading.Event | None) -> None:
-        waited = False
-        while not self.store.acquire(self.owner, self.lease_ms):
-            if not waited:
-                log.info("%s: another projector holds the lease; waiting", self.loc.topic)
-                waited = True
-            if stop is not None and stop.wait(0.2):
-                return
-            time.sleep(0.2)
+    def _start_state(self, tid: str, consumer: Consumer) -> tuple[LogState, int, int]:
+        """(state, lifecycle offset of its next event, lifecycle-topic offset to resume the
+        dedup from): the snapshot of this log if there is one, else nothing folded yet."""
+        tp = TopicPartition(self.loc.topic, 0)
 
-    def _start_state(self) -> LogState:
+        def identify() -> LogIdentity:
+            _, high = consumer.get_watermark_offsets(tp, timeout=30, cached=False)
+            return LogIdentity(tid, int(high))
+
+        before, self.store.identify = self.store.identify, identify
         with no_gc(1 << 30):
-            loaded = self.store.load()
+            try:
+                loaded = self.store.load()
+            finally:
+                self.store.identify = before
+            position = self.store.loaded
+            if loaded is not None and (position is None or position.lifecycle is None):
+                log.warning("%s: the snapshot has no lifecycle position; ignored",
+                            self.loc.topic)  # fmt: skip
+                loaded = None
             if loaded is not None and len(loaded.memory) >= _FREEZE_AT:
                 # A large hydrated state lives as long as the projector: out of the
                 # collector's sight, no later full collection walks its millions of
                 # objects again (~1 s each at 1M events, lag for every record behind it).
                 gc.freeze()
-        self._start_compactor()
         if loaded is None:
-            self.store.start_epoch()
-            log.info("%s: no snapshot; folding the log from seq 0", self.loc.topic)
-            return empty_state()
-        self.store.adopt()
+            self.store.start_epoch(tid)
+            log.info("%s: no snapshot of this log; folding it from seq 0", self.loc.topic)
+            return empty_state(), 0, 0
+        assert position is not None and position.lifecycle is not None
+        self.store.adopt(position)
         log.info("%s: resumed from the snapshot at seq %s", self.loc.topic, loaded.last_seq)
-        return loaded
+        return loaded, position.lifecycle[0], position.lifecycle[1]
 
     def _start_compactor(self) -> None:
         """Merge small snapshot chunks in the background, so that they stay few."""
@@ -297,6 +587,21 @@ class Projector:
             thread.join(0.05)
             self._compactor = None
 
+    def _lifecycle_end(self, consumer: Consumer) -> int:
+        tp = TopicPartition(self.loc.lifecycle_topic, 0)
+        try:
+            return int(consumer.get_watermark_offsets(tp, timeout=30, cached=False)[1])
+        except KafkaException as exc:
+            raise KafkaLogError(
+                f"{self.loc.lifecycle_topic}: no watermark: {exc.args[0]}"
+            ) from None
+
+    def _transaction_failed(self, what: str, exc: KafkaException) -> _EndTenure:
+        error = exc.args[0] if exc.args else exc
+        if isinstance(error, KafkaError) and error.code() == KafkaError._FENCED:
+            return _EndTenure(f"another projector took over the log ({what}: fenced)")
+        return _EndTenure(f"{what} failed: {error}")
+
     # --- the loop -----------------------------------------------------------------------------
 
     def run(
@@ -307,94 +612,295 @@ class Projector:
         max_seconds: float | None = None,
     ) -> LogState:
         """Follow the log until `stop` is set (or, with `until_caught_up`, until the state
-        reaches the end of the log as it was when the projector started)."""
-        self._take_lease(stop)
+        reaches the end of the log as it was when the projector started).
+
+        A tenure that ends early (lease lost or lapsed, producer fenced, log topic created
+        again) is followed by another once the lease is held again, resuming from the
+        snapshot."""
         started = time.monotonic()
-        consumer = Consumer(consumer_conf(self.loc.bootstrap))
+        deadline = None if max_seconds is None else started + max_seconds
+        target: list[int] = []  # the log's end at the start, for `until_caught_up`
+        pause = 0.0
+        while stop is None or not stop.is_set():
+            if pause:  # after a tenure ended early: back off a little
+                if stop is not None and stop.wait(pause):
+                    break
+                if stop is None:
+                    time.sleep(pause)
+            held_since = self._take_lease(stop, deadline)
+            if held_since is None:
+                break
+            keeper = _Keeper(self, held_since)
+            try:
+                self._tenure(keeper, stop, deadline, target if until_caught_up else None)
+                return self.state
+            except _EndTenure as exc:
+                self.stats.restarts += 1
+                pause = min(_MAX_BACKOFF_S, 0.25 * 2 ** min(self.stats.restarts, 5))
+                log.warning("%s: %s; resuming from the snapshot once the lease is held",
+                            self.loc.topic, exc)  # fmt: skip
+            finally:
+                keeper.stop()
+                self._release()
+        return self.state
+
+    def _tenure(
+        self,
+        keeper: _Keeper,
+        stop: threading.Event | None,
+        deadline: float | None,
+        target: list[int] | None,
+    ) -> None:
+        """Fold and publish while holding the lease; returns when the run is over, raises
+        `_EndTenure` when this tenure is."""
         acks = _Acks()
         # Lifecycle events are latency-bound (subscribers wait on them): a short linger.
-        producer = Producer(producer_conf(self.loc.bootstrap, **{"linger.ms": self.linger_ms,
-                                                                 "on_delivery": acks.report}))
-        produced = 0  # lifecycle events produced, against which `acks` are counted
-        generation = 0  # bumped on each rebuild from seq 0
-        writer: _SnapshotWriter | None = None
+        producer = Producer(producer_conf(self.loc.bootstrap, **{
+            "linger.ms": self.linger_ms,
+            "on_delivery": acks.report,
+            "transactional.id": self.transactional_id,
+            # A transaction left open by a projector that died is aborted by the broker
+            # after this long, unless a successor's initialisation aborts it first.
+            "transaction.timeout.ms": max(10_000, 4 * self.lease_ms),
+        }))  # fmt: skip
+        # Initialising the transactional id fences every earlier producer of this log and
+        # aborts its open transaction (a few round trips, more while that abort completes):
+        # on a thread, while the snapshot loads; nothing is published before it is done.
+        initialised: list[BaseException | None] = []
+
+        def initialise() -> None:
+            try:
+                producer.init_transactions(30)
+                initialised.append(None)
+            except BaseException as exc:
+                initialised.append(exc)
+
+        initialiser = threading.Thread(target=initialise, name="lifecycle-init", daemon=True)
+        initialiser.start()
+        consumer = Consumer(consumer_conf(self.loc.bootstrap))
         tp = TopicPartition(self.loc.topic, 0)
+        margin = self.lease_ms / 4000  # stop publishing this long before the lease lapses
+        committer = _Committer(self, producer, lambda: time.monotonic() < keeper.until - margin)
+        writer: _SnapshotWriter | None = None
+        tail: LifecycleTail | None = None
+        lifecycle_topic = self.loc.lifecycle_topic
+        memex_topic_name = self.memex.topic
+        # Events produced once the commit holding the lock is done, in order.
+        # (topic, value, headers, seq): lifecycle events, and the derived topic's envelopes.
+        held: list[tuple[str, bytes, list[tuple[str, bytes]], int]] = []
+
+        def produce(topic: str, value: bytes, headers: list[tuple[str, bytes]], seq: int) -> None:
+            """Into the open transaction (under the committer's lock)."""
+            if not committer.open:
+                committer.begin()
+            while True:
+                try:
+                    producer.produce(topic, value, partition=0, headers=headers)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+                except KafkaException as exc:
+                    raise self._transaction_failed("publishing", exc) from None
+            committer.open_seq = seq
+
+        def release() -> None:
+            """What was held, into the open transaction (under the committer's lock)."""
+            for topic, value, headers, seq in held:
+                produce(topic, value, headers, seq)
+            held.clear()
+
+        def drain() -> None:
+            """Everything published so far, committed (after the commit in flight)."""
+            with committer.lock:
+                release()
+                if committer.open:
+                    committer.commit()
+
         try:
-            state = self._start_state()
-            self._published = last_published(self.loc)
-            self.memex.load_position()
+            try:
+                tid = self._tid = topic_id(self._admin, self.loc.topic)
+            except LogNotFoundError as exc:
+                raise _EndTenure(f"the log topic is gone ({exc}); waiting for it") from None
+            tid_bytes = tid.encode()
+            try:
+                state, count, resume_at = self._start_state(tid, consumer)
+            except redis.RedisError as exc:  # Redis went away since the lease was taken
+                raise _EndTenure(f"cannot read the snapshot (Redis: {exc})") from None
+            self._start_compactor()
+            end = int(consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1])
+            if target is not None and not target:
+                target.append(end)
+            initialiser.join()
+            failure = initialised[0] if initialised else None
+            if isinstance(failure, KafkaException):
+                raise self._transaction_failed("initialising the lifecycle producer", failure)
+            if failure is not None:
+                raise failure
+            # The lifecycle topic's end once the predecessor's transaction is aborted.
+            tail_end = self._lifecycle_end(consumer)
+            if resume_at > tail_end:
+                # The snapshot's lifecycle records are gone (the lifecycle topic was
+                # deleted): fold from seq 0 to publish the whole stream again.
+                log.warning("%s: the lifecycle topic ends at offset %d, before the snapshot's "
+                            "lifecycle position %d; folding the log from seq 0 to publish it "
+                            "again", self.loc.topic, tail_end, resume_at)  # fmt: skip
+                self.store.start_epoch(tid)
+                state, count, resume_at = empty_state(), 0, 0
+            tail = LifecycleTail(self.loc.bootstrap, lifecycle_topic, tid_bytes, resume_at,
+                                 tail_end, end)  # fmt: skip
             consumer.assign([TopicPartition(self.loc.topic, 0, state.next_seq)])
-            end = consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1]
+            self._folded_seq, self._log_end = state.last_seq, end
+            self._published_seq = state.last_seq
             buffer: list[Entry] = []
             first = state.next_seq
-            last_write = time.monotonic()
-            last_progress = 0.0
-            lifecycle_topic = self.loc.lifecycle_topic
-            writer = _SnapshotWriter(self, acks)
+            now = last_write = last_progress = time.monotonic()
+            generation = 0  # bumped on each rebuild from seq 0
+            commit_s = self.commit_ms / 1000
+            head_linger_s = self.commit_linger_ms / 1000
+            paused = False
+            # A record's lifecycle events and derived envelopes, produced together.
+            ready: list[tuple[str, bytes, list[tuple[str, bytes]], int]] = []
+            reset_checked = 0.0
+            writer = _SnapshotWriter(self, committer)
             while stop is None or not stop.is_set():
-                if until_caught_up and state.next_seq >= end:
+                if target is not None and state.next_seq >= target[0]:
                     break  # what is buffered is written on the way out
-                if max_seconds is not None and time.monotonic() - started > max_seconds:
+                if deadline is not None and time.monotonic() > deadline:
                     break
+                if keeper.lost:
+                    raise _EndTenure("another projector holds the lease")
+                if keeper.topic_changed:
+                    raise _EndTenure("the log topic was deleted and created again")
+                if committer.error is not None:
+                    raise committer.error
+                if writer.lease_lost is not None:
+                    raise _EndTenure(str(writer.lease_lost))
+                if writer.error is not None:
+                    raise writer.error
+                now = time.monotonic()
+                if now >= keeper.until - margin:
+                    # The lease was not renewed in time (Redis away): fold and publish
+                    # nothing more until it is. What is pending commits while the lease
+                    # surely holds.
+                    if now < keeper.until:
+                        drain()
+                    elif committer.open or held:
+                        raise _EndTenure("the lease lapsed with lifecycle events unpublished")
+                    if not paused:
+                        log.warning("%s: lease not renewed in time; publishing paused",
+                                    self.loc.topic)  # fmt: skip
+                        paused = True
+                    producer.poll(0)
+                    time.sleep(0.05)
+                    continue
+                if paused:
+                    log.info("%s: lease renewed; publishing again", self.loc.topic)
+                    paused = False
+                if held and committer.lock.acquire(blocking=False):
+                    try:
+                        release()
+                    finally:
+                        committer.lock.release()
                 # At once what is ready, else the first record to come: a batch consume
                 # would wait out its timeout. Short, so a cut snapshot is written promptly.
                 messages = consume_ready(consumer, 1000, 0.01)
+                # Transactions commit once this old: soon at the log's end (subscribers
+                # wait), less often catching up (each commit costs the broker some work).
+                committer.linger = head_linger_s if len(messages) < 1000 else commit_s
                 for message in messages:
                     error = message.error()
                     if error is not None:
                         if error.code() == KafkaError._PARTITION_EOF:
                             continue
+                        if error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                            raise _EndTenure(f"the log topic is gone ({error})")
                         raise KafkaLogError(f"{self.loc.topic}: {error}")
                     seq = message.offset()
                     if seq < state.next_seq:
+                        # Only an offset reset brings these: was the topic created again?
+                        if time.monotonic() - reset_checked > 5.0:
+                            reset_checked = time.monotonic()
+                            keeper.check_topic()
+                            if keeper.topic_changed:
+                                raise _EndTenure("the log topic was deleted and created again")
                         continue
                     data = message.value()
                     before = state
                     state, events = fold_record(state, seq, data)
-                    produced += self.memex.publish(producer, before, state, seq, data, events)
                     self.stats.folded += 1
                     buffer.append(entry_of(seq, data, events))
+                    # A record's events and envelopes share one transaction: the record's
+                    # envelopes were published iff its lifecycle events were (checked
+                    # byte for byte), or, with none, while the published tail lasts.
+                    published = tail is not None
                     for index, event in enumerate(events):
-                        if (seq, index) <= self._published:
+                        value = encode_lifecycle(event, index)
+                        if tail is not None and tail.published(count, seq, index, value):
+                            count += 1
                             self.stats.skipped += 1
                             continue
-                        lifecycle = encode_lifecycle(event, index)
-                        headers = [
-                            _ENVELOPE_KIND,
-                            (SEQ_HEADER, str(seq).encode()),
-                            _INDEX_HEADERS[index]
-                            if index < 64
-                            else (INDEX_HEADER, str(index).encode()),
-                        ]
-                        while True:
-                            try:
-                                producer.produce(lifecycle_topic, lifecycle, partition=0,
-                                                 headers=headers)  # fmt: skip
-                                break
-                            except BufferError:
-                                producer.poll(0.05)
-                        produced += 1
+                        published = False
+                        headers = [_ENVELOPE_KIND, *lifecycle_headers(tid_bytes, seq, index, count)]
+                        count += 1
                         self.stats.published += 1
-                        self._published = (seq, index)
-                # Every round, busy or idle: delivery reports are served only here, and the
-                # writer's last cut waits for them even when no record follows.
+                        ready.append((lifecycle_topic, value, headers, seq))
+                    if not published:
+                        for value, headers in self.memex.records(before, state, seq, data, events):
+                            ready.append((memex_topic_name, value, headers, seq))
+                    if ready:
+                        # Never waits: while a commit holds the lock, the events wait.
+                        if committer.lock.acquire(blocking=False):
+                            try:
+                                release()
+                                for topic, value, headers, event_seq in ready:
+                                    produce(topic, value, headers, event_seq)
+                            finally:
+                                committer.lock.release()
+                        else:
+                            held.extend(ready)
+                        ready.clear()
+                if tail is not None and tail.exhausted:
+                    tail.close()
+                    resume_at = max(resume_at, tail.position)
+                    tail = None
+                # Every round, busy or idle: delivery reports are served here.
                 producer.poll(0)
-                now = time.monotonic()
                 if acks.error is not None:
-                    raise KafkaLogError(f"{lifecycle_topic}: delivery failed: {acks.error}")
-                if writer.error is not None:
-                    raise writer.error
+                    raise _EndTenure(f"delivering lifecycle events failed: {acks.error}")
+                if committer.error is not None:
+                    raise committer.error
+                self._folded_seq = state.last_seq
+                if not committer.open and not held:
+                    # Every event so far is committed (or was published before).
+                    self._published_seq = state.last_seq
+                elif committer.committed_seq is not None:
+                    self._published_seq = committer.committed_seq
+                now = time.monotonic()
+                cut_due = bool(buffer) and not held and writer.pending() == 0 and (
+                    len(buffer) >= self.every_records or (now - last_write) * 1000 >= self.every_ms
+                )
                 if writer.lost == generation:
+                    drain()
                     consumer.close()
                     consumer = Consumer(consumer_conf(self.loc.bootstrap))
                     consumer.assign([TopicPartition(self.loc.topic, 0, 0)])
                     state, first, buffer = empty_state(), 0, []
                     generation += 1
-                # A writer still busy with the last cut: the buffer grows into a bigger one.
-                if buffer and writer.pending() == 0 and (
-                    len(buffer) >= self.every_records or (now - last_write) * 1000 >= self.every_ms
-                ):
-                    writer.put(generation, produced, state, first, buffer)
+                    # The new epoch's dedup reads the whole lifecycle topic from its start.
+                    if tail is not None:
+                        tail.close()
+                    end = max(end, self._folded_seq + 1 if self._folded_seq is not None else 0)
+                    tail = LifecycleTail(self.loc.bootstrap, lifecycle_topic, tid_bytes, 0,
+                                         self._lifecycle_end(consumer), end)  # fmt: skip
+                    count, resume_at = 0, 0
+                    continue
+                if cut_due:
+                    # The cut is written once the transaction holding the buffered records'
+                    # last events (the last begun) is committed; every later event's record
+                    # lies at or after `at` (a lower bound: at worst the next tenure reads a
+                    # few records more).
+                    at = tail.position if tail is not None else max(resume_at, acks.last_offset + 1)
+                    writer.put(generation, committer.txn, state, first, buffer, (count, at))
                     first, buffer, last_write = state.next_seq, [], now
                     # What survived until now is the state: out of the cyclic collector's
                     # sight, else a full collection walks all of it (tens of ms on a small
@@ -402,52 +908,53 @@ class Projector:
                     # Refcounting still frees it; only cyclic garbage made before this
                     # point would stay (the fold makes none on purpose).
                     gc.freeze()
-                if self.progress is not None and now - last_progress > 0.25:
+                if now - last_progress > 0.25:
                     last_progress = now
-                    if state.next_seq >= end:
-                        # The high watermark the fetches brought: no broker round trip on
-                        # the loop while following (-1001: none known yet).
-                        cached = consumer.get_watermark_offsets(tp, cached=True)[1]
-                        end = max(end, cached)
-                    self.progress(state.next_seq, max(end, state.next_seq))
+                    # The high watermark the fetches brought: no broker round trip on the
+                    # loop (-1001: none known yet).
+                    cached = consumer.get_watermark_offsets(tp, cached=True)[1]
+                    end = max(end, cached)
+                    self._log_end = max(end, state.next_seq)
+                    if self.progress is not None:
+                        self.progress(state.next_seq, max(end, state.next_seq))
+            drain()
+            self._published_seq = state.last_seq
             if buffer:
-                writer.put(generation, produced, state, first, buffer)
-            producer.flush(30)  # serves the reports the queued cuts wait for
+                at = tail.position if tail is not None else max(resume_at, acks.last_offset + 1)
+                writer.put(generation, committer.txn, state, first, buffer, (count, at))
             writer.close()
             writer, closed = None, writer
             if closed.error is not None:
                 raise closed.error
-            if acks.error is not None:
-                raise KafkaLogError(f"{lifecycle_topic}: delivery failed: {acks.error}")
+            if closed.lease_lost is not None:
+                log.warning("%s: stopping; the last snapshot was not written (%s)",
+                            self.loc.topic, closed.lease_lost)  # fmt: skip
             if closed.lost == generation:
                 log.warning("%s: stopping with the snapshot lost; the next run rebuilds",
                             self.loc.topic)  # fmt: skip
             self.state = state
-            return state
         finally:
             gc.unfreeze()  # the frozen state is garbage now, as far as this run goes
             self._stop_compactor()
-            producer.flush(30)
-            if writer is not None:  # leaving on an error: write what is acknowledged
+            initialiser.join(35)
+            if tail is not None:
+                tail.close()
+            committer.close()  # after the commit in flight, if any
+            if committer.open:  # leaving on an error: what is open is not published
+                try:
+                    producer.abort_transaction(5)
+                except KafkaException:
+                    log.debug("abort failed (fenced?)", exc_info=True)
+            if writer is not None:  # leaving on an error: write what is committed
                 writer.close(5.0)
             consumer.close()
-            try:
-                self.store.release(self.owner)
-            except Exception:  # Redis gone: the lease expires by itself
-                log.debug("lease release failed", exc_info=True)
 
     def _snapshot(
-        self, producer: Producer | None, state: LogState, first: int, buffer: list[Entry]
+        self, state: LogState, first: int, buffer: list[Entry], lifecycle: tuple[int, int]
     ) -> int:
-        """Make the buffered records' lifecycle durable, then write their chunk."""
-        # No producer: the caller saw these records' lifecycle events acknowledged.
-        remaining = producer.flush(30) if producer is not None else 0
-        if remaining:
-            raise KafkaLogError(f"{self.loc.lifecycle_topic}: {remaining} events unacknowledged")
+        """Write the buffered records' chunk (their lifecycle events are committed)."""
         try:
-            if not self.store.acquire(self.owner, self.lease_ms):
-                raise KafkaLogError(f"{self.loc.topic}: lost the projector lease")
-            self.store.write(first, buffer, state)
+            self.store.write(first, buffer, state, lifecycle=lifecycle)
             self.stats.snapshots += 1
             return state.next_seq
         except SnapshotLost as exc:
@@ -455,5 +962,5 @@ class Projector:
             # log under a new epoch. Lifecycle events already published are skipped.
             log.warning("%s: snapshot lost (%s); rebuilding from the log", self.loc.topic, exc)
             self.stats.rebuilds += 1
-            self.store.start_epoch()
+            self.store.start_epoch(self._tid)
             raise _Rebuild from exc

@@ -26,12 +26,20 @@ projector leaves a few dozen chunks, not thousands. A merge swaps the chunk list
 position key under WATCH/MULTI like a write; the replaced chunks expire a minute later,
 so a reader that read the old position still finds them.
 
-Keys (prefix ``memstream:LOG:``): ``pos`` = JSON ``{"v", "epoch", "chunks", "last_seq"}``
-with ``chunks`` the ``[first_seq, last_seq]`` of each chunk in order; ``EPOCH:chunk:F-L``
-= the chunk of seqs F..L. A rebuild (Redis was flushed, or the projector starts over) uses
-a new epoch, so a reader never mixes chunks of two builds. A reader that finds a chunk
-missing, or a position or chunk of another format, treats the snapshot as absent and
-folds the log.
+Keys (prefix ``memstream:LOG:``): ``pos`` = JSON ``{"v", "epoch", "chunks", "last_seq",
+"topic_id", "lifecycle"}`` with ``chunks`` the ``[first_seq, last_seq]`` of each chunk in
+order; ``EPOCH:chunk:F-L`` = the chunk of seqs F..L. A rebuild (Redis was flushed, or the
+projector starts over) uses a new epoch, so a reader never mixes chunks of two builds. A
+reader that finds a chunk missing, or a position or chunk of another format, treats the
+snapshot as absent and folds the log.
+
+A snapshot belongs to one log: ``topic_id`` is the id of the Kafka topic it was folded from
+(a topic deleted and created again under the same name has a new id), and a reader given
+the log's identity (`LogIdentity`: topic id and partition end) refuses a snapshot of another
+topic id, or one whose ``last_seq`` is at or past the partition's end, as absent.
+``lifecycle`` is ``[count, offset]``: how many lifecycle events the records up to
+``last_seq`` caused (the next event's lifecycle offset), and a lifecycle-topic offset from
+which every later event's record lies; the projector resumes its dedup from there.
 """
 
 from __future__ import annotations
@@ -41,14 +49,15 @@ import logging
 import threading
 import uuid
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import redis
 from pyrsistent import pvector
 
 from producers.logs.location import KafkaLocation
+from producers.logs.topic_identity import LogIdentity, log_identity
 from projector.audit.index import WordIndex
 from projector.audit.rows import DOCUMENT, MESSAGE, Row, row_of
 from projector.audit.state import Ledger, MemoryState, no_gc
@@ -68,6 +77,8 @@ from schemas.audit import BaseEvent
 __all__ = [
     "SnapshotStore",
     "SnapshotLost",
+    "LeaseLost",
+    "LogIdentity",
     "Position",
     "Entry",
     "Chunk",
@@ -272,27 +283,69 @@ def hydrate(chunks: Sequence[Chunk]) -> LogState:
     )
 
 
+# A position key is a small JSON object; bytes read back from Redis are bounded and checked.
+_MAX_POSITION_BYTES = 1 << 20
+_EPOCH_CHARS = frozenset("0123456789abcdef")
+
+
+def _is_int(value: object) -> bool:
+    return type(value) is int and value >= 0
+
+
 @dataclass(frozen=True)
 class Position:
     epoch: str
     chunks: tuple[tuple[int, int], ...]
     last_seq: int | None
+    # The id of the topic the snapshot was folded from (None: written without one, which a
+    # reader that knows its log's identity refuses).
+    topic_id: str | None = None
+    # (lifecycle events caused up to last_seq, lifecycle-topic offset to resume dedup from)
+    lifecycle: tuple[int, int] | None = None
 
     def dumps(self) -> str:
         return json.dumps({"v": _FORMAT, "epoch": self.epoch,
                            "chunks": [list(c) for c in self.chunks],
-                           "last_seq": self.last_seq})  # fmt: skip
+                           "last_seq": self.last_seq, "topic_id": self.topic_id,
+                           "lifecycle": None if self.lifecycle is None
+                           else list(self.lifecycle)})  # fmt: skip
 
     @classmethod
     def loads(cls, raw: bytes | str | None) -> Position | None:
-        if raw is None:
+        """The position in `raw` (untrusted bytes from Redis): None when absent or not a
+        position; a position with no chunks when of another format (its epoch kept, so that
+        its keys can be dropped)."""
+        if raw is None or len(raw) > _MAX_POSITION_BYTES:
             return None
-        data = json.loads(raw)
+        try:
+            data = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            return None
+        if not isinstance(data, dict):
+            return None
+        epoch = data.get("epoch")
+        if not isinstance(epoch, str) or not 0 < len(epoch) <= 32 or set(epoch) - _EPOCH_CHARS:
+            return None  # an epoch names keys: hex only, never a pattern
         if data.get("v") != _FORMAT:
-            # Another format: nothing readable here (its epoch is kept, to drop its keys).
-            return cls(str(data.get("epoch")), (), None)
-        return cls(data["epoch"], tuple((int(f), int(t)) for f, t in data["chunks"]),
-                   data["last_seq"])  # fmt: skip
+            return cls(epoch, (), None)
+        chunks, last_seq = data.get("chunks"), data.get("last_seq")
+        topic_id, lifecycle = data.get("topic_id"), data.get("lifecycle")
+        if not isinstance(chunks, list) or not (last_seq is None or _is_int(last_seq)):
+            return cls(epoch, (), None)
+        spans: list[tuple[int, int]] = []
+        for span in chunks:
+            if not (isinstance(span, list) and len(span) == 2 and _is_int(span[0])
+                    and _is_int(span[1]) and span[0] <= span[1]):  # fmt: skip
+                return cls(epoch, (), None)
+            spans.append((span[0], span[1]))
+        if topic_id is not None and not (isinstance(topic_id, str) and 0 < len(topic_id) <= 64):
+            return cls(epoch, (), None)
+        if lifecycle is not None:
+            if not (isinstance(lifecycle, list) and len(lifecycle) == 2
+                    and _is_int(lifecycle[0]) and _is_int(lifecycle[1])):  # fmt: skip
+                return cls(epoch, (), None)
+            lifecycle = (lifecycle[0], lifecycle[1])
+        return cls(epoch, tuple(spans), last_seq, topic_id, lifecycle)
 
 
 def _encoded(
@@ -320,6 +373,11 @@ class SnapshotLost(Exception):
     writer): the writer must rebuild."""
 
 
+class LeaseLost(Exception):
+    """A write fenced by a projector lease (`SnapshotStore.owner`) found the lease held by
+    another owner, or by none: nothing was written."""
+
+
 def _graph_size(state: LogState) -> int:
     return (len(state.graph.items) + len(state.graph.edges) + len(state.intents.intents)
             + len(state.tasks.tasks))  # fmt: skip
@@ -332,12 +390,25 @@ class SnapshotStore:
     # a quarter of the graph's size, when larger: a checkpoint costs the graph's size).
     checkpoint_every = 20_000
 
-    def __init__(self, client: redis.Redis, prefix: str) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        prefix: str,
+        identify: Callable[[], LogIdentity] | None = None,
+    ) -> None:
+        """`identify`: the log's identity now, asked by every load after it read the
+        position (a store made by `connect` asks the broker; one made without it checks
+        no identity: for tests of the store alone)."""
         self.redis = client
         self.prefix = prefix
         self.pos_key = f"{prefix}pos"
         self.lock_key = f"{prefix}projector"
+        self.identify = identify
+        # A projector's writes are fenced by its lease: set to its owner id, a write or a
+        # merge happens only while the lease key holds it (checked in the same MULTI).
+        self.owner: str | None = None
         self.position: Position | None = None  # what this writer last wrote
+        self.loaded: Position | None = None  # the position of the snapshot last loaded
         self.envelopes_since_checkpoint = 0  # of the snapshot last loaded or written
 
     @classmethod
@@ -345,7 +416,8 @@ class SnapshotStore:
         client = redis.Redis.from_url(
             location.redis_url, socket_timeout=30, socket_connect_timeout=5
         )
-        return cls(client, location.key_prefix)
+        return cls(client, location.key_prefix,
+                   lambda: log_identity(location.bootstrap, location.topic))  # fmt: skip
 
     def chunk_key(self, epoch: str, span: tuple[int, int]) -> str:
         return f"{self.prefix}{epoch}:chunk:{span[0]}-{span[1]}"
@@ -353,7 +425,12 @@ class SnapshotStore:
     # --- reading ----------------------------------------------------------------------------
 
     def read_position(self) -> Position | None:
-        return Position.loads(self.redis.get(self.pos_key))
+        raw = self.redis.get(self.pos_key)
+        position = Position.loads(raw)
+        if position is None and raw is not None:
+            log.warning("%s: not a snapshot position (unreadable or forged); ignored",
+                        self.pos_key)  # fmt: skip
+        return position
 
     def _read_chunks(self, pos: Position, spans: Sequence[tuple[int, int]]) -> list[Chunk] | None:
         """The chunks of `spans`; None if one is missing (a merge replaced it: read the
@@ -379,16 +456,43 @@ class SnapshotStore:
                     chunks.append(chunk)
         return chunks
 
+    def _belongs(self, pos: Position) -> bool:
+        """Whether `pos` is a snapshot of this store's log (`identify`; none: unchecked).
+
+        The identity is asked after the position was read, so the partition's end it gives
+        is at or past every record the snapshot can have folded."""
+        if pos.chunks and pos.chunks[-1][1] != pos.last_seq:
+            log.warning("%s: snapshot position ends at %s, its last chunk at %s; ignored",
+                        self.prefix, pos.last_seq, pos.chunks[-1][1])  # fmt: skip
+            return False
+        if self.identify is None:
+            return True
+        identity = self.identify()
+        if pos.topic_id != identity.topic_id:
+            log.warning("%s: the snapshot is of topic id %s, the log's topic is %s (deleted "
+                        "and created again?); ignored", self.prefix, pos.topic_id,
+                        identity.topic_id)  # fmt: skip
+            return False
+        if pos.last_seq is None or pos.last_seq >= identity.end:
+            log.warning("%s: the snapshot reaches seq %s, the log ends before seq %d; ignored",
+                        self.prefix, pos.last_seq, identity.end)  # fmt: skip
+            return False
+        return True
+
+    def load_position(self) -> Position | None:
+        """The position of the log's snapshot, None if absent or not of this log (see
+        `load`)."""
+        pos = self.read_position()
+        if pos is None or not pos.chunks or not self._belongs(pos):
+            return None
+        return pos
+
     def load_chunks(self, up_to_seq: int | None = None) -> list[Chunk] | None:
-        """The snapshot's chunks (cut at `up_to_seq` when given); None if absent."""
+        """The snapshot's chunks (cut at `up_to_seq` when given); None if absent, or not
+        a snapshot of the log (see `load`)."""
         for _ in range(3):  # a merge may replace chunks while we read: read again
-            try:
-                pos = self.read_position()
-            except (ValueError, KeyError, TypeError, AttributeError) as exc:
-                log.warning("%s: unreadable snapshot position (%s); folding the log instead",
-                            self.pos_key, exc)  # fmt: skip
-                return None
-            if pos is None or not pos.chunks:
+            pos = self.load_position()
+            if pos is None:
                 return None
             spans = [s for s in pos.chunks if up_to_seq is None or s[0] <= up_to_seq]
             if not spans:
@@ -399,6 +503,7 @@ class SnapshotStore:
                 log.warning("snapshot chunk refused, folding the log instead: %s", exc)
                 return None
             if chunks is not None:
+                self.loaded = pos
                 break
             log.info("%s: a snapshot chunk is missing; reading the position again", self.prefix)
         else:
@@ -416,7 +521,11 @@ class SnapshotStore:
         return chunks
 
     def load(self, up_to_seq: int | None = None) -> LogState | None:
-        """The snapshot's state (at or before `up_to_seq` when given); None if absent."""
+        """The snapshot's state (at or before `up_to_seq` when given); None if absent.
+
+        A snapshot of another log is absent too: when the store has `identify` (the log's
+        identity: topic id and partition end), a snapshot of another topic id, or one
+        reaching at or past the partition's end, is refused (logged)."""
         # One pause of the collector for the whole load: each pause ends with a walk over
         # everything built during it.
         with no_gc(1 << 30):
@@ -445,26 +554,43 @@ class SnapshotStore:
 
     # --- writing (the projector) ------------------------------------------------------------
 
-    def start_epoch(self) -> Position:
-        """A new, empty snapshot generation (written with the first chunk)."""
-        self.position = Position(uuid.uuid4().hex[:12], (), None)
+    def start_epoch(self, topic_id: str | None = None) -> Position:
+        """A new, empty snapshot generation of the topic `topic_id` (written with the first
+        chunk)."""
+        self.position = Position(uuid.uuid4().hex[:12], (), None, topic_id)
         self.envelopes_since_checkpoint = 0
         return self.position
 
-    def adopt(self) -> Position | None:
-        """Continue the snapshot in Redis (after `load`), as its writer."""
-        self.position = self.read_position()
+    def adopt(self, position: Position | None = None) -> Position | None:
+        """Continue the snapshot in Redis (after `load`; `position`: the one it loaded), as
+        its writer."""
+        self.position = self.read_position() if position is None else position
         return self.position
 
+    def _check_owner(self, pipe: Any) -> None:
+        """Under WATCH: raise LeaseLost unless `owner` (when set) holds the lease."""
+        if self.owner is None:
+            return
+        held = pipe.get(self.lock_key)
+        if held is None or held.decode(errors="replace") != self.owner:
+            raise LeaseLost(f"{self.prefix}: the projector lease is held by "
+                            f"{'nobody' if held is None else 'another projector'}")  # fmt: skip
+
     def write(
-        self, first_seq: int, entries: Sequence[Entry], state: LogState | None = None
+        self,
+        first_seq: int,
+        entries: Sequence[Entry],
+        state: LogState | None = None,
+        *,
+        lifecycle: tuple[int, int] | None = None,
     ) -> Position:
         """Add one chunk (a few, if one would be over the format's size bound) and move
         the position, atomically. SnapshotLost if the position in Redis is not the one
-        this writer last wrote.
+        this writer last wrote; LeaseLost if `owner` is set and does not hold the lease.
 
         `state`: the state after `entries` (its word index spares tokenizing; its graphs
-        make a checkpoint now and then)."""
+        make a checkpoint now and then). `lifecycle`: (events caused up to the chunk's last
+        seq, lifecycle-topic offset of the first later one), kept in the position."""
         mine = self.position
         if mine is None:
             raise SnapshotLost("no epoch started")
@@ -483,12 +609,14 @@ class SnapshotStore:
         for _ in range(50):
             with self.redis.pipeline(transaction=True) as pipe:
                 try:
-                    pipe.watch(self.pos_key)
+                    pipe.watch(self.pos_key, self.lock_key)
+                    self._check_owner(pipe)
                     current = Position.loads(pipe.get(self.pos_key))
                     if mine.chunks and (
                         current is None
                         or current.epoch != mine.epoch
                         or current.last_seq != mine.last_seq
+                        or current.topic_id != mine.topic_id
                     ):
                         raise SnapshotLost(f"position is {current}, expected {mine}")
                     # A merge may have changed the chunk list since: keep what it made.
@@ -496,7 +624,8 @@ class SnapshotStore:
                         spans = current.chunks
                     else:
                         spans = ()  # a fresh epoch replaces whatever was there
-                    new = Position(mine.epoch, (*spans, *(p[0] for p in pieces)), last_seq)
+                    new = Position(mine.epoch, (*spans, *(p[0] for p in pieces)), last_seq,
+                                   mine.topic_id, lifecycle)  # fmt: skip
                     pipe.multi()
                     for span, data, _ in pieces:
                         pipe.set(self.chunk_key(mine.epoch, span), data)
@@ -504,7 +633,7 @@ class SnapshotStore:
                     pipe.execute()
                     break
                 except redis.WatchError:
-                    continue  # the position moved (a merge): check it again
+                    continue  # the position moved (a merge) or the lease was renewed
         else:
             raise SnapshotLost("the position kept changing while writing")
         if not mine.chunks and current is not None and current.epoch != mine.epoch:
@@ -587,9 +716,8 @@ class SnapshotStore:
                             return merges
                         if spans[at : at + len(run)] != run:
                             return merges
-                        new = Position(current.epoch, (*spans[:at], span,
-                                                       *spans[at + len(run):]),
-                                       current.last_seq)  # fmt: skip
+                        new = replace(current, chunks=(*spans[:at], span,
+                                                       *spans[at + len(run):]))  # fmt: skip
                         pipe.multi()
                         pipe.set(self.chunk_key(pos.epoch, span), data)
                         pipe.set(self.pos_key, new.dumps())
@@ -604,20 +732,3 @@ class SnapshotStore:
                 return merges
             merges += 1
         return merges
-
-    # --- the lease ---------------------------------------------------------------------------
-
-    def acquire(self, owner: str, ttl_ms: int) -> bool:
-        """Take (or renew) the one-projector-per-log lease."""
-        if self.redis.set(self.lock_key, owner, nx=True, px=ttl_ms):
-            return True
-        held = self.redis.get(self.lock_key)
-        if held is not None and held.decode() == owner:
-            self.redis.pexpire(self.lock_key, ttl_ms)
-            return True
-        return False
-
-    def release(self, owner: str) -> None:
-        held = self.redis.get(self.lock_key)
-        if held is not None and held.decode() == owner:
-            self.redis.delete(self.lock_key)

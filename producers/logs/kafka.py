@@ -96,7 +96,7 @@ from projector.log_state import (
     fold_record,
 )
 from schemas.audit import BaseEvent
-from schemas.codec import KIND_HEADER, KINDS, decode_record, record_id, record_kind
+from schemas.codec import KIND_HEADER, KINDS, record_id, record_kind
 from schemas.errors import (
     AppendFailedError,
     AppendOutcomeUnknownError,
@@ -106,7 +106,7 @@ from schemas.errors import (
     MemstreamError,
 )
 from schemas.limits import MAX_RECORD_BYTES
-from schemas.records import GraphEnvelope, Record
+from schemas.records import Record
 
 __all__ = [
     "KafkaLog",
@@ -623,10 +623,15 @@ class KafkaLog:
             raise KafkaUnavailableError(f"{exc} (the client's last error: {errors[-1]})") from None
 
     def _hydrate(self) -> LogState:
+        from producers.logs.topic_identity import LogIdentity, admin_for, topic_id
         from projector.snapshot import SnapshotStore
 
         try:
             store = SnapshotStore.connect(self.loc)
+            # Only a snapshot of this topic (its id now), within the partition's end (asked
+            # after the snapshot's position was read), is this log's.
+            tid = topic_id(admin_for(self.loc.bootstrap), self.topic)
+            store.identify = lambda: LogIdentity(tid, self.end_offset())
             loaded = store.load()
         except Exception as exc:  # a cache: without it, the log is folded from seq 0
             log.warning("%s: no snapshot from Redis (%s); folding the log", self.topic, exc)
@@ -1174,13 +1179,10 @@ class KafkaLog:
     def lifecycle(
         self, from_offset: int = 0, *, timeout: float | None = None, stop: StopFlag | None = None
     ) -> Iterator[LifecycleRecord]:
-        lifecycle_topic = self.loc.lifecycle_topic
-        for message in self._follow(lifecycle_topic, from_offset, timeout, stop, dense=False):
-            headers = dict(message.headers() or [])
-            seq = int(headers.get(SEQ_HEADER, b"-1"))
-            envelope = decode_record(message.value())
-            if isinstance(envelope, GraphEnvelope):
-                yield LifecycleRecord(message.offset(), seq, envelope)
+        from producers.logs.lifecycle_topic import follow_lifecycle
+
+        # Lifecycle offsets (not topic offsets), checked records of this topic id only.
+        yield from follow_lifecycle(self.loc, from_offset, timeout=timeout, stop=stop)
 
     def close(self) -> None:
         with self._lock:

@@ -26,11 +26,19 @@ log = logging.getLogger("memstream.queryd.lifecycle")
 _END = object()
 
 
+_LINE_BREAKS = str.maketrans({"\r": "\\r", "\n": "\\n", "\0": "\\0"})
+
+
 def sse_frame(record: LifecycleRecord) -> str:
-    """One SSE frame: ``id`` (the offset), ``event`` (the lifecycle type), ``data`` (JSON)."""
+    """One SSE frame: ``id`` (the offset), ``event`` (the lifecycle type), ``data`` (JSON).
+
+    Field lines never carry a line break from the data (it would end the field and forge
+    others, or whole events): CR, LF and NUL in the type are escaped as ``\\r``, ``\\n``
+    and ``\\0``; the id is an integer, the data JSON (which escapes them itself)."""
     data = {"offset": record.offset, "seq": record.seq, "envelope": record.envelope.to_json_dict()}
     text = json.dumps(data, separators=(",", ":"), default=str)
-    return f"id: {record.offset}\nevent: {record.envelope.type}\ndata: {text}\n\n"
+    event = record.envelope.type.translate(_LINE_BREAKS)
+    return f"id: {int(record.offset)}\nevent: {event}\ndata: {text}\n\n"
 
 
 async def lifecycle_stream(

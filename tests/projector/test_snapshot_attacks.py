@@ -24,6 +24,7 @@ import projector.snapshot_format as fmt
 from memstream import Document, Memory, Message
 from producers.logs.kafka import KafkaLog, consumer_conf
 from producers.logs.location import KafkaLocation, parse_kafka_location
+from producers.logs.topic_identity import log_identity
 from producers.memex_store import MemexStore
 from projector.log_state import LogState, empty_state, fold_record
 from projector.service import Projector
@@ -87,7 +88,7 @@ def _fill(location: str) -> KafkaLocation:
                 )
     snapshots = SnapshotStore.connect(loc)
     snapshots.checkpoint_every = 5
-    snapshots.start_epoch()
+    snapshots.start_epoch(log_identity(loc.bootstrap, loc.topic).topic_id)
     state = empty_state()
     entries: list[Any] = []
     for seq, data in _records(loc):
@@ -255,10 +256,15 @@ def test_an_old_pickled_snapshot_is_never_loaded_and_the_projector_rebuilds(
     store.redis.set(
         store.pos_key,
         json.dumps(
-            {"v": 2, "epoch": "old", "chunks": [[0, clean.last_seq]], "last_seq": clean.last_seq}
+            {
+                "v": 2,
+                "epoch": "01d0e90c4a1b",
+                "chunks": [[0, clean.last_seq]],
+                "last_seq": clean.last_seq,
+            }
         ),
     )
-    old_key = store.chunk_key("old", (0, clean.last_seq))  # type: ignore[arg-type]
+    old_key = store.chunk_key("01d0e90c4a1b", (0, clean.last_seq))  # type: ignore[arg-type]
     store.redis.set(old_key, pickle.dumps(_Plant(planted)))
     assert store.load() is None
     assert _reader_state(location) == clean
