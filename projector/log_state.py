@@ -57,7 +57,13 @@ from projector.graph.state import GraphState, create_graph_state
 from projector.graph.tasks import TaskState, apply_task_command, create_task_state
 from projector.graph.transplant import import_slice
 from schemas.audit import BaseEvent, event_to_dict
-from schemas.codec import MAX_JSON_DEPTH, decode_record, encode_envelope_fields, json_text
+from schemas.codec import (
+    MAX_DECODE_BYTES,
+    MAX_JSON_DEPTH,
+    decode_record,
+    encode_envelope_fields,
+    json_text,
+)
 from schemas.errors import DecodeError, MemstreamError
 from schemas.gc_guard import cyclic_gc_paused
 from schemas.graph.commands import EdgeCreate, EdgeRetract, MemoryCommandAdapter, MemoryUpdate
@@ -544,7 +550,41 @@ def _ms_iso(when: datetime) -> str:
     )
 
 
+# A lifecycle event's encoding may be several times its record's (an audit event's Avro
+# strings become JSON, where a control character takes six bytes). Over this bound, which
+# every reader decodes, the event is published as `oversize_lifecycle` says.
+MAX_LIFECYCLE_BYTES = MAX_DECODE_BYTES - 64 * 1024
+
+
 def encode_lifecycle(event: Lifecycle, index: int) -> bytes:
+    """The bytes the lifecycle event is published as: `encode_full_lifecycle`'s, or, when
+    those are over `MAX_LIFECYCLE_BYTES`, `oversize_lifecycle`'s (the same id, namespace,
+    type and ts; its payload says the event was left out, and names the record's seq, from
+    which a reader of the log can fold it)."""
+    data = encode_full_lifecycle(event, index)
+    if len(data) > MAX_LIFECYCLE_BYTES:
+        return oversize_lifecycle(event, index, len(data))
+    return data
+
+
+def oversize_lifecycle(event: Lifecycle, index: int, size: int) -> bytes:
+    """The stand-in for a lifecycle event encoded in `size` bytes, too many to publish."""
+    envelope = lifecycle_envelope(Lifecycle(event.seq, event.namespace, event.type,
+                                            None, _cause_ts(event)), index)  # fmt: skip
+    payload = {"omitted": {"bytes": size, "limit": MAX_LIFECYCLE_BYTES}, "seq": event.seq}
+    return encode_envelope_fields(envelope.id, envelope.namespace, envelope.type,
+                                  envelope.ts, None, json_text(payload))  # fmt: skip
+
+
+def _cause_ts(event: Lifecycle) -> dict[str, Any] | None:
+    subject = event.subject
+    if isinstance(subject, BaseEvent):
+        return {"cause_ts": _ms_iso(subject.timestamp)}
+    ts = (event.extra or {}).get("cause_ts")
+    return {"cause_ts": ts} if ts else None
+
+
+def encode_full_lifecycle(event: Lifecycle, index: int) -> bytes:
     """`encode_record(lifecycle_envelope(event, index))`, byte for byte, made directly.
 
     The projector publishes one of these per record; building the envelope model and the

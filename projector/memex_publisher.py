@@ -13,17 +13,19 @@ written to it by others can make the projector skip or repeat an envelope.
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
 from producers.logs.kafka import (
+    DERIVED_TOPIC_MAX_MESSAGE_BYTES,
     INDEX_HEADER,
     SEQ_HEADER,
     ensure_topic,
 )
 from producers.logs.location import KafkaLocation
-from projector.log_state import Lifecycle, LogState
+from projector.log_state import MAX_LIFECYCLE_BYTES, Lifecycle, LogState
 from projector.memex_topic import memex_envelopes, memex_topic
 from schemas.codec import decode_record
 from schemas.errors import DecodeError
@@ -32,6 +34,7 @@ __all__ = ["MemexPublisher"]
 
 _GRAPH_NAMESPACES = frozenset({"memory", "intent", "task", "memstream"})
 _JSON_KIND = (b"kind", b"memex-json")
+log = logging.getLogger(__name__)
 
 
 class MemexPublisher:
@@ -40,7 +43,8 @@ class MemexPublisher:
 
     def __init__(self, location: KafkaLocation, admin: AdminClient) -> None:
         self.topic = memex_topic(location.topic)
-        ensure_topic(admin, self.topic, location.replication_factor)
+        ensure_topic(admin, self.topic, location.replication_factor,
+                     message_bytes=DERIVED_TOPIC_MAX_MESSAGE_BYTES)  # fmt: skip
 
     def records(
         self, before: LogState, after: LogState, seq: int, data: bytes, events: list[Lifecycle]
@@ -53,11 +57,20 @@ class MemexPublisher:
             record = decode_record(data)
         except DecodeError:
             return []
-        return [
-            (_json_bytes(envelope), [_JSON_KIND, (SEQ_HEADER, str(seq).encode()),
-                                     (INDEX_HEADER, str(index).encode())])
-            for index, envelope in enumerate(memex_envelopes(before, after, seq, record, events))
-        ]  # fmt: skip
+        out = []
+        for index, envelope in enumerate(memex_envelopes(before, after, seq, record, events)):
+            value = _json_bytes(envelope)
+            if len(value) > MAX_LIFECYCLE_BYTES:
+                # Never seen from records under the logs' size limit (an envelope's JSON is
+                # about its record's); left out, and said, rather than fail the projector.
+                log.error("seq %d: its LOG.memex envelope %d is %d bytes, over the limit of "
+                          "%d; left out of %s", seq, index, len(value), MAX_LIFECYCLE_BYTES,
+                          self.topic)  # fmt: skip
+                continue
+            headers = [_JSON_KIND, (SEQ_HEADER, str(seq).encode()),
+                       (INDEX_HEADER, str(index).encode())]  # fmt: skip
+            out.append((value, headers))
+        return out
 
 
 def _json_bytes(envelope: dict[str, Any]) -> bytes:

@@ -51,6 +51,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient
 
 from producers.logs.kafka import (
+    DERIVED_PRODUCER_MESSAGE_MAX_BYTES,
+    DERIVED_TOPIC_MAX_MESSAGE_BYTES,
     KafkaLogError,
     client_conf,
     consume_ready,
@@ -430,7 +432,8 @@ class Projector:
         self._admin = AdminClient(client_conf(self.loc.bootstrap))
         # The projector reads the log (only writers create logs) and writes its lifecycle.
         ensure_topic(self._admin, self.loc.topic, self.loc.replication_factor, create=False)
-        ensure_topic(self._admin, self.loc.lifecycle_topic, self.loc.replication_factor)
+        ensure_topic(self._admin, self.loc.lifecycle_topic, self.loc.replication_factor,
+                     message_bytes=DERIVED_TOPIC_MAX_MESSAGE_BYTES)  # fmt: skip
         self.memex = MemexPublisher(self.loc, self._admin)  # the derived topic LOG.memex
         self.store = SnapshotStore.connect(self.loc)
         self.store.owner = self.owner  # snapshot writes are fenced by the lease
@@ -658,6 +661,7 @@ class Projector:
         producer = Producer(producer_conf(self.loc.bootstrap, **{
             "linger.ms": self.linger_ms,
             "on_delivery": acks.report,
+            "message.max.bytes": DERIVED_PRODUCER_MESSAGE_MAX_BYTES,
             "transactional.id": self.transactional_id,
             # A transaction left open by a projector that died is aborted by the broker
             # after this long, unless a successor's initialisation aborts it first.

@@ -76,7 +76,13 @@ from confluent_kafka import (
 from confluent_kafka import (
     Message as KafkaMessage,
 )
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 
 from producers.logs.base import (
     Appended,
@@ -96,7 +102,7 @@ from projector.log_state import (
     fold_record,
 )
 from schemas.audit import BaseEvent
-from schemas.codec import KIND_HEADER, KINDS, record_id, record_kind
+from schemas.codec import KIND_HEADER, KINDS, MAX_DECODE_BYTES, record_id, record_kind
 from schemas.errors import (
     AppendFailedError,
     AppendOutcomeUnknownError,
@@ -139,6 +145,11 @@ INDEX_HEADER = "memstream.index"
 PRODUCER_MESSAGE_MAX_BYTES = 1_000_000
 TOPIC_MAX_MESSAGE_BYTES = 1_048_588
 _BATCH_HEADER_BYTES = 61
+# The projector's derived topics (lifecycle, LOG.memex) take messages up to the readers'
+# decoding bound (`MAX_DECODE_BYTES`, which `encode_lifecycle` keeps each event under) and
+# its producer sends them; a batch header and headers fit in the margins.
+DERIVED_PRODUCER_MESSAGE_MAX_BYTES = MAX_DECODE_BYTES + 32 * 1024
+DERIVED_TOPIC_MAX_MESSAGE_BYTES = MAX_DECODE_BYTES + 64 * 1024
 TOPIC_CONFIG = {
     "cleanup.policy": "delete",
     "retention.ms": "-1",
@@ -237,13 +248,17 @@ def ensure_topic(
     timeout: float = _TIMEOUT_S,
     min_message_bytes: int | None = None,
     bootstrap: str | None = None,
+    message_bytes: int | None = None,
 ) -> None:
     """Create the topic (one partition, never compacted, unlimited retention) or check it.
 
     `create=False` (readers): a topic that does not exist raises `LogNotFoundError`.
     `min_message_bytes`: the least ``max.message.bytes`` the topic must take (writers), or
-    `TopicConfigError`. A broker that does not answer within `timeout` seconds in all
-    raises `KafkaUnavailableError` (naming `bootstrap`, the brokers, when given).
+    `TopicConfigError`. `message_bytes` (the projector's derived topics, whose events can
+    be larger than the record that caused them): the topic's ``max.message.bytes``, set on
+    creation and raised to it on a topic that takes less. A broker that does not answer
+    within `timeout` seconds in all raises `KafkaUnavailableError` (naming `bootstrap`, the
+    brokers, when given).
     """
     deadline = time.monotonic() + timeout
     where = f"broker {bootstrap}, " if bootstrap else ""
@@ -257,13 +272,16 @@ def ensure_topic(
             f"log {topic}: cannot {operation} ({where}waited up to {timeout:g} s): {cause}"
         )
 
+    config = dict(TOPIC_CONFIG)
+    if message_bytes is not None:
+        config["max.message.bytes"] = str(message_bytes)
     if create:
         try:
             futures = admin.create_topics(
                 [
                     NewTopic(
                         topic, num_partitions=1, replication_factor=replication_factor,
-                        config=TOPIC_CONFIG,
+                        config=config,
                     )
                 ],  # fmt: skip
                 request_timeout=left(),
@@ -324,6 +342,19 @@ def ensure_topic(
                 f"{min_message_bytes} (set max.message.bytes={TOPIC_MAX_MESSAGE_BYTES} on the "
                 "topic, or on the broker as message.max.bytes)"
             )
+    if message_bytes is not None and (entry is None or int(entry.value or 0) < message_bytes):
+        wanted = ConfigEntry(
+            "max.message.bytes", str(message_bytes),
+            incremental_operation=AlterConfigOpType.SET,
+        )  # fmt: skip
+        try:
+            admin.incremental_alter_configs(
+                [ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[wanted])],
+                request_timeout=left(),
+            )[resource].result(timeout=left())
+        except (KafkaException, TimeoutError) as exc:
+            raise unavailable(f"raise its max.message.bytes to {message_bytes}", exc) from None
+        log.info("topic %s: max.message.bytes raised to %d", topic, message_bytes)
 
 
 # The kind header's bytes, made once.

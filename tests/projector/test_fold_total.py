@@ -671,3 +671,30 @@ def test_the_projector_and_a_fresh_reader_get_past_the_record_on_kafka(
             if r.envelope.type == "record.rejected"
         ]
         assert rejected == [(r.seq, r.reason) for r in state.rejections]
+
+
+def test_a_lifecycle_event_over_the_readers_bound_is_published_as_its_stand_in() -> None:
+    """An event whose encoding is over `MAX_LIFECYCLE_BYTES` (an operation's value here)
+    becomes a stand-in naming its seq and size; one at the bound is published whole."""
+    from projector.log_state import MAX_LIFECYCLE_BYTES, Lifecycle, encode_full_lifecycle
+
+    cause = {"cause_id": "c", "cause_ts": "2026-12-03T10:00:00.000Z"}
+
+    def event(size: int) -> Lifecycle:
+        extra = {"operation": "memory.bulk_adjust_scores", **cause, "value": "x" * size}
+        return Lifecycle(7, "memstream", "operation.applied", None, extra)
+
+    small = event(MAX_LIFECYCLE_BYTES - 1000)
+    assert len(encode_full_lifecycle(small, 0)) <= MAX_LIFECYCLE_BYTES
+    assert encode_lifecycle(small, 0) == encode_full_lifecycle(small, 0)
+    big = event(MAX_LIFECYCLE_BYTES)
+    full = encode_full_lifecycle(big, 2)
+    stand_in = encode_lifecycle(big, 2)
+    assert len(stand_in) < 1000
+    whole, short = decode_record(full), decode_record(stand_in)
+    assert (short.id, short.namespace, short.type, short.ts) == (  # type: ignore[union-attr]
+        whole.id, whole.namespace, whole.type, whole.ts)  # type: ignore[union-attr]  # fmt: skip
+    assert short.payload == {  # type: ignore[union-attr]
+        "omitted": {"bytes": len(full), "limit": MAX_LIFECYCLE_BYTES}, "seq": 7}
+    # The same event gives the same bytes (a refold finds it published).
+    assert encode_lifecycle(big, 2) == stand_in

@@ -32,7 +32,7 @@ from producers.memex_store import MemexStore
 from projector.log_state import LogState, fold_log
 from projector.service import Projector
 from projector.snapshot import SnapshotStore
-from schemas.codec import MAGIC, encode_record
+from schemas.codec import MAGIC, decode_record, encode_record
 from schemas.graph.envelopes import now_iso
 from schemas.graph.ids import uuid7
 from schemas.records import GraphEnvelope
@@ -400,3 +400,26 @@ def test_the_compactor_child_merges_chunks_and_readers_still_see_the_fold(locati
         runner.join(30)
     records = [(s, v) for s, v, _ in read_topic(loc.bootstrap, loc.topic)]
     assert store.load() == fold_log(records)
+
+
+def test_a_record_whose_lifecycle_event_is_five_times_its_size_is_published(
+    location: str,
+) -> None:
+    """A record near the size limit made of control characters: its Avro strings hold one
+    byte each, its lifecycle event's JSON six. The projector published nothing of it before
+    (MSG_SIZE_TOO_LARGE, ended its tenure, again and again); the derived topics now take
+    such events, and raise a lifecycle topic created with Kafka's default limit."""
+    loc = parse_kafka_location(location)
+    admin = AdminClient({"bootstrap.servers": loc.bootstrap})
+    ensure_topic(admin, loc.lifecycle_topic, 1)  # as an older projector made it
+    content = "\x01" * 900_000
+    with Memory(location) as memory:
+        stored = memory.add_message(Message(speaker="a", content=content))
+        after = memory.add_message(Message(speaker="a", content="after"))
+    state = Projector(loc).run(until_caught_up=True, max_seconds=60)
+    assert state.last_seq == after.seq
+    lifecycle = _lifecycle_of(loc)
+    assert [seq for seq, _ in lifecycle] == [stored.seq, after.seq]
+    big = lifecycle[0][1]
+    assert len(big) > 5_000_000
+    assert decode_record(big).payload["event"]["content"] == content  # type: ignore[union-attr]
