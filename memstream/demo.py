@@ -35,34 +35,67 @@ def run(args: argparse.Namespace) -> int:
         with Memory(path) as memory:
             console.print(f"[bold]memstream demo[/] on the embedded log at {path}")
             session = "support-42"
-            planner = memory.add_message(Message(
-                speaker="planner", content="The customer wants the invoice for order 1017",
-                session_id=session, actor="agent:planner", source="chat"))
-            memory.add_message(Message(
-                speaker="researcher", content="Order 1017 shipped on Monday via courier",
-                session_id=session, actor="agent:researcher", source="chat"))
-            card = memory.add_message(Message(
-                speaker="customer", content="My card number for the invoice is 4111 1111",
-                session_id=session, actor="user:ana", source="chat"))
-            memory.add_document(Document(
-                name="refund-policy.txt",
-                text="Invoices are issued within two days of an order shipping",
-                session_id=session, actor="agent:researcher", source="upload"))
+            planner = memory.add_message(
+                Message(
+                    speaker="planner",
+                    content="The customer wants the invoice for order 1017",
+                    session_id=session,
+                    actor="agent:planner",
+                    source="chat",
+                )
+            )
+            memory.add_message(
+                Message(
+                    speaker="researcher",
+                    content="Order 1017 shipped on Monday via courier",
+                    session_id=session,
+                    actor="agent:researcher",
+                    source="chat",
+                )
+            )
+            card = memory.add_message(
+                Message(
+                    speaker="customer",
+                    content="My card number for the invoice is 4111 1111",
+                    session_id=session,
+                    actor="user:ana",
+                    source="chat",
+                )
+            )
+            memory.add_document(
+                Document(
+                    name="refund-policy.txt",
+                    text="Invoices are issued within two days of an order shipping",
+                    session_id=session,
+                    actor="agent:researcher",
+                    source="upload",
+                )
+            )
             before_deletion = memory.replay().last_seq
 
             recall, items = memory.recall(
-                "invoice for order 1017", session_id=session, actor="agent:writer")
-            console.print(f"\nagent:writer recalled {len(items)} item(s) for "
-                          f"{recall.query!r} (Recall logged at seq {recall.seq}):")
+                "invoice for order 1017", session_id=session, actor="agent:writer"
+            )
+            console.print(
+                f"\nagent:writer recalled {len(items)} item(s) for "
+                f"{recall.query!r} (Recall logged at seq {recall.seq}):"
+            )
             for item in items:
                 console.print(f"  seq {item.seq}: {_describe(item)}")
 
-            memory.delete([card.id], "card number must not be kept",
-                          requested_by="agent:compliance", session_id=session)
-            _, after = memory.recall("card number invoice", session_id=session,
-                                     actor="agent:writer")
-            console.print(f"\nafter the deletion, a recall returns seqs "
-                          f"{[i.seq for i in after]}: the card message is gone from reads")
+            memory.delete(
+                [card.id],
+                "card number must not be kept",
+                requested_by="agent:compliance",
+                session_id=session,
+            )
+            _, after = memory.recall(
+                "card number invoice", session_id=session, actor="agent:writer"
+            )
+            console.print(
+                f"\nafter the deletion, a recall returns seqs "
+                f"{[i.seq for i in after]}: the card message is gone from reads"
+            )
             console.print(f"get() still returns it from the log: {memory.get(card.id).content!r}")
 
             table = Table(title="audit trail")

@@ -74,8 +74,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     location = args.log or os.environ.get("MEMSTREAM_LOG")
     if not location:
-        print("memstream projector run: --log LOCATION (or MEMSTREAM_LOG) is required",
-              file=sys.stderr)  # fmt: skip
+        print(
+            "memstream projector run: --log LOCATION (or MEMSTREAM_LOG) is required",
+            file=sys.stderr,
+        )
         return 2
     progress = _RichProgress() if sys.stdout.isatty() else _PlainProgress()
     stop = threading.Event()
@@ -112,8 +114,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "run",
         help="follow a Kafka log: fold, snapshot to Redis, publish lifecycle events",
     )
-    run.add_argument("--log", help="kafka://HOST:PORT/LOG?redis=redis://HOST:PORT/DB "
-                     "(env MEMSTREAM_LOG)")  # fmt: skip
+    run.add_argument(
+        "--log", help="kafka://HOST:PORT/LOG?redis=redis://HOST:PORT/DB (env MEMSTREAM_LOG)"
+    )
     run.add_argument(
         "--snapshot-records",
         type=int,

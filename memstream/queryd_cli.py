@@ -56,11 +56,13 @@ def serve(args: argparse.Namespace) -> int:
     if not locations:
         print("memstream queryd serve: give at least one --log LOCATION", file=sys.stderr)
         return 2
-    for flag, value in (("--min-seq-timeout", args.min_seq_timeout),
-                        ("--read-timeout", args.read_timeout),
-                        ("--keep-alive-timeout", args.keep_alive_timeout),
-                        ("--max-streams", args.max_streams),
-                        ("--max-body-bytes", args.max_body_bytes)):  # fmt: skip
+    for flag, value in (
+        ("--min-seq-timeout", args.min_seq_timeout),
+        ("--read-timeout", args.read_timeout),
+        ("--keep-alive-timeout", args.keep_alive_timeout),
+        ("--max-streams", args.max_streams),
+        ("--max-body-bytes", args.max_body_bytes),
+    ):
         if value <= 0:
             print(f"memstream queryd serve: {flag} must be positive", file=sys.stderr)
             return 2
@@ -100,8 +102,7 @@ def serve(args: argparse.Namespace) -> int:
         )
     app.state.metrics.logs.connections = lambda: guard
     log.info(
-        "serving %s on http://%s:%d (at most %d connections, %d lifecycle streams; "
-        "Host: %s)",
+        "serving %s on http://%s:%d (at most %d connections, %d lifecycle streams; Host: %s)",
         ", ".join(f"{h.name} ({h.mode})" for h in registry.handles.values()),
         args.host,
         args.port,

@@ -179,9 +179,11 @@ def apply_mutation(
         if mutation.name == "import_slice":
             result = import_slice(mem, intents, tasks, **args)
             return MutationResult(
-                result.mem_state, result.intent_state, result.task_state,
+                result.mem_state,
+                result.intent_state,
+                result.task_state,
                 MutationOutcome([], result.report),
-            )  # fmt: skip
+            )
         mem, events = _MEMORY_OPS[mutation.name](mem, **args)
         return MutationResult(mem, intents, tasks, MutationOutcome(list(events)))
     if mutation.type.startswith("intent."):
@@ -347,8 +349,12 @@ class MemexStore:
     ) -> list[MemoryLifecycleEvent]:
         return self._op(
             "apply_many",
-            filter=filter, transform=transform, author=author, reason=reason, options=options,
-        ).events  # fmt: skip
+            filter=filter,
+            transform=transform,
+            author=author,
+            reason=reason,
+            options=options,
+        ).events
 
     def bulk_adjust_scores(
         self,
@@ -366,8 +372,11 @@ class MemexStore:
     ) -> list[MemoryLifecycleEvent]:
         return self._op(
             "decay_importance",
-            older_than_ms=older_than_ms, factor=factor, author=author, reason=reason,
-        ).events  # fmt: skip
+            older_than_ms=older_than_ms,
+            factor=factor,
+            author=author,
+            reason=reason,
+        ).events
 
     # -- intents and tasks --------------------------------------------------------------------
 

@@ -69,9 +69,7 @@ class Memory:
 
     def _append_one(self, event: AnyEvent, expected: type) -> Any:
         if not isinstance(event, expected):
-            raise ValueError(
-                f"expected a {expected.__name__}, got {type(event).__name__}"
-            )
+            raise ValueError(f"expected a {expected.__name__}, got {type(event).__name__}")
         return self._log.append([event])[0].record
 
     def add_message(self, message: Message) -> Message:

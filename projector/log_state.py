@@ -203,8 +203,10 @@ def empty_state() -> LogState:
 
 GraphStates = tuple[GraphState, IntentState, TaskState]
 # (states, payload, envelope, graph_seq) -> (states, lifecycle subjects, value)
-Operation = Callable[[GraphStates, Mapping[str, Any], GraphEnvelope, "int | None"],
-                     tuple[GraphStates, list[Any], Any]]  # fmt: skip
+Operation = Callable[
+    [GraphStates, Mapping[str, Any], GraphEnvelope, "int | None"],
+    tuple[GraphStates, list[Any], Any],
+]
 
 
 def _derived_id(envelope: GraphEnvelope, n: int) -> str:
@@ -362,9 +364,7 @@ def _audit_lifecycle(seq: int, event: AuditEvent) -> Lifecycle:
     return Lifecycle(seq, "audit", f"{event.kind}.appended", event)
 
 
-def apply_record(
-    state: LogState, seq: int, record: Record, *, checked: bool = False
-) -> FoldResult:
+def apply_record(state: LogState, seq: int, record: Record, *, checked: bool = False) -> FoldResult:
     """Fold one decoded record, raising when the fold would refuse it (the strict form).
 
     An audit event must have no seq (or this one); it is checked with `check_append`,
@@ -569,11 +569,13 @@ def encode_lifecycle(event: Lifecycle, index: int) -> bytes:
 
 def oversize_lifecycle(event: Lifecycle, index: int, size: int) -> bytes:
     """The stand-in for a lifecycle event encoded in `size` bytes, too many to publish."""
-    envelope = lifecycle_envelope(Lifecycle(event.seq, event.namespace, event.type,
-                                            None, _cause_ts(event)), index)  # fmt: skip
+    envelope = lifecycle_envelope(
+        Lifecycle(event.seq, event.namespace, event.type, None, _cause_ts(event)), index
+    )
     payload = {"omitted": {"bytes": size, "limit": MAX_LIFECYCLE_BYTES}, "seq": event.seq}
-    return encode_envelope_fields(envelope.id, envelope.namespace, envelope.type,
-                                  envelope.ts, None, json_text(payload))  # fmt: skip
+    return encode_envelope_fields(
+        envelope.id, envelope.namespace, envelope.type, envelope.ts, None, json_text(payload)
+    )
 
 
 def _cause_ts(event: Lifecycle) -> dict[str, Any] | None:
@@ -599,8 +601,14 @@ def encode_full_lifecycle(event: Lifecycle, index: int) -> bytes:
         ts = _ms_iso(subject.timestamp)
     else:
         envelope = lifecycle_envelope(event, index)
-        return encode_envelope_fields(envelope.id, envelope.namespace, envelope.type,
-                                      envelope.ts, None, json_text(envelope.payload))  # fmt: skip
+        return encode_envelope_fields(
+            envelope.id,
+            envelope.namespace,
+            envelope.type,
+            envelope.ts,
+            None,
+            json_text(envelope.payload),
+        )
     return encode_envelope_fields(
         _lifecycle_id(event.seq, index), event.namespace, event.type, ts, None, payload
     )

@@ -43,8 +43,12 @@ class MemexPublisher:
 
     def __init__(self, location: KafkaLocation, admin: AdminClient) -> None:
         self.topic = memex_topic(location.topic)
-        ensure_topic(admin, self.topic, location.replication_factor,
-                     message_bytes=DERIVED_TOPIC_MAX_MESSAGE_BYTES)  # fmt: skip
+        ensure_topic(
+            admin,
+            self.topic,
+            location.replication_factor,
+            message_bytes=DERIVED_TOPIC_MAX_MESSAGE_BYTES,
+        )
 
     def records(
         self, before: LogState, after: LogState, seq: int, data: bytes, events: list[Lifecycle]
@@ -63,12 +67,21 @@ class MemexPublisher:
             if len(value) > MAX_LIFECYCLE_BYTES:
                 # Never seen from records under the logs' size limit (an envelope's JSON is
                 # about its record's); left out, and said, rather than fail the projector.
-                log.error("seq %d: its LOG.memex envelope %d is %d bytes, over the limit of "
-                          "%d; left out of %s", seq, index, len(value), MAX_LIFECYCLE_BYTES,
-                          self.topic)  # fmt: skip
+                log.error(
+                    "seq %d: its LOG.memex envelope %d is %d bytes, over the limit of "
+                    "%d; left out of %s",
+                    seq,
+                    index,
+                    len(value),
+                    MAX_LIFECYCLE_BYTES,
+                    self.topic,
+                )
                 continue
-            headers = [_JSON_KIND, (SEQ_HEADER, str(seq).encode()),
-                       (INDEX_HEADER, str(index).encode())]  # fmt: skip
+            headers = [
+                _JSON_KIND,
+                (SEQ_HEADER, str(seq).encode()),
+                (INDEX_HEADER, str(index).encode()),
+            ]
             out.append((value, headers))
         return out
 

@@ -96,8 +96,9 @@ def _partial(old: BaseModel, new: BaseModel, fixed: frozenset[str]) -> dict[str,
 _MISSING = object()
 
 
-def _memory_commands(before: LogState, after: LogState, events: Sequence[Any]
-                     ) -> list[dict[str, Any]]:  # fmt: skip
+def _memory_commands(
+    before: LogState, after: LogState, events: Sequence[Any]
+) -> list[dict[str, Any]]:
     """The memory commands that have the effect of an operation's lifecycle events."""
     out: list[dict[str, Any]] = []
     retracted = {e.item.id for e in events if e.type == "memory.retracted"}
@@ -113,8 +114,9 @@ def _memory_commands(before: LogState, after: LogState, events: Sequence[Any]
             old = before.graph.items.get(iid)
             new = after.graph.items[iid]
             partial = _partial(old, new, _ITEM_FIXED) if old is not None else _json(new)
-            out.append({"type": "memory.update", "item_id": iid, "partial": partial,
-                        "author": "memstream"})  # fmt: skip
+            out.append(
+                {"type": "memory.update", "item_id": iid, "partial": partial, "author": "memstream"}
+            )
         elif e.type == "memory.retracted":
             out.append({"type": "memory.retract", "item_id": e.item.id, "author": "memstream"})
         elif e.type == "edge.created":
@@ -122,13 +124,18 @@ def _memory_commands(before: LogState, after: LogState, events: Sequence[Any]
         elif e.type == "edge.updated":
             old = before.graph.edges.get(e.edge.edge_id)
             partial = _partial(old, e.edge, _EDGE_FIXED) if old is not None else {}
-            out.append({"type": "edge.update", "edge_id": e.edge.edge_id, "partial": partial,
-                        "author": "memstream"})  # fmt: skip
+            out.append(
+                {
+                    "type": "edge.update",
+                    "edge_id": e.edge.edge_id,
+                    "partial": partial,
+                    "author": "memstream",
+                }
+            )
         elif e.type == "edge.retracted":
             if e.edge.from_ in retracted or e.edge.to in retracted:
                 continue  # retracting the item retracted its edges
-            out.append({"type": "edge.retract", "edge_id": e.edge.edge_id,
-                        "author": "memstream"})  # fmt: skip
+            out.append({"type": "edge.retract", "edge_id": e.edge.edge_id, "author": "memstream"})
     return out
 
 
@@ -139,19 +146,32 @@ def _import_commands(before: LogState, after: LogState, report: Any) -> list[dic
     out: list[dict[str, Any]] = []
 
     def changed(bucket: str) -> list[str]:
-        return list(dict.fromkeys([*getattr(report.created, bucket),
-                                   *getattr(report.updated, bucket)]))  # fmt: skip
+        return list(
+            dict.fromkeys([*getattr(report.created, bucket), *getattr(report.updated, bucket)])
+        )
 
     graphs = (
-        ("memories", before.graph.items, after.graph.items, "memory", "item", "item_id",
-         _ITEM_FIXED),
-        ("edges", before.graph.edges, after.graph.edges, "edge", "edge", "edge_id",
-         _EDGE_FIXED),
-        ("intents", before.intents.intents, after.intents.intents, "intent", "intent",
-         "intent_id", _WORK_FIXED),
-        ("tasks", before.tasks.tasks, after.tasks.tasks, "task", "task", "task_id",
-         _WORK_FIXED),
-    )  # fmt: skip
+        (
+            "memories",
+            before.graph.items,
+            after.graph.items,
+            "memory",
+            "item",
+            "item_id",
+            _ITEM_FIXED,
+        ),
+        ("edges", before.graph.edges, after.graph.edges, "edge", "edge", "edge_id", _EDGE_FIXED),
+        (
+            "intents",
+            before.intents.intents,
+            after.intents.intents,
+            "intent",
+            "intent",
+            "intent_id",
+            _WORK_FIXED,
+        ),
+        ("tasks", before.tasks.tasks, after.tasks.tasks, "task", "task", "task_id", _WORK_FIXED),
+    )
     for bucket, old_map, new_map, tag, key, id_key, fixed in graphs:
         for eid in changed(bucket):
             new = new_map[eid]
@@ -200,6 +220,13 @@ def memex_envelopes(
     out = []
     for n, command in enumerate(commands):
         tag = str(command["type"])
-        out.append({"id": _id(seq, n), "namespace": _NAMESPACES[tag.split(".", 1)[0]],
-                    "type": tag, "ts": _ts(seq), "payload": command})  # fmt: skip
+        out.append(
+            {
+                "id": _id(seq, n),
+                "namespace": _NAMESPACES[tag.split(".", 1)[0]],
+                "type": tag,
+                "ts": _ts(seq),
+                "payload": command,
+            }
+        )
     return out

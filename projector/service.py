@@ -192,9 +192,13 @@ class _Committer:
     def wait(self, txn: int, timeout: float) -> bool:
         """Until `txn` is committed (True), a commit failed, or `timeout` passed."""
         with self._cond:
-            return self._cond.wait_for(
-                lambda: self.committed >= txn or self.error is not None or self._closing, timeout
-            ) and self.committed >= txn
+            return (
+                self._cond.wait_for(
+                    lambda: self.committed >= txn or self.error is not None or self._closing,
+                    timeout,
+                )
+                and self.committed >= txn
+            )
 
     def close(self, timeout: float = 35.0) -> None:
         """Stop (after the commit in flight, if any)."""
@@ -306,13 +310,16 @@ class _SnapshotWriter:
                 failures += 1
                 topic = self._projector.loc.topic
                 if self._closing:
-                    log.warning("%s: stopping with %d snapshot cut(s) unwritten (Redis: %s); "
-                                "the next run resumes from the last one written", topic,
-                                len(self._cuts), exc)  # fmt: skip
+                    log.warning(
+                        "%s: stopping with %d snapshot cut(s) unwritten (Redis: %s); "
+                        "the next run resumes from the last one written",
+                        topic,
+                        len(self._cuts),
+                        exc,
+                    )
                     return
                 if failures == 1 or failures % 20 == 0:
-                    log.warning("%s: cannot write a snapshot (Redis: %s); retrying",
-                                topic, exc)  # fmt: skip
+                    log.warning("%s: cannot write a snapshot (Redis: %s); retrying", topic, exc)
                 with self._cond:
                     self._cond.wait(min(_MAX_BACKOFF_S, 0.05 * 2**failures))
                 continue
@@ -362,9 +369,12 @@ class _Keeper:
             except redis.RedisError as exc:
                 failures += 1
                 if failures == 1 or failures % 40 == 0:
-                    log.warning("%s: cannot renew the projector lease (Redis: %s); "
-                                "publishing pauses before it lapses, until Redis answers",
-                                topic, exc)  # fmt: skip
+                    log.warning(
+                        "%s: cannot renew the projector lease (Redis: %s); "
+                        "publishing pauses before it lapses, until Redis answers",
+                        topic,
+                        exc,
+                    )
                 continue
             if failures:
                 log.info("%s: Redis answers again; lease renewed", topic)
@@ -432,8 +442,12 @@ class Projector:
         self._admin = AdminClient(client_conf(self.loc.bootstrap))
         # The projector reads the log (only writers create logs) and writes its lifecycle.
         ensure_topic(self._admin, self.loc.topic, self.loc.replication_factor, create=False)
-        ensure_topic(self._admin, self.loc.lifecycle_topic, self.loc.replication_factor,
-                     message_bytes=DERIVED_TOPIC_MAX_MESSAGE_BYTES)  # fmt: skip
+        ensure_topic(
+            self._admin,
+            self.loc.lifecycle_topic,
+            self.loc.replication_factor,
+            message_bytes=DERIVED_TOPIC_MAX_MESSAGE_BYTES,
+        )
         self.memex = MemexPublisher(self.loc, self._admin)  # the derived topic LOG.memex
         self.store = SnapshotStore.connect(self.loc)
         self.store.owner = self.owner  # snapshot writes are fenced by the lease
@@ -443,8 +457,9 @@ class Projector:
         lease_client = redis.Redis.from_url(
             self.loc.redis_url, socket_timeout=period_s, socket_connect_timeout=period_s
         )
-        self.lease = Lease(lease_client, self.store.lock_key, status_key(self.loc.key_prefix),
-                           self.owner, lease_ms)  # fmt: skip
+        self.lease = Lease(
+            lease_client, self.store.lock_key, status_key(self.loc.key_prefix), self.owner, lease_ms
+        )
         # One transactional id per log: whoever initialises it fences the one before.
         self.transactional_id = f"memstream-projector.{self.loc.topic}"
         self.topic_check_s = 5.0
@@ -499,8 +514,12 @@ class Projector:
                 failures += 1
                 pause = min(_MAX_BACKOFF_S, 0.1 * 2**failures)
                 if failures == 1 or failures % 20 == 0:
-                    log.warning("%s: cannot take the projector lease (Redis: %s); retrying "
-                                "in %.1f s", self.loc.topic, exc, pause)  # fmt: skip
+                    log.warning(
+                        "%s: cannot take the projector lease (Redis: %s); retrying in %.1f s",
+                        self.loc.topic,
+                        exc,
+                        pause,
+                    )
             if stop is not None:
                 if stop.wait(pause):
                     return None
@@ -533,8 +552,7 @@ class Projector:
                 self.store.identify = before
             position = self.store.loaded
             if loaded is not None and (position is None or position.lifecycle is None):
-                log.warning("%s: the snapshot has no lifecycle position; ignored",
-                            self.loc.topic)  # fmt: skip
+                log.warning("%s: the snapshot has no lifecycle position; ignored", self.loc.topic)
                 loaded = None
             if loaded is not None and len(loaded.memory) >= _FREEZE_AT:
                 # A large hydrated state lives as long as the projector: out of the
@@ -574,8 +592,11 @@ class Projector:
                 child.join()
                 if child.exitcode not in (0, -signal.SIGTERM):
                     # a cache: the next round (or the next run) merges
-                    log.warning("%s: merging snapshot chunks failed (exit code %s)",
-                                self.loc.topic, child.exitcode)  # fmt: skip
+                    log.warning(
+                        "%s: merging snapshot chunks failed (exit code %s)",
+                        self.loc.topic,
+                        child.exitcode,
+                    )
 
         thread = threading.Thread(target=loop, name="snapshot-compactor", daemon=True)
         thread.start()
@@ -640,8 +661,9 @@ class Projector:
             except _EndTenure as exc:
                 self.stats.restarts += 1
                 pause = min(_MAX_BACKOFF_S, 0.25 * 2 ** min(self.stats.restarts, 5))
-                log.warning("%s: %s; resuming from the snapshot once the lease is held",
-                            self.loc.topic, exc)  # fmt: skip
+                log.warning(
+                    "%s: %s; resuming from the snapshot once the lease is held", self.loc.topic, exc
+                )
             finally:
                 keeper.stop()
                 self._release()
@@ -658,15 +680,20 @@ class Projector:
         `_EndTenure` when this tenure is."""
         acks = _Acks()
         # Lifecycle events are latency-bound (subscribers wait on them): a short linger.
-        producer = Producer(producer_conf(self.loc.bootstrap, **{
-            "linger.ms": self.linger_ms,
-            "on_delivery": acks.report,
-            "message.max.bytes": DERIVED_PRODUCER_MESSAGE_MAX_BYTES,
-            "transactional.id": self.transactional_id,
-            # A transaction left open by a projector that died is aborted by the broker
-            # after this long, unless a successor's initialisation aborts it first.
-            "transaction.timeout.ms": max(10_000, 4 * self.lease_ms),
-        }))  # fmt: skip
+        producer = Producer(
+            producer_conf(
+                self.loc.bootstrap,
+                **{
+                    "linger.ms": self.linger_ms,
+                    "on_delivery": acks.report,
+                    "message.max.bytes": DERIVED_PRODUCER_MESSAGE_MAX_BYTES,
+                    "transactional.id": self.transactional_id,
+                    # A transaction left open by a projector that died is aborted by the broker
+                    # after this long, unless a successor's initialisation aborts it first.
+                    "transaction.timeout.ms": max(10_000, 4 * self.lease_ms),
+                },
+            )
+        )
         # Initialising the transactional id fences every earlier producer of this log and
         # aborts its open transaction (a few round trips, more while that abort completes):
         # on a thread, while the snapshot loads; nothing is published before it is done.
@@ -745,13 +772,19 @@ class Projector:
             if resume_at > tail_end:
                 # The snapshot's lifecycle records are gone (the lifecycle topic was
                 # deleted): fold from seq 0 to publish the whole stream again.
-                log.warning("%s: the lifecycle topic ends at offset %d, before the snapshot's "
-                            "lifecycle position %d; folding the log from seq 0 to publish it "
-                            "again", self.loc.topic, tail_end, resume_at)  # fmt: skip
+                log.warning(
+                    "%s: the lifecycle topic ends at offset %d, before the snapshot's "
+                    "lifecycle position %d; folding the log from seq 0 to publish it "
+                    "again",
+                    self.loc.topic,
+                    tail_end,
+                    resume_at,
+                )
                 self.store.start_epoch(tid)
                 state, count, resume_at = empty_state(), 0, 0
-            tail = LifecycleTail(self.loc.bootstrap, lifecycle_topic, tid_bytes, resume_at,
-                                 tail_end, end)  # fmt: skip
+            tail = LifecycleTail(
+                self.loc.bootstrap, lifecycle_topic, tid_bytes, resume_at, tail_end, end
+            )
             consumer.assign([TopicPartition(self.loc.topic, 0, state.next_seq)])
             self._folded_seq, self._log_end = state.last_seq, end
             self._published_seq = state.last_seq
@@ -791,8 +824,9 @@ class Projector:
                     elif committer.open or held:
                         raise _EndTenure("the lease lapsed with lifecycle events unpublished")
                     if not paused:
-                        log.warning("%s: lease not renewed in time; publishing paused",
-                                    self.loc.topic)  # fmt: skip
+                        log.warning(
+                            "%s: lease not renewed in time; publishing paused", self.loc.topic
+                        )
                         paused = True
                     producer.poll(0)
                     time.sleep(0.05)
@@ -880,8 +914,14 @@ class Projector:
                 elif committer.committed_seq is not None:
                     self._published_seq = committer.committed_seq
                 now = time.monotonic()
-                cut_due = bool(buffer) and not held and writer.pending() == 0 and (
-                    len(buffer) >= self.every_records or (now - last_write) * 1000 >= self.every_ms
+                cut_due = (
+                    bool(buffer)
+                    and not held
+                    and writer.pending() == 0
+                    and (
+                        len(buffer) >= self.every_records
+                        or (now - last_write) * 1000 >= self.every_ms
+                    )
                 )
                 if writer.lost == generation:
                     drain()
@@ -894,8 +934,14 @@ class Projector:
                     if tail is not None:
                         tail.close()
                     end = max(end, self._folded_seq + 1 if self._folded_seq is not None else 0)
-                    tail = LifecycleTail(self.loc.bootstrap, lifecycle_topic, tid_bytes, 0,
-                                         self._lifecycle_end(consumer), end)  # fmt: skip
+                    tail = LifecycleTail(
+                        self.loc.bootstrap,
+                        lifecycle_topic,
+                        tid_bytes,
+                        0,
+                        self._lifecycle_end(consumer),
+                        end,
+                    )
                     count, resume_at = 0, 0
                     continue
                 if cut_due:
@@ -931,11 +977,15 @@ class Projector:
             if closed.error is not None:
                 raise closed.error
             if closed.lease_lost is not None:
-                log.warning("%s: stopping; the last snapshot was not written (%s)",
-                            self.loc.topic, closed.lease_lost)  # fmt: skip
+                log.warning(
+                    "%s: stopping; the last snapshot was not written (%s)",
+                    self.loc.topic,
+                    closed.lease_lost,
+                )
             if closed.lost == generation:
-                log.warning("%s: stopping with the snapshot lost; the next run rebuilds",
-                            self.loc.topic)  # fmt: skip
+                log.warning(
+                    "%s: stopping with the snapshot lost; the next run rebuilds", self.loc.topic
+                )
             self.state = state
         finally:
             gc.unfreeze()  # the frozen state is garbage now, as far as this run goes

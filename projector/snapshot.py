@@ -193,8 +193,18 @@ def build_chunk(
             extras.append(entry)
     content = sorted(rels[0] + rels[1])
     words = _fragment(rows, content, index)
-    return Chunk(entries[0][0], entries[-1][0], rows, rels[0], rels[1], rels[2],
-                 words.words_of, words.postings, extras, checkpoint)  # fmt: skip
+    return Chunk(
+        entries[0][0],
+        entries[-1][0],
+        rows,
+        rels[0],
+        rels[1],
+        rels[2],
+        words.words_of,
+        words.postings,
+        extras,
+        checkpoint,
+    )
 
 
 def encode_chunk(chunk: Chunk) -> bytes:
@@ -230,8 +240,9 @@ def merge_chunks(chunks: Sequence[Chunk]) -> Chunk:
     for chunk in chunks:
         offset = len(rows)
         rows.extend(chunk.rows)
-        for out, rel in zip(rels, (chunk.message_rel, chunk.document_rel, chunk.other_rel),
-                            strict=True):  # fmt: skip
+        for out, rel in zip(
+            rels, (chunk.message_rel, chunk.document_rel, chunk.other_rel), strict=True
+        ):
             out.extend(map(offset.__add__, rel))
         words_of.update(chunk.words_of)
         for word, posting in chunk.postings.items():
@@ -242,8 +253,18 @@ def merge_chunks(chunks: Sequence[Chunk]) -> Chunk:
                 have.extend(posting)
         extras.extend(chunk.extras)
         checkpoint = chunk.checkpoint or checkpoint
-    return Chunk(chunks[0].first, chunks[-1].last, rows, rels[0], rels[1], rels[2], words_of,
-                 postings, extras, checkpoint)  # fmt: skip
+    return Chunk(
+        chunks[0].first,
+        chunks[-1].last,
+        rows,
+        rels[0],
+        rels[1],
+        rels[2],
+        words_of,
+        postings,
+        extras,
+        checkpoint,
+    )
 
 
 def hydrate(chunks: Sequence[Chunk]) -> LogState:
@@ -256,13 +277,20 @@ def hydrate(chunks: Sequence[Chunk]) -> LogState:
     for chunk in reversed(chunks):
         if chunk.checkpoint is not None:
             seq, g, intents, tasks, graph_seq = chunk.checkpoint
-            graph = graph.with_(graph=g, intents=intents, tasks=tasks, last_seq=seq,
-                                graph_seq=graph_seq)  # fmt: skip
+            graph = graph.with_(
+                graph=g, intents=intents, tasks=tasks, last_seq=seq, graph_seq=graph_seq
+            )
             since = seq
             break
     for chunk in chunks:
-        ledger.extend_rows(chunk.rows, chunk.message_rel, chunk.document_rel, chunk.other_rel,
-                           chunk.words_of, chunk.postings)  # fmt: skip
+        ledger.extend_rows(
+            chunk.rows,
+            chunk.message_rel,
+            chunk.document_rel,
+            chunk.other_rel,
+            chunk.words_of,
+            chunk.postings,
+        )
         for entry in chunk.extras:
             seq = entry[0]
             if entry[1] == _REJECTED:
@@ -304,11 +332,16 @@ class Position:
     lifecycle: tuple[int, int] | None = None
 
     def dumps(self) -> str:
-        return json.dumps({"v": _FORMAT, "epoch": self.epoch,
-                           "chunks": [list(c) for c in self.chunks],
-                           "last_seq": self.last_seq, "topic_id": self.topic_id,
-                           "lifecycle": None if self.lifecycle is None
-                           else list(self.lifecycle)})  # fmt: skip
+        return json.dumps(
+            {
+                "v": _FORMAT,
+                "epoch": self.epoch,
+                "chunks": [list(c) for c in self.chunks],
+                "last_seq": self.last_seq,
+                "topic_id": self.topic_id,
+                "lifecycle": None if self.lifecycle is None else list(self.lifecycle),
+            }
+        )
 
     @classmethod
     def loads(cls, raw: bytes | str | None) -> Position | None:
@@ -334,15 +367,24 @@ class Position:
             return cls(epoch, (), None)
         spans: list[tuple[int, int]] = []
         for span in chunks:
-            if not (isinstance(span, list) and len(span) == 2 and _is_int(span[0])
-                    and _is_int(span[1]) and span[0] <= span[1]):  # fmt: skip
+            if not (
+                isinstance(span, list)
+                and len(span) == 2
+                and _is_int(span[0])
+                and _is_int(span[1])
+                and span[0] <= span[1]
+            ):
                 return cls(epoch, (), None)
             spans.append((span[0], span[1]))
         if topic_id is not None and not (isinstance(topic_id, str) and 0 < len(topic_id) <= 64):
             return cls(epoch, (), None)
         if lifecycle is not None:
-            if not (isinstance(lifecycle, list) and len(lifecycle) == 2
-                    and _is_int(lifecycle[0]) and _is_int(lifecycle[1])):  # fmt: skip
+            if not (
+                isinstance(lifecycle, list)
+                and len(lifecycle) == 2
+                and _is_int(lifecycle[0])
+                and _is_int(lifecycle[1])
+            ):
                 return cls(epoch, (), None)
             lifecycle = (lifecycle[0], lifecycle[1])
         return cls(epoch, tuple(spans), last_seq, topic_id, lifecycle)
@@ -360,8 +402,9 @@ def _encoded(
     except SnapshotFormatError:
         if len(entries) > 1:
             half = len(entries) // 2
-            return _encoded(entries[:half], index, None) + _encoded(entries[half:], index,
-                                                                    checkpoint)  # fmt: skip
+            return _encoded(entries[:half], index, None) + _encoded(
+                entries[half:], index, checkpoint
+            )
         if checkpoint is None:
             raise
         log.info("seq %d: the graph checkpoint is too large for a chunk; left out", chunk.last)
@@ -379,8 +422,12 @@ class LeaseLost(Exception):
 
 
 def _graph_size(state: LogState) -> int:
-    return (len(state.graph.items) + len(state.graph.edges) + len(state.intents.intents)
-            + len(state.tasks.tasks))  # fmt: skip
+    return (
+        len(state.graph.items)
+        + len(state.graph.edges)
+        + len(state.intents.intents)
+        + len(state.tasks.tasks)
+    )
 
 
 class SnapshotStore:
@@ -416,8 +463,9 @@ class SnapshotStore:
         client = redis.Redis.from_url(
             location.redis_url, socket_timeout=30, socket_connect_timeout=5
         )
-        return cls(client, location.key_prefix,
-                   lambda: log_identity(location.bootstrap, location.topic))  # fmt: skip
+        return cls(
+            client, location.key_prefix, lambda: log_identity(location.bootstrap, location.topic)
+        )
 
     def chunk_key(self, epoch: str, span: tuple[int, int]) -> str:
         return f"{self.prefix}{epoch}:chunk:{span[0]}-{span[1]}"
@@ -428,8 +476,7 @@ class SnapshotStore:
         raw = self.redis.get(self.pos_key)
         position = Position.loads(raw)
         if position is None and raw is not None:
-            log.warning("%s: not a snapshot position (unreadable or forged); ignored",
-                        self.pos_key)  # fmt: skip
+            log.warning("%s: not a snapshot position (unreadable or forged); ignored", self.pos_key)
         return position
 
     def _read_chunks(self, pos: Position, spans: Sequence[tuple[int, int]]) -> list[Chunk] | None:
@@ -441,8 +488,9 @@ class SnapshotStore:
         with no_gc(spans[-1][1] - spans[0][0] if spans else 0):
             for start in range(0, len(keys), 64):
                 batch = keys[start : start + 64]
-                for key, span, raw in zip(batch, spans[start : start + 64],
-                                          self.redis.mget(batch), strict=True):  # fmt: skip
+                for key, span, raw in zip(
+                    batch, spans[start : start + 64], self.redis.mget(batch), strict=True
+                ):
                     if raw is None:
                         return None
                     try:
@@ -462,20 +510,32 @@ class SnapshotStore:
         The identity is asked after the position was read, so the partition's end it gives
         is at or past every record the snapshot can have folded."""
         if pos.chunks and pos.chunks[-1][1] != pos.last_seq:
-            log.warning("%s: snapshot position ends at %s, its last chunk at %s; ignored",
-                        self.prefix, pos.last_seq, pos.chunks[-1][1])  # fmt: skip
+            log.warning(
+                "%s: snapshot position ends at %s, its last chunk at %s; ignored",
+                self.prefix,
+                pos.last_seq,
+                pos.chunks[-1][1],
+            )
             return False
         if self.identify is None:
             return True
         identity = self.identify()
         if pos.topic_id != identity.topic_id:
-            log.warning("%s: the snapshot is of topic id %s, the log's topic is %s (deleted "
-                        "and created again?); ignored", self.prefix, pos.topic_id,
-                        identity.topic_id)  # fmt: skip
+            log.warning(
+                "%s: the snapshot is of topic id %s, the log's topic is %s (deleted "
+                "and created again?); ignored",
+                self.prefix,
+                pos.topic_id,
+                identity.topic_id,
+            )
             return False
         if pos.last_seq is None or pos.last_seq >= identity.end:
-            log.warning("%s: the snapshot reaches seq %s, the log ends before seq %d; ignored",
-                        self.prefix, pos.last_seq, identity.end)  # fmt: skip
+            log.warning(
+                "%s: the snapshot reaches seq %s, the log ends before seq %d; ignored",
+                self.prefix,
+                pos.last_seq,
+                identity.end,
+            )
             return False
         return True
 
@@ -512,8 +572,12 @@ class SnapshotStore:
         expected = 0
         for chunk in chunks:
             if chunk.first != expected:
-                log.warning("%s: snapshot chunks do not follow each other (%d after %d)",
-                            self.prefix, chunk.first, expected - 1)  # fmt: skip
+                log.warning(
+                    "%s: snapshot chunks do not follow each other (%d after %d)",
+                    self.prefix,
+                    chunk.first,
+                    expected - 1,
+                )
                 return None
             expected = chunk.last + 1
         if up_to_seq is not None:
@@ -548,8 +612,11 @@ class SnapshotStore:
         try:
             return hydrate(chunks)
         except Exception:  # checked chunks hydrate; still, a cache never fails its reader
-            log.warning("%s: the snapshot did not hydrate; folding the log instead",
-                        self.prefix, exc_info=True)  # fmt: skip
+            log.warning(
+                "%s: the snapshot did not hydrate; folding the log instead",
+                self.prefix,
+                exc_info=True,
+            )
             return None
 
     # --- writing (the projector) ------------------------------------------------------------
@@ -573,8 +640,10 @@ class SnapshotStore:
             return
         held = pipe.get(self.lock_key)
         if held is None or held.decode(errors="replace") != self.owner:
-            raise LeaseLost(f"{self.prefix}: the projector lease is held by "
-                            f"{'nobody' if held is None else 'another projector'}")  # fmt: skip
+            raise LeaseLost(
+                f"{self.prefix}: the projector lease is held by "
+                f"{'nobody' if held is None else 'another projector'}"
+            )
 
     def write(
         self,
@@ -601,8 +670,7 @@ class SnapshotStore:
         checkpoint = None
         if state is not None and state.last_seq == last_seq and envelopes:
             if envelopes >= max(self.checkpoint_every, _graph_size(state) // 4):
-                checkpoint = (last_seq, state.graph, state.intents, state.tasks,
-                              state.graph_seq)  # fmt: skip
+                checkpoint = (last_seq, state.graph, state.intents, state.tasks, state.graph_seq)
         pieces = _encoded(entries, None if state is None else state.memory.index, checkpoint)
         checkpointed = pieces[-1][2].checkpoint is not None
         current: Position | None = None
@@ -624,8 +692,13 @@ class SnapshotStore:
                         spans = current.chunks
                     else:
                         spans = ()  # a fresh epoch replaces whatever was there
-                    new = Position(mine.epoch, (*spans, *(p[0] for p in pieces)), last_seq,
-                                   mine.topic_id, lifecycle)  # fmt: skip
+                    new = Position(
+                        mine.epoch,
+                        (*spans, *(p[0] for p in pieces)),
+                        last_seq,
+                        mine.topic_id,
+                        lifecycle,
+                    )
                     pipe.multi()
                     for span, data, _ in pieces:
                         pipe.set(self.chunk_key(mine.epoch, span), data)
@@ -716,8 +789,7 @@ class SnapshotStore:
                             return merges
                         if spans[at : at + len(run)] != run:
                             return merges
-                        new = replace(current, chunks=(*spans[:at], span,
-                                                       *spans[at + len(run):]))  # fmt: skip
+                        new = replace(current, chunks=(*spans[:at], span, *spans[at + len(run) :]))
                         pipe.multi()
                         pipe.set(self.chunk_key(pos.epoch, span), data)
                         pipe.set(self.pos_key, new.dumps())

@@ -1,2 +1,3 @@
 """schemas package."""
+
 from schemas.validation import *  # noqa: F401,F403

@@ -250,8 +250,14 @@ def encode_envelope_fields(
     """The record bytes of an envelope given its fields, the payload as JSON text."""
     entry = _FAST_ENVELOPE
     if entry is None:
-        body = {"id": id, "namespace": namespace, "type": type, "ts": ts,
-                "trace_id": trace_id, "payload": payload_json}  # fmt: skip
+        body = {
+            "id": id,
+            "namespace": namespace,
+            "type": type,
+            "ts": ts,
+            "trace_id": trace_id,
+            "payload": payload_json,
+        }
         return _fastavro_bytes(LATEST["envelope"], body)
     out = bytearray(MAGIC)
     out += entry.fingerprint
@@ -310,8 +316,14 @@ def _decode_envelope_fast(data: bytes) -> dict[str, Any]:
     payload, pos = _read_bytes(data, pos)
     if pos != len(data):
         raise DecodeError(f"envelope v{_FAST_ENVELOPE.version}: {len(data) - pos} trailing bytes")  # type: ignore[union-attr]
-    return {"id": id_, "namespace": namespace, "type": type_, "ts": ts,
-            "trace_id": trace_id, "payload": payload}  # fmt: skip
+    return {
+        "id": id_,
+        "namespace": namespace,
+        "type": type_,
+        "ts": ts,
+        "trace_id": trace_id,
+        "payload": payload,
+    }
 
 
 def _fastavro_bytes(entry: SchemaEntry, body: dict[str, Any]) -> bytes:
@@ -415,8 +427,9 @@ def encode_record(record: Record) -> bytes:
     """
     if isinstance(record, GraphEnvelope):
         payload = _payload_json(record.id, record.payload)
-        data = encode_envelope_fields(record.id, record.namespace, record.type, record.ts,
-                                      record.trace_id, payload)  # fmt: skip
+        data = encode_envelope_fields(
+            record.id, record.namespace, record.type, record.ts, record.trace_id, payload
+        )
     elif (fast := _FAST_AUDIT.get(record.kind)) is not None:
         header, fields = fast
         out = bytearray(header)

@@ -48,6 +48,7 @@ def untrack_large(containers: Iterable[Sized]) -> None:
         if len(c) >= UNTRACK_MIN and gc.is_tracked(c):
             _untrack(c)
 
+
 _lock = threading.Lock()
 _depth = 0
 _was_enabled = False

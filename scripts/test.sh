@@ -21,5 +21,6 @@ set +a
 echo "KAFKA_BOOTSTRAP_SERVERS=$KAFKA_BOOTSTRAP_SERVERS REDIS_URL=$REDIS_URL"
 
 "$BIN/ruff" check . || exit $?
+"$BIN/ruff" format --check . || exit $?
 "$BIN/python" -m pytest "$@"
 exit $?

@@ -39,8 +39,14 @@ def _corpus(n: int, rng: random.Random) -> list[tuple[uuid.UUID, datetime, str, 
     rows = []
     for i in range(n):
         text = " ".join(rng.choices(vocab, weights, k=rng.randint(6, 18)))
-        rows.append((uuid.UUID(int=rng.getrandbits(128), version=4),
-                     start + timedelta(seconds=i), f"agent{i % 8}", text))
+        rows.append(
+            (
+                uuid.UUID(int=rng.getrandbits(128), version=4),
+                start + timedelta(seconds=i),
+                f"agent{i % 8}",
+                text,
+            )
+        )
     return rows
 
 
@@ -51,8 +57,9 @@ def _queries(count: int, rng: random.Random) -> list[str]:
 
 
 def _events(cls: Any, rows: list) -> list:
-    return [cls(id=i, timestamp=t, speaker=s, content=c, seq=n)
-            for n, (i, t, s, c) in enumerate(rows)]
+    return [
+        cls(id=i, timestamp=t, speaker=s, content=c, seq=n) for n, (i, t, s, c) in enumerate(rows)
+    ]
 
 
 def _retained_bytes(build: Callable[[], object]) -> tuple[float, object]:
@@ -73,8 +80,11 @@ def _sqlite_alone(path: Path, messages: list[Message]) -> float:
     """Appends per second of the statements alone: BEGIN IMMEDIATE, PRAGMA data_version,
     INSERT, COMMIT on the log's own connection (same table, WAL, FULL), records encoded
     beforehand. What the disk allows before any Python of ours runs."""
-    rows = [(seq, str(m.id), m.kind, data, record_checksum(seq, data))
-            for seq, m in enumerate(messages) for data in (encode_record(m),)]  # fmt: skip
+    rows = [
+        (seq, str(m.id), m.kind, data, record_checksum(seq, data))
+        for seq, m in enumerate(messages)
+        for data in (encode_record(m),)
+    ]
     log = SqliteLog(path)
     try:
         cursor = log._conn.cursor()  # the connection, not the log: no check, no fold
@@ -82,8 +92,9 @@ def _sqlite_alone(path: Path, messages: list[Message]) -> float:
         for row in rows:
             cursor.execute("BEGIN IMMEDIATE")
             cursor.execute("PRAGMA data_version").fetchone()
-            cursor.execute("INSERT INTO events (seq, id, kind, record, crc) "
-                           "VALUES (?, ?, ?, ?, ?)", row)  # fmt: skip
+            cursor.execute(
+                "INSERT INTO events (seq, id, kind, record, crc) VALUES (?, ?, ?, ?, ?)", row
+            )
             cursor.execute("COMMIT")
         return per_second(len(rows), time.perf_counter() - start)
     finally:
@@ -109,10 +120,12 @@ def run(args: argparse.Namespace) -> int:
         alone_rates: list[float] = []
         batch_rate = 0.0
         for k in range(args.append_runs):
-            alone_rates.append(_sqlite_alone(
-                work / f"alone{k}",
-                [Message(speaker="a", content=f"append number {i}") for i in range(n_ours)],
-            ))  # fmt: skip
+            alone_rates.append(
+                _sqlite_alone(
+                    work / f"alone{k}",
+                    [Message(speaker="a", content=f"append number {i}") for i in range(n_ours)],
+                )
+            )
             with Memory(work / f"ours{k}") as memory:
                 msgs = [Message(speaker="a", content=f"append number {i}") for i in range(n_ours)]
                 start = time.perf_counter()
@@ -123,29 +136,55 @@ def run(args: argparse.Namespace) -> int:
                     batch = [Message(speaker="a", content=f"batch {i}") for i in range(n_ours * 4)]
                     start = time.perf_counter()
                     for j in range(0, len(batch), 100):
-                        memory.transact(lambda s, part=batch[j:j + 100]: (part, None))
+                        memory.transact(lambda s, part=batch[j : j + 100]: (part, None))
                     batch_rate = per_second(len(batch), time.perf_counter() - start)
             seed_memory = seed.Memory(str(work / f"seed{k}"))
             try:
-                seed_msgs = [seed.Message(speaker="a", content=f"append number {i}")
-                             for i in range(n_seed)]
+                seed_msgs = [
+                    seed.Message(speaker="a", content=f"append number {i}") for i in range(n_seed)
+                ]
                 start = time.perf_counter()
                 for m in seed_msgs:
                     seed_memory.add_message(m)
                 seed_rates.append(per_second(n_seed, time.perf_counter() - start))
             finally:
                 seed_memory.close()
-        console.print(f"appends one by one, runs of {n_ours:,}: memstream {_listed(ours_rates)} "
-                      f"/s, sqlite3 alone {_listed(alone_rates)} /s; runs of {n_seed:,}: "
-                      f"{SEED} {_listed(seed_rates)} /s")
+        console.print(
+            f"appends one by one, runs of {n_ours:,}: memstream {_listed(ours_rates)} "
+            f"/s, sqlite3 alone {_listed(alone_rates)} /s; runs of {n_seed:,}: "
+            f"{SEED} {_listed(seed_rates)} /s"
+        )
         runs = "" if args.append_runs == 1 else f", median of {args.append_runs} runs"
-        rows.append(Row(f"appends one by one, embedded (durable){runs}",
-                        statistics.median(seed_rates), statistics.median(ours_rates),
-                        "/s", True, "> 5,000/s"))
-        rows.append(Row(f"  sqlite3 alone: the same statements, nothing else{runs}", None,
-                        statistics.median(alone_rates), "/s", True, "this disk's ceiling"))
-        rows.append(Row("appends in batches of 100, embedded", None, batch_rate, "/s", True,
-                        "more than one by one"))
+        rows.append(
+            Row(
+                f"appends one by one, embedded (durable){runs}",
+                statistics.median(seed_rates),
+                statistics.median(ours_rates),
+                "/s",
+                True,
+                "> 5,000/s",
+            )
+        )
+        rows.append(
+            Row(
+                f"  sqlite3 alone: the same statements, nothing else{runs}",
+                None,
+                statistics.median(alone_rates),
+                "/s",
+                True,
+                "this disk's ceiling",
+            )
+        )
+        rows.append(
+            Row(
+                "appends in batches of 100, embedded",
+                None,
+                batch_rate,
+                "/s",
+                True,
+                "more than one by one",
+            )
+        )
 
         # Search over the same visible messages, same ids: results must be identical.
         corpus = _corpus(n_search, rng)
@@ -159,17 +198,31 @@ def run(args: argparse.Namespace) -> int:
         )
         t_seed = best_of(lambda: [seed.search(seed_state, q) for q in seed_queries], 1)
         t_ours = best_of(lambda: [search(ours_state, q) for q in queries], 3)
-        rows.append(Row(f"search per query, {n_search:,} visible messages",
-                        ms(t_seed / len(seed_queries)), ms(t_ours / len(queries)), "ms",
-                        goal="< 2 ms"))
-        console.print(f"search results compared on {len(seed_queries)} queries: "
-                      f"{len(seed_queries) - mismatches} identical, {mismatches} different")
+        rows.append(
+            Row(
+                f"search per query, {n_search:,} visible messages",
+                ms(t_seed / len(seed_queries)),
+                ms(t_ours / len(queries)),
+                "ms",
+                goal="< 2 ms",
+            )
+        )
+        console.print(
+            f"search results compared on {len(seed_queries)} queries: "
+            f"{len(seed_queries) - mismatches} identical, {mismatches} different"
+        )
 
         # Memory held per event by the folded state (events included) and its index.
         seed_bytes, _ = _retained_bytes(lambda: seed.replay(_events(seed.Message, corpus)))
         ours_bytes, _ = _retained_bytes(lambda: replay(_events(Message, corpus)))
-        rows.append(Row("memory per event, folded state + index", seed_bytes / n_search,
-                        ours_bytes / n_search, "B"))
+        rows.append(
+            Row(
+                "memory per event, folded state + index",
+                seed_bytes / n_search,
+                ours_bytes / n_search,
+                "B",
+            )
+        )
 
         # recall and replay(up_to_seq) against log length: flat for memstream.
         for size in (args.log_events // 10, args.log_events):
@@ -177,13 +230,27 @@ def run(args: argparse.Namespace) -> int:
                 events = _events(Message, _corpus(size, rng))
                 unsequenced = [e.model_copy(update={"seq": None}) for e in events]
                 for k in range(0, size, 2000):
-                    memory.transact(lambda s, part=unsequenced[k:k + 2000]: (part, None))
+                    memory.transact(lambda s, part=unsequenced[k : k + 2000]: (part, None))
                 t_recall = best_of(lambda m=memory: m.recall("w1 w17 w300"), 20)
                 t_replay = best_of(lambda m=memory, n=size // 2: m.replay(up_to_seq=n), 20)
-            rows.append(Row(f"recall, {size:,}-event log", None, ms(t_recall), "ms",
-                            goal="independent of log length"))
-            rows.append(Row(f"replay(up_to_seq={size // 2:,}), {size:,}-event log", None,
-                            ms(t_replay), "ms", goal="independent of log length"))
+            rows.append(
+                Row(
+                    f"recall, {size:,}-event log",
+                    None,
+                    ms(t_recall),
+                    "ms",
+                    goal="independent of log length",
+                )
+            )
+            rows.append(
+                Row(
+                    f"replay(up_to_seq={size // 2:,}), {size:,}-event log",
+                    None,
+                    ms(t_replay),
+                    "ms",
+                    goal="independent of log length",
+                )
+            )
         seed_size = args.seed_log_events
         seed_memory = seed.Memory(str(work / "seedlog"))
         try:
@@ -194,8 +261,14 @@ def run(args: argparse.Namespace) -> int:
         finally:
             seed_memory.close()
         rows.append(Row(f"recall, {seed_size:,}-event log", ms(t_recall), None, "ms"))
-        rows.append(Row(f"replay(up_to_seq={seed_size // 2:,}), {seed_size:,}-event log",
-                        ms(t_replay), None, "ms"))
+        rows.append(
+            Row(
+                f"replay(up_to_seq={seed_size // 2:,}), {seed_size:,}-event log",
+                ms(t_replay),
+                None,
+                "ms",
+            )
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print_table("memstream bench audit", SEED, rows, console)
@@ -204,14 +277,30 @@ def run(args: argparse.Namespace) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--appends", type=int, default=2000, help="appends one by one, a run")
-    parser.add_argument("--append-runs", type=int, default=3,
-                        help="runs of appends one by one, each system in turn (the median shows)")
+    parser.add_argument(
+        "--append-runs",
+        type=int,
+        default=3,
+        help="runs of appends one by one, each system in turn (the median shows)",
+    )
     parser.add_argument("--messages", type=int, default=100_000, help="messages searched")
     parser.add_argument("--queries", type=int, default=1000, help="queries for memstream")
-    parser.add_argument("--seed-queries", type=int, default=10,
-                        help="queries for the seed system (about 0.7 s each at 100k)")
-    parser.add_argument("--log-events", type=int, default=100_000,
-                        help="log length for recall/replay (also a tenth of it)")
-    parser.add_argument("--seed-log-events", type=int, default=2000,
-                        help="log length for the seed system's recall/replay (it appends "
-                             "about 1,400 a second at best)")
+    parser.add_argument(
+        "--seed-queries",
+        type=int,
+        default=10,
+        help="queries for the seed system (about 0.7 s each at 100k)",
+    )
+    parser.add_argument(
+        "--log-events",
+        type=int,
+        default=100_000,
+        help="log length for recall/replay (also a tenth of it)",
+    )
+    parser.add_argument(
+        "--seed-log-events",
+        type=int,
+        default=2000,
+        help="log length for the seed system's recall/replay (it appends "
+        "about 1,400 a second at best)",
+    )

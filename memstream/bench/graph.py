@@ -59,8 +59,9 @@ def chain(n: int) -> list[dict[str, Any]]:
 
 ITEMS_FILTER = {"scope_prefix": "user:4"}  # user:4 and user:40..49: 11% of the items
 NARROW_FILTER = {"scope_prefix": "user:42/"}  # one user's scopes: 1% of the items
-ITEMS_OPTIONS = {"sort": [{"field": "importance", "order": "desc"},
-                          {"field": "recency", "order": "desc"}]}  # fmt: skip
+ITEMS_OPTIONS = {
+    "sort": [{"field": "importance", "order": "desc"}, {"field": "recency", "order": "desc"}]
+}
 WEIGHTS = {
     "authority": 0.5,
     "conviction": 0.2,
@@ -103,8 +104,15 @@ def run(args: argparse.Namespace) -> int:
         res = replay_commands(cmds)
         assert not res.skipped and len(res.state.items) == n
         ours_states[n] = res.state
-        rows.append(Row(f"replay_commands, {n:,} memory.create", seed_s, ours, "s",
-                        goal="linear; 100k < 1 s" if n == 100_000 else "linear"))  # fmt: skip
+        rows.append(
+            Row(
+                f"replay_commands, {n:,} memory.create",
+                seed_s,
+                ours,
+                "s",
+                goal="linear; 100k < 1 s" if n == 100_000 else "linear",
+            )
+        )
     if quick:
         rows.append(Row("  (--quick: memex not replayed at 100k)", None, None, "s"))
 
@@ -120,15 +128,20 @@ def run(args: argparse.Namespace) -> int:
         seed_ref = [it.id for it in memex.get_items(seed_big, f, ITEMS_OPTIONS)]
         assert ref == seed_ref, "get_items disagrees with the seed system"
         seed_q = ms(best_of(lambda f=f: memex.get_items(seed_big, f, ITEMS_OPTIONS), 3))
-        rows.append(Row(
-            f"get_items scope_prefix {f['scope_prefix']!r} + 2-key sort, 100k items "
-            f"({len(ref):,} hits)",
-            seed_q, ms(best_of(lambda f=f: get_items(ours_big, f, ITEMS_OPTIONS), 5)),
-            "ms", goal=">= 10x",
-        ))  # fmt: skip
+        rows.append(
+            Row(
+                f"get_items scope_prefix {f['scope_prefix']!r} + 2-key sort, 100k items "
+                f"({len(ref):,} hits)",
+                seed_q,
+                ms(best_of(lambda f=f: get_items(ours_big, f, ITEMS_OPTIONS), 5)),
+                "ms",
+                goal=">= 10x",
+            )
+        )
         if f is NARROW_FILTER:
-            rows.append(Row("  same, first scope query on a freshly replayed state",
-                            seed_q, ms(cold), "ms"))  # fmt: skip
+            rows.append(
+                Row("  same, first scope query on a freshly replayed state", seed_q, ms(cold), "ms")
+            )
 
     for label, opts in (("top 100", {"limit": 100}), ("all", None)):
         ours_sc = get_scored_items(ours_big, WEIGHTS, opts)
@@ -138,12 +151,15 @@ def run(args: argparse.Namespace) -> int:
         assert len(ours_sc) == len(seed_sc) and all(
             abs(a.score - b.score) <= 1e-9 for a, b in zip(ours_sc, seed_sc, strict=True)
         ), "get_scored_items disagrees with the seed system"
-        rows.append(Row(
-            f"get_scored_items with decay, 100k items, {label}",
-            ms(best_of(lambda opts=opts: memex.get_scored_items(seed_big, WEIGHTS, opts), 3)),
-            ms(best_of(lambda opts=opts: get_scored_items(ours_big, WEIGHTS, opts), 5)),
-            "ms", goal=">= 10x",
-        ))  # fmt: skip
+        rows.append(
+            Row(
+                f"get_scored_items with decay, 100k items, {label}",
+                ms(best_of(lambda opts=opts: memex.get_scored_items(seed_big, WEIGHTS, opts), 3)),
+                ms(best_of(lambda opts=opts: get_scored_items(ours_big, WEIGHTS, opts), 5)),
+                "ms",
+                goal=">= 10x",
+            )
+        )
 
     links = chain(10_000)
     root = links[0]["item"]["id"]
@@ -153,10 +169,14 @@ def run(args: argparse.Namespace) -> int:
     ours_res = cascade_retract(ours_chain, root, "bench")
     assert len(seed_res.retracted) == len(ours_res.retracted) == 10_000
     assert list(seed_res.retracted) == ours_res.retracted
-    rows.append(Row(
-        "cascade_retract of a 10k-item chain (the whole graph)", ms(seed_t),
-        ms(best_of(lambda: cascade_retract(ours_chain, root, "bench"), 3)), "ms",
-    ))  # fmt: skip
+    rows.append(
+        Row(
+            "cascade_retract of a 10k-item chain (the whole graph)",
+            ms(seed_t),
+            ms(best_of(lambda: cascade_retract(ours_chain, root, "bench"), 3)),
+            "ms",
+        )
+    )
 
     # The same chain inside the 100k-item graph: the survivors stay shared, not rebuilt.
     big_links = creates(100_000) + links
@@ -165,10 +185,14 @@ def run(args: argparse.Namespace) -> int:
     seed_t, seed_res = _once(lambda: memex.cascade_retract(seed_mixed, root, "bench"))
     ours_res = cascade_retract(ours_mixed, root, "bench")
     assert list(seed_res.retracted) == ours_res.retracted
-    rows.append(Row(
-        "cascade_retract of a 10k-item chain in a 110k-item graph", ms(seed_t),
-        ms(best_of(lambda: cascade_retract(ours_mixed, root, "bench"), 3)), "ms",
-    ))  # fmt: skip
+    rows.append(
+        Row(
+            "cascade_retract of a 10k-item chain in a 110k-item graph",
+            ms(seed_t),
+            ms(best_of(lambda: cascade_retract(ours_mixed, root, "bench"), 3)),
+            "ms",
+        )
+    )
 
     print_table("memory graph (seed 003)", SEED, rows)
     return 0
@@ -176,6 +200,7 @@ def run(args: argparse.Namespace) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--quick", action="store_true",
+        "--quick",
+        action="store_true",
         help="graph: skip memex-python's ~50 s replay of 100k commands",
-    )  # fmt: skip
+    )

@@ -74,8 +74,10 @@ def _producer(location: str, count: int, batch: int, barrier: Any, out: Any) -> 
     from memstream import Memory, Message
 
     with Memory(location) as memory:
-        events = [Message(speaker="agent", content=f"event {i} of {count} from pid {os.getpid()}")
-                  for i in range(count)]  # fmt: skip
+        events = [
+            Message(speaker="agent", content=f"event {i} of {count} from pid {os.getpid()}")
+            for i in range(count)
+        ]
         seqs = array("q")
         barrier.wait()
         start = time.perf_counter()
@@ -113,8 +115,10 @@ def bench_producers(
     barrier = ctx.Barrier(processes + 1)
     out = ctx.Queue()
     share = total // processes
-    procs = [ctx.Process(target=_producer, args=(location, share, batch, barrier, out))
-             for _ in range(processes)]  # fmt: skip
+    procs = [
+        ctx.Process(target=_producer, args=(location, share, batch, barrier, out))
+        for _ in range(processes)
+    ]
     for p in procs:
         p.start()
     barrier.wait()
@@ -127,8 +131,10 @@ def bench_producers(
     for r in results:
         seqs.frombytes(r[3])
     if sorted(seqs) != list(range(appended)):
-        raise SystemExit(f"bench kafka: the {appended:,} acknowledged seqs are not 0..N-1 "
-                         f"({len(set(seqs)):,} distinct, max {max(seqs, default=-1)})")  # fmt: skip
+        raise SystemExit(
+            f"bench kafka: the {appended:,} acknowledged seqs are not 0..N-1 "
+            f"({len(set(seqs)):,} distinct, max {max(seqs, default=-1)})"
+        )
     return appended / wall, appended
 
 
@@ -171,8 +177,10 @@ def _projector_process(location: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(root)}
     return subprocess.Popen(
         [sys.executable, "-m", "memstream", "projector", "run", "--log", location],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def bench_lag(location: str, rate: int, seconds: float) -> tuple[float, float, int]:
@@ -270,8 +278,10 @@ def run(args: argparse.Namespace) -> int:
     console = Console(width=160)
     bootstrap, redis_url = _servers(args)
     events = int(args.events)
-    console.print(f"bench kafka on {bootstrap} / {redis_url}: {events:,} events, "
-                  f"{args.producers} producer processes")  # fmt: skip
+    console.print(
+        f"bench kafka on {bootstrap} / {redis_url}: {events:,} events, "
+        f"{args.producers} producer processes"
+    )
     big = _location(bootstrap, redis_url, "log")
     console.print(f"  {args.producers} producers, publish_many ...")
     rate, appended = bench_producers(big, events, args.producers)
@@ -283,8 +293,9 @@ def run(args: argparse.Namespace) -> int:
     console.print("  synchronous appends ...")
     p50, p99 = bench_sync_append(_location(bootstrap, redis_url, "sync"), args.sync_appends)
     console.print("  projection lag ...")
-    lag50, lag99, seen = bench_lag(_location(bootstrap, redis_url, "lag"), args.lag_rate,
-                                   args.lag_seconds)  # fmt: skip
+    lag50, lag99, seen = bench_lag(
+        _location(bootstrap, redis_url, "lag"), args.lag_rate, args.lag_seconds
+    )
     console.print("  projector catch-up and restart ...")
     restart = bench_restart(big, console)
 
@@ -299,33 +310,79 @@ def run(args: argparse.Namespace) -> int:
         mark = "-" if met is None else ("yes" if met else "no")
         table.add_row(what, seed, ours, goal, mark)
 
-    row(f"appends, {args.producers} processes, in all (publish_many, 500 a batch)",
-        SINGLE_WRITER, _fmt_rate(rate), "> 30,000 /s, none lost or duplicated",
-        rate > 30_000)  # fmt: skip
-    row(f"appends, {args.producers} processes, in all (publish_async, one by one)",
-        SINGLE_WRITER, _fmt_rate(rate_one), "-", None)  # fmt: skip
+    row(
+        f"appends, {args.producers} processes, in all (publish_many, 500 a batch)",
+        SINGLE_WRITER,
+        _fmt_rate(rate),
+        "> 30,000 /s, none lost or duplicated",
+        rate > 30_000,
+    )
+    row(
+        f"appends, {args.producers} processes, in all (publish_async, one by one)",
+        SINGLE_WRITER,
+        _fmt_rate(rate_one),
+        "-",
+        None,
+    )
     row("one synchronous append p50", SINGLE_WRITER, f"{p50:.2f} ms", "-", None)
     row("one synchronous append p99", SINGLE_WRITER, f"{p99:.2f} ms", "-", None)
     row(f"projection lag p50 at {args.lag_rate:,}/s", "-", f"{lag50:.1f} ms", "-", None)
-    row(f"projection lag p99 at {args.lag_rate:,}/s ({seen:,} events)", "-", f"{lag99:.1f} ms",
-        "p99 < 100 ms", lag99 < 100)  # fmt: skip
-    row("projector catch-up (fold + lifecycle + snapshots)", "-",
-        _fmt_rate(restart["events"] / restart["catch_up_s"]), "-", None)  # fmt: skip
+    row(
+        f"projection lag p99 at {args.lag_rate:,}/s ({seen:,} events)",
+        "-",
+        f"{lag99:.1f} ms",
+        "p99 < 100 ms",
+        lag99 < 100,
+    )
+    row(
+        "projector catch-up (fold + lifecycle + snapshots)",
+        "-",
+        _fmt_rate(restart["events"] / restart["catch_up_s"]),
+        "-",
+        None,
+    )
     restart_s = restart["restart_s"]
-    row(f"projector restart on the {appended:,}-event log (a new process)", "-",
-        f"{restart_s:.2f} s", "serving within 5 s", restart_s < 5)  # fmt: skip
-    row("a reader opening the log (snapshot + tail)", "-", f"{restart['reader_open_s']:.2f} s",
-        "-", None)  # fmt: skip
-    row("replay(up_to_seq=n), hydrated reader", "folds the whole log",
-        f"{restart['replay_ms']:.3f} ms", "< 100 ms", restart["replay_ms"] < 100)  # fmt: skip
+    row(
+        f"projector restart on the {appended:,}-event log (a new process)",
+        "-",
+        f"{restart_s:.2f} s",
+        "serving within 5 s",
+        restart_s < 5,
+    )
+    row(
+        "a reader opening the log (snapshot + tail)",
+        "-",
+        f"{restart['reader_open_s']:.2f} s",
+        "-",
+        None,
+    )
+    row(
+        "replay(up_to_seq=n), hydrated reader",
+        "folds the whole log",
+        f"{restart['replay_ms']:.3f} ms",
+        "< 100 ms",
+        restart["replay_ms"] < 100,
+    )
     cold = restart["cold_replay_s"]
-    row("replay(up_to_seq=n/2), cold from snapshot chunks", "folds the whole log",
-        f"{cold:.2f} s", "< 100 ms", cold < 0.1)  # fmt: skip
+    row(
+        "replay(up_to_seq=n/2), cold from snapshot chunks",
+        "folds the whole log",
+        f"{cold:.2f} s",
+        "< 100 ms",
+        cold < 0.1,
+    )
     console.print(table)
     if args.json:
-        figures = {"rate": rate, "rate_one_by_one": rate_one, "sync_p50_ms": p50,
-                   "sync_p99_ms": p99, "lag_p50_ms": lag50, "lag_p99_ms": lag99, **restart}
-        Path(args.json).write_text(json.dumps(figures, indent=2))  # fmt: skip
+        figures = {
+            "rate": rate,
+            "rate_one_by_one": rate_one,
+            "sync_p50_ms": p50,
+            "sync_p99_ms": p99,
+            "lag_p50_ms": lag50,
+            "lag_p99_ms": lag99,
+            **restart,
+        }
+        Path(args.json).write_text(json.dumps(figures, indent=2))
     return 0
 
 

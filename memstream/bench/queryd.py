@@ -54,14 +54,27 @@ def _prepare(directory: Path, messages: int, items: int, rng: random.Random) -> 
         envelopes: list[GraphEnvelope] = []
         for i in range(items):
             item = create_memory_item(
-                scope=f"scope-{i % _SCOPES}", kind="observation", content={"n": i},
-                author=f"agent{i % 8}", source_kind="observed",
-                authority=round(rng.random(), 3), importance=round(rng.random(), 3),
-            )  # fmt: skip
-            payload = {"type": "memory.create",
-                       "item": item.model_dump(mode="json", exclude_none=True)}  # fmt: skip
-            envelopes.append(GraphEnvelope(id=uuid7(), namespace="memory", type="memory.create",
-                                           ts=now_iso(), payload=payload))  # fmt: skip
+                scope=f"scope-{i % _SCOPES}",
+                kind="observation",
+                content={"n": i},
+                author=f"agent{i % 8}",
+                source_kind="observed",
+                authority=round(rng.random(), 3),
+                importance=round(rng.random(), 3),
+            )
+            payload = {
+                "type": "memory.create",
+                "item": item.model_dump(mode="json", exclude_none=True),
+            }
+            envelopes.append(
+                GraphEnvelope(
+                    id=uuid7(),
+                    namespace="memory",
+                    type="memory.create",
+                    ts=now_iso(),
+                    payload=payload,
+                )
+            )
             if len(envelopes) == 2000:
                 chunk = envelopes
                 memory.log.transact(lambda state, c=chunk: (c, None))
@@ -110,10 +123,12 @@ def _drive(base: str, kind: str, requests: int, warmup: int, seed: int) -> dict[
             q = " ".join(rng.choices(_VOCAB, _WEIGHTS, k=rng.randint(2, 5)))
             return client.get(f"/logs/{log}/search", params={"q": q, "limit": 5})
         body = {
-            "filter": {"scope": f"scope-{rng.randrange(_SCOPES)}",
-                       "range": {"authority": {"min": 0.2}}},
+            "filter": {
+                "scope": f"scope-{rng.randrange(_SCOPES)}",
+                "range": {"authority": {"min": 0.2}},
+            },
             "options": {"sort": [{"field": "authority", "order": "desc"}], "limit": 20},
-        }  # fmt: skip
+        }
         return client.post(f"/logs/{log}/graph/items/query", json=body)
 
     latencies: list[float] = []
@@ -153,19 +168,41 @@ def run(args: argparse.Namespace) -> int:
         command = [str(memstream)] if memstream.exists() else [sys.executable, "-m", "memstream"]
         with open(work / "queryd.log", "wb") as out:
             proc = subprocess.Popen(
-                [*command, "queryd", "serve", "--log", str(directory),
-                 "--host", "127.0.0.1", "--port", str(port)],
-                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-            )  # fmt: skip
+                [
+                    *command,
+                    "queryd",
+                    "serve",
+                    "--log",
+                    str(directory),
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         _wait_ready(base, proc)
         results: dict[str, dict[str, float]] = {}
         for kind in ("search", "get_items"):
             console.print(f"bench queryd: {requests:,} {kind} requests from a second process")
             driver = subprocess.run(
-                [sys.executable, "-m", "memstream.bench.queryd", "--driver", base, kind,
-                 str(requests), str(warmup)],
-                capture_output=True, text=True, check=True, timeout=600,
-            )  # fmt: skip
+                [
+                    sys.executable,
+                    "-m",
+                    "memstream.bench.queryd",
+                    "--driver",
+                    base,
+                    kind,
+                    str(requests),
+                    str(warmup),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=600,
+            )
             results[kind] = json.loads(driver.stdout.strip().splitlines()[-1])
     finally:
         if proc is not None and proc.poll() is None:
@@ -199,14 +236,18 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--queryd-messages", type=int, default=10_000,
-                        help="queryd: messages in the served log")  # fmt: skip
-    parser.add_argument("--queryd-items", type=int, default=10_000,
-                        help="queryd: graph items in the served log")  # fmt: skip
-    parser.add_argument("--queryd-requests", type=int, default=2000,
-                        help="queryd: timed requests per kind")  # fmt: skip
-    parser.add_argument("--queryd-warmup", type=int, default=100,
-                        help="queryd: untimed requests first")  # fmt: skip
+    parser.add_argument(
+        "--queryd-messages", type=int, default=10_000, help="queryd: messages in the served log"
+    )
+    parser.add_argument(
+        "--queryd-items", type=int, default=10_000, help="queryd: graph items in the served log"
+    )
+    parser.add_argument(
+        "--queryd-requests", type=int, default=2000, help="queryd: timed requests per kind"
+    )
+    parser.add_argument(
+        "--queryd-warmup", type=int, default=100, help="queryd: untimed requests first"
+    )
 
 
 if __name__ == "__main__":  # the driver process: python -m memstream.bench.queryd --driver ...

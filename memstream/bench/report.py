@@ -49,8 +49,9 @@ def print_table(
     table.add_column("memstream vs seed", justify="right")
     table.add_column("goal")
     for row in rows:
-        table.add_row(row.what, _fmt(row.seed, row.unit), _fmt(row.ours, row.unit), row.ratio,
-                      row.goal)
+        table.add_row(
+            row.what, _fmt(row.seed, row.unit), _fmt(row.ours, row.unit), row.ratio, row.goal
+        )
     (console or Console(width=160)).print(table)
 
 

@@ -280,10 +280,12 @@ def ensure_topic(
             futures = admin.create_topics(
                 [
                     NewTopic(
-                        topic, num_partitions=1, replication_factor=replication_factor,
+                        topic,
+                        num_partitions=1,
+                        replication_factor=replication_factor,
                         config=config,
                     )
-                ],  # fmt: skip
+                ],
                 request_timeout=left(),
             )
             futures[topic].result(timeout=left())
@@ -304,9 +306,11 @@ def ensure_topic(
             break
         if not create and (
             metadata is None
-            or (metadata.error is not None
-                and metadata.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART)
-        ):  # fmt: skip
+            or (
+                metadata.error is not None
+                and metadata.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+            )
+        ):
             raise LogNotFoundError(
                 f"log {topic}: no such topic on the broker; only writers create logs "
                 "(check the location's LOG name)"
@@ -344,9 +348,10 @@ def ensure_topic(
             )
     if message_bytes is not None and (entry is None or int(entry.value or 0) < message_bytes):
         wanted = ConfigEntry(
-            "max.message.bytes", str(message_bytes),
+            "max.message.bytes",
+            str(message_bytes),
             incremental_operation=AlterConfigOpType.SET,
-        )  # fmt: skip
+        )
         try:
             admin.incremental_alter_configs(
                 [ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[wanted])],
@@ -365,20 +370,22 @@ _KIND_BYTES = {kind: kind.encode() for kind in KINDS}
 # refused its batch, or it was dropped (purged, or refused locally) before being sent.
 # Any other failure (a message timed out after being sent, a fatal producer error) leaves
 # the outcome unknown.
-_NOT_WRITTEN = frozenset({
-    KafkaError._PURGE_QUEUE,
-    KafkaError._INVALID_ARG,
-    KafkaError._UNKNOWN_TOPIC,
-    KafkaError._UNKNOWN_PARTITION,
-    KafkaError.MSG_SIZE_TOO_LARGE,
-    KafkaError.INVALID_MSG_SIZE,
-    KafkaError.RECORD_LIST_TOO_LARGE,
-    KafkaError.INVALID_RECORD,
-    KafkaError.INVALID_REQUIRED_ACKS,
-    KafkaError.TOPIC_AUTHORIZATION_FAILED,
-    KafkaError.POLICY_VIOLATION,
-    KafkaError.UNSUPPORTED_FOR_MESSAGE_FORMAT,
-})  # fmt: skip
+_NOT_WRITTEN = frozenset(
+    {
+        KafkaError._PURGE_QUEUE,
+        KafkaError._INVALID_ARG,
+        KafkaError._UNKNOWN_TOPIC,
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError.MSG_SIZE_TOO_LARGE,
+        KafkaError.INVALID_MSG_SIZE,
+        KafkaError.RECORD_LIST_TOO_LARGE,
+        KafkaError.INVALID_RECORD,
+        KafkaError.INVALID_REQUIRED_ACKS,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.POLICY_VIOLATION,
+        KafkaError.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+    }
+)
 
 
 class _Delivery:
@@ -391,9 +398,23 @@ class _Delivery:
     deadline or with a failed producer ignores late reports.
     """
 
-    __slots__ = ("log", "records", "offsets", "stored", "failures", "remaining", "future",
-                 "then", "track", "finished", "error", "appended", "producer", "purge_at",
-                 "deadline")  # fmt: skip
+    __slots__ = (
+        "log",
+        "records",
+        "offsets",
+        "stored",
+        "failures",
+        "remaining",
+        "future",
+        "then",
+        "track",
+        "finished",
+        "error",
+        "appended",
+        "producer",
+        "purge_at",
+        "deadline",
+    )
 
     def __init__(
         self,
@@ -632,18 +653,24 @@ class KafkaLog:
         opening = time.monotonic()
         try:
             ensure_topic(
-                admin, self.topic, location.replication_factor, create=create,
-                timeout=self._read_timeout, bootstrap=location.bootstrap,
+                admin,
+                self.topic,
+                location.replication_factor,
+                create=create,
+                timeout=self._read_timeout,
+                bootstrap=location.bootstrap,
                 min_message_bytes=(
                     PRODUCER_MESSAGE_MAX_BYTES + _BATCH_HEADER_BYTES if create else None
                 ),
-            )  # fmt: skip
+            )
             if create:  # a reader finds the lifecycle topic once a writer or projector made it
                 ensure_topic(
-                    admin, location.lifecycle_topic, location.replication_factor,
+                    admin,
+                    location.lifecycle_topic,
+                    location.replication_factor,
                     timeout=max(0.1, self._read_timeout - (time.monotonic() - opening)),
                     bootstrap=location.bootstrap,
-                )  # fmt: skip
+                )
         except KafkaUnavailableError as exc:
             try:
                 admin.poll(0)  # serves error_cb
@@ -758,8 +785,13 @@ class KafkaLog:
                 f"log {topic}: seq {expected} is no longer in the topic (it now starts at "
                 f"seq {low}): records were deleted under the log; a reader never skips a seq"
             )
-        log.warning("%s: seq %d came where %d was due; reading again from %d",
-                    topic, got, expected, expected)  # fmt: skip
+        log.warning(
+            "%s: seq %d came where %d was due; reading again from %d",
+            topic,
+            got,
+            expected,
+            expected,
+        )
 
     def state(self, min_seq: int | None = None) -> LogState:
         with self._lock:
@@ -822,8 +854,13 @@ class KafkaLog:
             headers = [(KIND_HEADER, _KIND_BYTES[record_kind(record)])]
             while True:
                 try:
-                    produce(topic, data, partition=0, headers=headers,
-                            on_delivery=partial(delivery.report, i))  # fmt: skip
+                    produce(
+                        topic,
+                        data,
+                        partition=0,
+                        headers=headers,
+                        on_delivery=partial(delivery.report, i),
+                    )
                     break
                 except BufferError:  # local queue full: let deliveries drain, for a while
                     if time.monotonic() > delivery.purge_at:
@@ -859,8 +896,11 @@ class KafkaLog:
         if error is None:
             log.error("%s: the Kafka producer failed; replacing it", self.topic, exc_info=exc)
         else:
-            log.error("%s: fatal Kafka producer error, replacing the producer: %s",
-                      self.topic, error.str())  # fmt: skip
+            log.error(
+                "%s: fatal Kafka producer error, replacing the producer: %s",
+                self.topic,
+                error.str(),
+            )
         reason = f"the Kafka producer failed ({_cause(exc) if error is None else error.str()})"
         for delivery in doomed:
             delivery.abandon(reason)
@@ -1022,8 +1062,9 @@ class KafkaLog:
                 self._rewind(state.next_seq)
             except Exception:  # the next read rewinds first
                 self._lost_position = True
-                log.warning("%s: cannot rewind to seq %d", self.topic, state.next_seq,
-                            exc_info=True)  # fmt: skip
+                log.warning(
+                    "%s: cannot rewind to seq %d", self.topic, state.next_seq, exc_info=True
+                )
             raise
         finally:
             self._state = state
@@ -1064,9 +1105,7 @@ class KafkaLog:
         self._fold_until(self.end_offset())
         check_records(self._state, records, self._pending)
 
-    def submit(
-        self, records: Sequence[Record], then: Callable[[list[Appended]], R]
-    ) -> Future[R]:
+    def submit(self, records: Sequence[Record], then: Callable[[list[Appended]], R]) -> Future[R]:
         """Check and produce audit events without waiting; a future of `then(appended)`.
 
         The future resolves once every record is acknowledged (``acks=all``), or with the

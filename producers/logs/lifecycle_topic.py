@@ -217,8 +217,9 @@ def locate(consumer: Consumer, topic: str, tid: bytes, from_offset: int) -> int:
             lo = found[0] + 1
         else:
             hi = mid
-    log.debug("%s: lifecycle offset %d from topic offset %d (%d probes)", topic, from_offset,
-              lo, probes)  # fmt: skip
+    log.debug(
+        "%s: lifecycle offset %d from topic offset %d (%d probes)", topic, from_offset, lo, probes
+    )
     return lo
 
 

@@ -161,8 +161,9 @@ class _Row(NamedTuple):
     crc: Any  # an int, or None in rows written before checksums
 
 
-_KIND_BYTES = {kind: kind.encode() for kind in ("message", "document", "recall", "deletion",
-                                                "envelope")}  # fmt: skip
+_KIND_BYTES = {
+    kind: kind.encode() for kind in ("message", "document", "recall", "deletion", "envelope")
+}
 
 
 class _Checker:
@@ -199,8 +200,9 @@ class _Checker:
         if crc is None:
             if self.checksummed:
                 raise self.corrupt(
-                    seq, "the checksum is missing after rows that have one (damaged, or "
-                    "appended by a memstream from before checksums)"
+                    seq,
+                    "the checksum is missing after rows that have one (damaged, or "
+                    "appended by a memstream from before checksums)",
                 )
         elif crc != record_checksum(seq, record):
             raise self.corrupt(seq, "the checksum does not match: the stored bytes changed")
@@ -372,9 +374,12 @@ class SqliteLog:
         try:
             if self._uri is not None:
                 return sqlite3.connect(
-                    self._uri, uri=True, isolation_level=None, check_same_thread=False,
+                    self._uri,
+                    uri=True,
+                    isolation_level=None,
+                    check_same_thread=False,
                     timeout=60,
-                )  # fmt: skip
+                )
             conn = sqlite3.connect(
                 self.path / LOG_FILE, isolation_level=None, check_same_thread=False, timeout=60
             )
@@ -495,16 +500,35 @@ class SqliteLog:
                 try:
                     if len(records) == 1:  # execute: executemany's set-up costs more
                         record, data = records[0], encoded[0]
-                        cursor.execute(_INSERT, (first, record_id(record), record_kind(record),
-                                                 data, record_checksum(first, data)))  # fmt: skip
+                        cursor.execute(
+                            _INSERT,
+                            (
+                                first,
+                                record_id(record),
+                                record_kind(record),
+                                data,
+                                record_checksum(first, data),
+                            ),
+                        )
                     else:
-                        cursor.executemany(_INSERT, [
-                            (seq, record_id(record), record_kind(record), data,
-                             record_checksum(seq, data))
-                            for seq, record, data in zip(
-                                range(first, first + len(records)), records, encoded, strict=True
-                            )
-                        ])  # fmt: skip
+                        cursor.executemany(
+                            _INSERT,
+                            [
+                                (
+                                    seq,
+                                    record_id(record),
+                                    record_kind(record),
+                                    data,
+                                    record_checksum(seq, data),
+                                )
+                                for seq, record, data in zip(
+                                    range(first, first + len(records)),
+                                    records,
+                                    encoded,
+                                    strict=True,
+                                )
+                            ],
+                        )
                     folder = self._fold_thread()
                     folder.start(lambda: _fold_appended(state, first, records))
                     try:
@@ -567,9 +591,11 @@ class SqliteLog:
             idle_since = time.monotonic()
             while stop is None or not stop.is_set():
                 try:
-                    rows = [] if self._rows_sql is None else conn.execute(
-                        self._rows_sql + " LIMIT 1000", (next_seq,)
-                    ).fetchall()  # fmt: skip
+                    rows = (
+                        []
+                        if self._rows_sql is None
+                        else conn.execute(self._rows_sql + " LIMIT 1000", (next_seq,)).fetchall()
+                    )
                 except _DRIVER_ERRORS as exc:
                     raise _driver_error(self.location, "read", exc) from exc
                 for row in rows:

@@ -42,9 +42,7 @@ def check_append(
     `pending` holds the events of the same batch before this one, already checked.
     """
     if event.seq is not None:
-        raise ValueError(
-            f"event {event.id} already has seq {event.seq}: an event is appended once"
-        )
+        raise ValueError(f"event {event.id} already has seq {event.seq}: an event is appended once")
     if state.get(event.id) is not None or event.id in pending:
         raise ValueError(f"event {event.id} is already in the log")
     if isinstance(event, Recall):

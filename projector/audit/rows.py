@@ -60,18 +60,31 @@ def _intern(value: str | None) -> str | None:
 def row_of(seq: int, e: BaseEvent) -> Row:
     # The short fields repeat across events: interned, a chunk's pickle stores each once
     # and loading it builds one string object instead of one per row.
-    head = (seq, e.id.int, _us(e.timestamp), _intern(e.session_id), sys.intern(e.source),
-            _intern(e.actor))  # fmt: skip
+    head = (
+        seq,
+        e.id.int,
+        _us(e.timestamp),
+        _intern(e.session_id),
+        sys.intern(e.source),
+        _intern(e.actor),
+    )
     if isinstance(e, Message):
         return (seq, MESSAGE, *head[1:], sys.intern(e.speaker), e.content, _us(e.retain_until))
     if isinstance(e, Document):
-        return (seq, DOCUMENT, *head[1:], e.name, e.text, sys.intern(e.media_type), e.sha256,
-                _us(e.retain_until))  # fmt: skip
+        return (
+            seq,
+            DOCUMENT,
+            *head[1:],
+            e.name,
+            e.text,
+            sys.intern(e.media_type),
+            e.sha256,
+            _us(e.retain_until),
+        )
     if isinstance(e, Recall):
         return (seq, RECALL, *head[1:], e.query, tuple(r.int for r in e.recalled))
     if isinstance(e, Deletion):
-        return (seq, DELETION, *head[1:], tuple(t.int for t in e.targets), e.reason,
-                e.requested_by)  # fmt: skip
+        return (seq, DELETION, *head[1:], tuple(t.int for t in e.targets), e.reason, e.requested_by)
     raise TypeError(f"not an audit event: {type(e).__name__}")
 
 
@@ -87,7 +100,8 @@ def _make(cls: type[Any], values: dict[str, Any], shape: tuple[bool, ...]) -> An
     fields = _FIELDS.get((cls, shape))
     if fields is None:
         fields = _FIELDS[cls, shape] = shared_fields_set(
-            {k for k, v in values.items() if v is not None})
+            {k for k, v in values.items() if v is not None}
+        )
     _set(obj, "__pydantic_fields_set__", fields)
     _set(obj, "__pydantic_extra__", None)
     _set(obj, "__pydantic_private__", None)
@@ -98,30 +112,73 @@ def event_of(row: Row) -> Message | Document | Recall | Deletion:
     kind = row[1]
     if kind == MESSAGE:
         seq, _, idi, ts, session_id, source, actor, speaker, content, retain = row
-        return _make(Message, {  # type: ignore[no-any-return]
-            "id": uuid_of(idi), "timestamp": _EPOCH + timedelta(microseconds=ts), "seq": seq,
-            "session_id": session_id, "source": source, "actor": actor, "kind": "message",
-            "speaker": speaker, "content": content,
-            "retain_until": None if retain is None else _EPOCH + timedelta(microseconds=retain),
-        }, (session_id is None, actor is None, retain is None))  # fmt: skip
+        return _make(
+            Message,
+            {  # type: ignore[no-any-return]
+                "id": uuid_of(idi),
+                "timestamp": _EPOCH + timedelta(microseconds=ts),
+                "seq": seq,
+                "session_id": session_id,
+                "source": source,
+                "actor": actor,
+                "kind": "message",
+                "speaker": speaker,
+                "content": content,
+                "retain_until": None if retain is None else _EPOCH + timedelta(microseconds=retain),
+            },
+            (session_id is None, actor is None, retain is None),
+        )
     if kind == DOCUMENT:
         seq, _, idi, ts, session_id, source, actor, name, text, media_type, sha256, retain = row
-        return _make(Document, {  # type: ignore[no-any-return]
-            "id": uuid_of(idi), "timestamp": _dt(ts), "seq": seq, "session_id": session_id,
-            "source": source, "actor": actor, "kind": "document", "name": name, "text": text,
-            "media_type": media_type, "sha256": sha256, "retain_until": _dt(retain),
-        }, (session_id is None, actor is None, media_type is None, sha256 is None,
-            retain is None))  # fmt: skip
+        return _make(
+            Document,
+            {  # type: ignore[no-any-return]
+                "id": uuid_of(idi),
+                "timestamp": _dt(ts),
+                "seq": seq,
+                "session_id": session_id,
+                "source": source,
+                "actor": actor,
+                "kind": "document",
+                "name": name,
+                "text": text,
+                "media_type": media_type,
+                "sha256": sha256,
+                "retain_until": _dt(retain),
+            },
+            (session_id is None, actor is None, media_type is None, sha256 is None, retain is None),
+        )
     if kind == RECALL:
         seq, _, idi, ts, session_id, source, actor, query, recalled = row
-        return _make(Recall, {  # type: ignore[no-any-return]
-            "id": uuid_of(idi), "timestamp": _dt(ts), "seq": seq, "session_id": session_id,
-            "source": source, "actor": actor, "kind": "recall", "query": query,
-            "recalled": tuple(map(uuid_of, recalled)),
-        }, (session_id is None, actor is None, query is None))  # fmt: skip
+        return _make(
+            Recall,
+            {  # type: ignore[no-any-return]
+                "id": uuid_of(idi),
+                "timestamp": _dt(ts),
+                "seq": seq,
+                "session_id": session_id,
+                "source": source,
+                "actor": actor,
+                "kind": "recall",
+                "query": query,
+                "recalled": tuple(map(uuid_of, recalled)),
+            },
+            (session_id is None, actor is None, query is None),
+        )
     seq, _, idi, ts, session_id, source, actor, targets, reason, requested_by = row
-    return _make(Deletion, {  # type: ignore[no-any-return]
-        "id": uuid_of(idi), "timestamp": _dt(ts), "seq": seq, "session_id": session_id,
-        "source": source, "actor": actor, "kind": "deletion",
-        "targets": tuple(map(uuid_of, targets)), "reason": reason, "requested_by": requested_by,
-    }, (session_id is None, actor is None, reason is None, requested_by is None))  # fmt: skip
+    return _make(
+        Deletion,
+        {  # type: ignore[no-any-return]
+            "id": uuid_of(idi),
+            "timestamp": _dt(ts),
+            "seq": seq,
+            "session_id": session_id,
+            "source": source,
+            "actor": actor,
+            "kind": "deletion",
+            "targets": tuple(map(uuid_of, targets)),
+            "reason": reason,
+            "requested_by": requested_by,
+        },
+        (session_id is None, actor is None, reason is None, requested_by is None),
+    )

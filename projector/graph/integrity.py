@@ -18,14 +18,19 @@ _SYSTEM_SOURCE = "derived_deterministic"
 _SYSTEM_AUTHORITY = 1.0
 
 
-def _system_edge(
-    from_: str, to: str, kind: str, author: str, meta: dict[str, Any] | None
-) -> Edge:
+def _system_edge(from_: str, to: str, kind: str, author: str, meta: dict[str, Any] | None) -> Edge:
     """An edge the integrity operations mint: derived deterministically, full authority."""
     return create_edge(
-        from_=from_, to=to, kind=kind, author=author, source_kind=_SYSTEM_SOURCE,
-        authority=_SYSTEM_AUTHORITY, meta=meta,
+        from_=from_,
+        to=to,
+        kind=kind,
+        author=author,
+        source_kind=_SYSTEM_SOURCE,
+        authority=_SYSTEM_AUTHORITY,
+        meta=meta,
     )
+
+
 LOSER_AUTHORITY_FACTOR = 0.1
 
 

@@ -241,8 +241,9 @@ class OrderedPMap(MutableMapping[K, V], Generic[K, V]):
                     vals = self._vals
                     if vals[slot] is value:
                         return self
-                    return self._make(self._buckets, self._mask, self._keys,
-                                      vals.set(slot, value), self._len)  # fmt: skip
+                    return self._make(
+                        self._buckets, self._mask, self._keys, vals.set(slot, value), self._len
+                    )
         return self._append(h, b, key, value)
 
     def set_new(self, key: K, value: V) -> OrderedPMap[K, V]:
@@ -353,8 +354,9 @@ class OrderedPMap(MutableMapping[K, V], Generic[K, V]):
             return dict(zip(self._keys, self._vals, strict=True))
         return dict(self.items())
 
-    def pop_many(self, keys: Iterable[K], strict: bool = True
-                 ) -> tuple[OrderedPMap[K, V], list[V | None]]:  # fmt: skip
+    def pop_many(
+        self, keys: Iterable[K], strict: bool = True
+    ) -> tuple[OrderedPMap[K, V], list[V | None]]:
         """The map without ``keys`` (distinct) and their values, in one batch: the vectors
         are edited in place through evolvers and frozen once, instead of one persistent
         copy per key. An absent key: KeyError if ``strict``, else its value is None."""
@@ -447,9 +449,7 @@ class _ItemsView(Generic[K, V]):
 
     def __iter__(self) -> Iterator[tuple[K, V]]:
         m = self._m
-        return (
-            (k, v) for k, v in zip(m._keys, m._vals, strict=True) if v is not _HOLE
-        )
+        return ((k, v) for k, v in zip(m._keys, m._vals, strict=True) if v is not _HOLE)
 
     def __len__(self) -> int:
         return len(self._m)
@@ -514,5 +514,12 @@ def sset_iter(s: SmallSet | None) -> Iterable[str]:
 
 
 __all__ = [
-    "EMPTY", "HOLE", "OrderedPMap", "SmallSet", "empty", "sset_add", "sset_iter", "sset_remove",
+    "EMPTY",
+    "HOLE",
+    "OrderedPMap",
+    "SmallSet",
+    "empty",
+    "sset_add",
+    "sset_iter",
+    "sset_remove",
 ]

@@ -83,12 +83,16 @@ _new = object.__new__
 _setattr = object.__setattr__
 
 
-def _event(type_: str, cause: str | None, item: MemoryItem | None = None,
-           edge: Edge | None = None) -> MemoryLifecycleEvent:  # fmt: skip
+def _event(
+    type_: str, cause: str | None, item: MemoryItem | None = None, edge: Edge | None = None
+) -> MemoryLifecycleEvent:
     # Hot path (one per command): construct() specialised to this model's fields.
     ev = _new(MemoryLifecycleEvent)
-    _setattr(ev, "__dict__", {"namespace": "memory", "type": type_, "item": item, "edge": edge,
-                              "cause_type": cause})  # fmt: skip
+    _setattr(
+        ev,
+        "__dict__",
+        {"namespace": "memory", "type": type_, "item": item, "edge": edge, "cause_type": cause},
+    )
     _setattr(ev, "__pydantic_fields_set__", _EVENT_FIELDS)
     _setattr(ev, "__pydantic_extra__", None)
     _setattr(ev, "__pydantic_private__", None)
@@ -119,9 +123,22 @@ def _idx_remove(m: OrderedPMap[str, SmallSet], key: str, member: str) -> Ordered
 class Tx:
     """A mutable working copy of a GraphState; ``freeze()`` yields the new state."""
 
-    __slots__ = ("items", "edges", "children", "outgoing", "incoming", "by_kind", "stale",
-                 "scopes", "scope_garbage", "scope_pending", "slots_stale", "columns", "col_dirty",
-                 "events")  # fmt: skip
+    __slots__ = (
+        "items",
+        "edges",
+        "children",
+        "outgoing",
+        "incoming",
+        "by_kind",
+        "stale",
+        "scopes",
+        "scope_garbage",
+        "scope_pending",
+        "slots_stale",
+        "columns",
+        "col_dirty",
+        "events",
+    )
 
     def __init__(self, state: GraphState) -> None:
         idx = state.index
@@ -148,13 +165,32 @@ class Tx:
 
     def snapshot(self) -> tuple[Any, ...]:
         """For ``restore`` after a failed operation (not across a ``freeze``)."""
-        return (self.items, self.edges, self.children, self.outgoing, self.incoming,
-                self.by_kind, self.stale, self.scope_garbage, self.slots_stale,
-                len(self.events))  # fmt: skip
+        return (
+            self.items,
+            self.edges,
+            self.children,
+            self.outgoing,
+            self.incoming,
+            self.by_kind,
+            self.stale,
+            self.scope_garbage,
+            self.slots_stale,
+            len(self.events),
+        )
 
     def restore(self, snap: tuple[Any, ...]) -> None:
-        (self.items, self.edges, self.children, self.outgoing, self.incoming, self.by_kind,
-         self.stale, self.scope_garbage, self.slots_stale, n) = snap  # fmt: skip
+        (
+            self.items,
+            self.edges,
+            self.children,
+            self.outgoing,
+            self.incoming,
+            self.by_kind,
+            self.stale,
+            self.scope_garbage,
+            self.slots_stale,
+            n,
+        ) = snap
         del self.events[n:]
 
     def _scopes(self) -> OrderedPMap[str, Any]:
@@ -210,8 +246,16 @@ class Tx:
         return _make_state(
             self.items,
             self.edges,
-            GraphIndex(self.children, self.outgoing, self.incoming, self.by_kind, self.stale,
-                       scopes, self.scope_garbage, columns),  # fmt: skip
+            GraphIndex(
+                self.children,
+                self.outgoing,
+                self.incoming,
+                self.by_kind,
+                self.stale,
+                scopes,
+                self.scope_garbage,
+                columns,
+            ),
         )
 
     def result(self) -> CommandResult:
@@ -262,8 +306,9 @@ class Tx:
         else:
             group.append(slot)
 
-    def create_many(self, items: list[MemoryItem], cause: str | None = "memory.create"
-                    ) -> list[tuple[int, Exception]]:  # fmt: skip
+    def create_many(
+        self, items: list[MemoryItem], cause: str | None = "memory.create"
+    ) -> list[tuple[int, Exception]]:
         """``create_item`` of each item in order, with the same events and resulting state,
         and each failure (a repeated id) returned with its position instead of raised. The
         plain items (no parents, named by no child) are added to the items map in one
@@ -290,8 +335,7 @@ class Tx:
         self._create_batch(keys, batch, cause)
         return failures
 
-    def _create_batch(self, keys: list[str], batch: list[MemoryItem], cause: str | None
-                      ) -> None:  # fmt: skip
+    def _create_batch(self, keys: list[str], batch: list[MemoryItem], cause: str | None) -> None:
         """Add distinct, absent, parentless items no child names (``create_many``); empties
         both lists."""
         if not keys:
@@ -313,8 +357,9 @@ class Tx:
         keys.clear()
         batch.clear()
 
-    def update_item(self, iid: str, partial: Mapping[str, Any],
-                    cause: str | None = "memory.update") -> MemoryItem:  # fmt: skip
+    def update_item(
+        self, iid: str, partial: Mapping[str, Any], cause: str | None = "memory.update"
+    ) -> MemoryItem:
         old = self.items.get(iid)
         if old is None:
             raise MemoryNotFoundError(iid)
@@ -330,8 +375,12 @@ class Tx:
         if new.scope != old.scope:  # the old group keeps a stale entry, re-checked by readers
             self.scope_garbage += 1
             self.scope_pending.setdefault(new.scope, []).append(self.items.position(iid))
-        if (new.authority != old.authority or new.conviction != old.conviction
-                or new.importance != old.importance or new.created_at != old.created_at):
+        if (
+            new.authority != old.authority
+            or new.conviction != old.conviction
+            or new.importance != old.importance
+            or new.created_at != old.created_at
+        ):
             self.col_dirty.add(self.items.position(iid))
         return new
 
@@ -344,8 +393,7 @@ class Tx:
         in_s = self.incoming.get(iid) if self.incoming else None
         incident: list[str] | tuple[str, ...] = ()
         if out_s is not None or in_s is not None:
-            incident = sorted(set(sset_iter(out_s)) | set(sset_iter(in_s)),
-                              key=self.edges.position)  # fmt: skip
+            incident = sorted(set(sset_iter(out_s)) | set(sset_iter(in_s)), key=self.edges.position)
         self.items = items.remove(iid)
         if self.items.slot_count() != items.slot_count():
             self._slots_renumbered()
@@ -391,8 +439,17 @@ class Tx:
         for iid, item in zip(ids, removed, strict=True):
             # _event inlined: a cascade emits one per item
             ev = new(ev_cls)
-            setattr_(ev, "__dict__", {"namespace": "memory", "type": "memory.retracted",
-                                      "item": item, "edge": None, "cause_type": cause})  # fmt: skip
+            setattr_(
+                ev,
+                "__dict__",
+                {
+                    "namespace": "memory",
+                    "type": "memory.retracted",
+                    "item": item,
+                    "edge": None,
+                    "cause_type": cause,
+                },
+            )
             setattr_(ev, "__pydantic_fields_set__", fields)
             setattr_(ev, "__pydantic_extra__", None)
             setattr_(ev, "__pydantic_private__", None)
@@ -426,8 +483,12 @@ class Tx:
                     continue
                 left = [k for k in sset_iter(kids) if k not in gone]
                 if left:
-                    children = children.set(iid, tuple(left) if len(left) <= _SMALL else
-                                            OrderedPMap((k, True) for k in left))  # fmt: skip
+                    children = children.set(
+                        iid,
+                        tuple(left)
+                        if len(left) <= _SMALL
+                        else OrderedPMap((k, True) for k in left),
+                    )
                     for k in left:
                         stale = stale.set(k, True)  # its parent is gone now
         self.children = children
@@ -482,8 +543,9 @@ class Tx:
             self.by_kind = _idx_add(self.by_kind, edge.kind, eid)
         self.events.append(_event("edge.created", cause, edge=edge))
 
-    def update_edge(self, eid: str, partial: Mapping[str, Any],
-                    cause: str | None = "edge.update") -> Edge:  # fmt: skip
+    def update_edge(
+        self, eid: str, partial: Mapping[str, Any], cause: str | None = "edge.update"
+    ) -> Edge:
         old = self.edges.get(eid)
         if old is None:
             raise EdgeNotFoundError(eid)

@@ -35,9 +35,7 @@ _validate_item = MemoryItem.__pydantic_validator__.validate_python
 _CREATE_KEYS = frozenset({"type", "item"})
 
 
-def _fold(
-    entries: Iterable[tuple[int, Any, Any]], state: GraphState | None
-) -> ReplayResult:
+def _fold(entries: Iterable[tuple[int, Any, Any]], state: GraphState | None) -> ReplayResult:
     tx = Tx(state if state is not None else create_graph_state())
     skipped: list[ReplayFailure] = []
     apply = tx.apply
@@ -67,8 +65,11 @@ def _fold(
                     skipped.append(ReplayFailure(entry[0], exc, envelope=entry[2]))
                     continue
                 entry = (entry[0], cmd, entry[2])
-            if (type(cmd) is dict and cmd.get("type") == "memory.create"
-                    and cmd.keys() == _CREATE_KEYS):  # fmt: skip
+            if (
+                type(cmd) is dict
+                and cmd.get("type") == "memory.create"
+                and cmd.keys() == _CREATE_KEYS
+            ):
                 # The log's common entry: validate just the item (what MemoryCreate would do,
                 # without building the command), and no snapshot: create_many checks before
                 # it writes. Anything invalid takes the general path for its exact error.
@@ -95,9 +96,7 @@ def _fold(
         return ReplayResult(tx.freeze(), tx.events, skipped)
 
 
-def replay_commands(
-    commands: Iterable[Any], *, state: GraphState | None = None
-) -> ReplayResult:
+def replay_commands(commands: Iterable[Any], *, state: GraphState | None = None) -> ReplayResult:
     """Fold commands (models or dicts) in order onto ``state`` (default: empty).
 
     A command that fails validation or application changes nothing and is reported in

@@ -53,8 +53,9 @@ class Columns:
 EMPTY_COLUMNS = Columns(pvector(), pvector(), pvector(), pvector(), False)
 
 
-def column_values(items: Iterable[Any]) -> tuple[list[float], list[float], list[float],
-                                                 list[Any], bool]:  # fmt: skip
+def column_values(
+    items: Iterable[Any],
+) -> tuple[list[float], list[float], list[float], list[Any], bool]:
     """The column values of ``items`` (HOLE allowed: zeros)."""
     rows = [_ZERO if it is HOLE else it for it in items]
     auth = list(map(attrgetter("authority"), rows))
@@ -187,14 +188,27 @@ class GraphState:
         return idx
 
 
-def _untrack(items: OrderedPMap[str, MemoryItem], edges: OrderedPMap[str, Edge],
-             index: GraphIndex) -> None:  # fmt: skip
+def _untrack(
+    items: OrderedPMap[str, MemoryItem], edges: OrderedPMap[str, Edge], index: GraphIndex
+) -> None:
     """Keep the cyclic GC from walking a state's big vectors (see ``untrack_large``); a
     command makes a few new ones, the rest were untracked with an earlier state."""
     c = index.columns
-    untrack_large(chain.from_iterable(m.vectors() for m in (
-        items, edges, index.children, index.outgoing, index.incoming, index.active_by_kind,
-        index.stale, index.scopes)))  # fmt: skip
+    untrack_large(
+        chain.from_iterable(
+            m.vectors()
+            for m in (
+                items,
+                edges,
+                index.children,
+                index.outgoing,
+                index.incoming,
+                index.active_by_kind,
+                index.stale,
+                index.scopes,
+            )
+        )
+    )
     untrack_large((c.authority, c.conviction, c.importance, c.ts))
 
 

@@ -86,8 +86,7 @@ def _mint(
     """The pre-pass: the fresh id of every incoming entity that the target (as it was)
     holds under its id, different, when the options re-id differences."""
     remap: dict[str, str] = {}
-    if not (opts.skip_existing_ids and opts.shallow_compare_existing
-            and opts.re_id_on_difference):  # fmt: skip
+    if not (opts.skip_existing_ids and opts.shallow_compare_existing and opts.re_id_on_difference):
         return remap
     minted: set[str] = set()
 
@@ -259,8 +258,9 @@ def import_slice(
             "parent_id": _one(intent.parent_id, intents),
             "root_memory_ids": _ids(intent.root_memory_ids, mems),
         }
-        new = _rewrite(intent, {"id": intents[intent.id] if action == "reid" else intent.id,
-                                **refs})  # fmt: skip
+        new = _rewrite(
+            intent, {"id": intents[intent.id] if action == "reid" else intent.id, **refs}
+        )
         if action == "update":
             partial = {**new.model_dump(exclude_none=True), **refs}
             cmd = IntentUpdate(intent_id=intent.id, partial=partial, author=intent.owner)

@@ -136,10 +136,13 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = [
-            {"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", "")),
-             "type": str(e.get("type", ""))}
+            {
+                "loc": [str(p) for p in e.get("loc", ())],
+                "msg": str(e.get("msg", "")),
+                "type": str(e.get("type", "")),
+            }
             for e in exc.errors()
-        ]  # fmt: skip
+        ]
         message = "; ".join(f"{_loc(e['loc'])}: {e['msg']}" for e in errors) or "invalid request"
         return _error_response(422, message, errors)
 
@@ -168,8 +171,9 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.error("%s %s failed", printable(request.method, 20), printable(request.url.path),
-                  exc_info=exc)  # fmt: skip
+        log.error(
+            "%s %s failed", printable(request.method, 20), printable(request.url.path), exc_info=exc
+        )
         return _error_response(500, f"internal error: {type(exc).__name__}")
 
 
@@ -289,17 +293,20 @@ def create_app(
         response.headers[SEQ_HEADER] = _seq_text(state.last_seq)
         return state.last_seq
 
-    def found_or_404(found: T | None, field: str, what: str, key: object,
-                     state: LogState, handle: LogHandle) -> T:  # fmt: skip
+    def found_or_404(
+        found: T | None, field: str, what: str, key: object, state: LogState, handle: LogHandle
+    ) -> T:
         """`found`, or a 404 naming the field and the id that matched nothing."""
         if found is None:
-            raise ApiError(404, f"{field}: no {what} {key!r} in log {handle.name!r}",
-                           seq=state.last_seq)  # fmt: skip
+            raise ApiError(
+                404, f"{field}: no {what} {key!r} in log {handle.name!r}", seq=state.last_seq
+            )
         return found
 
     def item_or_404(state: LogState, handle: LogHandle, item_id: str) -> MemoryItem:
-        return found_or_404(state.graph.items.get(item_id), "item_id", "memory item",
-                            item_id, state, handle)  # fmt: skip
+        return found_or_404(
+            state.graph.items.get(item_id), "item_id", "memory item", item_id, state, handle
+        )
 
     def pure(call: Any, *args: Any, **kwargs: Any) -> Any:
         """Run a pure query; what it refuses of the client's input is a 422."""
@@ -381,8 +388,9 @@ def create_app(
         handle: Handle, event_id: UUID, response: Response, min_seq: MinSeq = None
     ) -> m.EventAnswer:
         state = await state_of(handle, min_seq)
-        event = found_or_404(state.memory.get(event_id), "event_id", "event", str(event_id),
-                             state, handle)  # fmt: skip
+        event = found_or_404(
+            state.memory.get(event_id), "event_id", "event", str(event_id), state, handle
+        )
         return m.EventAnswer.model_construct(seq=seq_of(response, state), event=event)
 
     async def json_off_loop(build: Callable[[], Any], seq: int | None) -> Response:
@@ -419,9 +427,13 @@ def create_app(
 
         def build() -> m.EventsAnswer:
             found = select_events(
-                state.memory, kind=kind, session_id=session_id, after_seq=after_seq,
-                up_to_seq=up_to_seq, limit=limit,
-            )  # fmt: skip
+                state.memory,
+                kind=kind,
+                session_id=session_id,
+                after_seq=after_seq,
+                up_to_seq=up_to_seq,
+                limit=limit,
+            )
             return m.EventsAnswer.model_construct(
                 seq=state.last_seq, events=found.events, next_after_seq=found.next_after_seq
             )
@@ -466,8 +478,9 @@ def create_app(
                 up_to_seq=memory.last_seq,
                 visible_messages=found.visible_messages,
                 visible_documents=found.visible_documents,
-                deleted=[m.DeletedItem.model_construct(id=k, tombstone=v)
-                         for k, v in found.deleted],  # fmt: skip
+                deleted=[
+                    m.DeletedItem.model_construct(id=k, tombstone=v) for k, v in found.deleted
+                ],
                 recall_stats=[
                     m.RecallStat.model_construct(
                         id=k, num_recalled=v.num_recalled, last_recalled_at=v.last_recalled_at
@@ -505,7 +518,9 @@ def create_app(
         summary="search, and append a Recall naming exactly what was returned",
     )
     async def recall(
-        handle: Handle, body: m.strict(m.RecallRequest), response: Response  # type: ignore[valid-type]
+        handle: Handle,
+        body: m.strict(m.RecallRequest),
+        response: Response,  # type: ignore[valid-type]
     ) -> m.RecallAnswer:
         handle.current()  # 503 while hydrating
         memory = handle.memory
@@ -516,9 +531,13 @@ def create_app(
             raise ApiError(503, f"recall: not appended: {health.cause}")
         try:
             stored, items = await asyncio.to_thread(
-                memory.recall, body.query, limit=body.limit, session_id=body.session_id,
-                source=body.source, actor=body.actor,
-            )  # fmt: skip
+                memory.recall,
+                body.query,
+                limit=body.limit,
+                session_id=body.session_id,
+                source=body.source,
+                actor=body.actor,
+            )
         except ValueError as exc:
             raise ApiError(422, str(exc)) from None
         except MemstreamError as exc:
@@ -532,9 +551,12 @@ def create_app(
 
     @app.get("/logs/{log}/rejections", tags=["audit"], summary="records the fold refused")
     async def rejections(
-        handle: Handle, response: Response, limit: Limit = None, offset: Offset = 0,
+        handle: Handle,
+        response: Response,
+        limit: Limit = None,
+        offset: Offset = 0,
         min_seq: MinSeq = None,
-    ) -> m.RejectionsAnswer:  # fmt: skip
+    ) -> m.RejectionsAnswer:
         state = await state_of(handle, min_seq)
         chosen = page(list(state.rejections), offset, limit)
         return m.RejectionsAnswer(
@@ -546,9 +568,11 @@ def create_app(
 
     @app.post("/logs/{log}/graph/items/query", tags=["graph"], summary="get_items")
     async def query_items(
-        handle: Handle, body: m.strict(m.ItemsQuery), response: Response,  # type: ignore[valid-type]
+        handle: Handle,
+        body: m.strict(m.ItemsQuery),
+        response: Response,  # type: ignore[valid-type]
         min_seq: MinSeq = None,
-    ) -> m.ItemsAnswer:  # fmt: skip
+    ) -> m.ItemsAnswer:
         state = await state_of(handle, min_seq)
         options = body.options
         matched = pure(filter_items, state.graph, body.filter)
@@ -572,9 +596,11 @@ def create_app(
 
     @app.post("/logs/{log}/graph/scored", tags=["graph"], summary="get_scored_items")
     async def scored(
-        handle: Handle, body: m.strict(m.ScoredQuery), response: Response,  # type: ignore[valid-type]
+        handle: Handle,
+        body: m.strict(m.ScoredQuery),
+        response: Response,  # type: ignore[valid-type]
         min_seq: MinSeq = None,
-    ) -> m.ScoredAnswer:  # fmt: skip
+    ) -> m.ScoredAnswer:
         state = await state_of(handle, min_seq)
         items = pure(get_scored_items, state.graph, body.weights, body.options)
         return m.ScoredAnswer.model_construct(seq=seq_of(response, state), items=items)
@@ -585,21 +611,29 @@ def create_app(
         summary="score, contradiction policy, diversity, budget pack (named cost function)",
     )
     async def smart(
-        handle: Handle, body: m.strict(m.SmartRetrieveQuery), response: Response,  # type: ignore[valid-type]
+        handle: Handle,
+        body: m.strict(m.SmartRetrieveQuery),
+        response: Response,  # type: ignore[valid-type]
         min_seq: MinSeq = None,
-    ) -> m.ScoredAnswer:  # fmt: skip
+    ) -> m.ScoredAnswer:
         state = await state_of(handle, min_seq)
         items = pure(
-            smart_retrieve, state.graph, budget=body.budget, cost_fn=cost_function(body.cost),
-            weights=body.weights, filter=body.filter, contradictions=body.contradictions,
+            smart_retrieve,
+            state.graph,
+            budget=body.budget,
+            cost_fn=cost_function(body.cost),
+            weights=body.weights,
+            filter=body.filter,
+            contradictions=body.contradictions,
             diversity=body.diversity,
-        )  # fmt: skip
+        )
         return m.ScoredAnswer.model_construct(seq=seq_of(response, state), items=items)
 
     @app.get(
-        "/logs/{log}/graph/items/{item_id}/support_tree", tags=["graph"],
+        "/logs/{log}/graph/items/{item_id}/support_tree",
+        tags=["graph"],
         summary="the provenance tree of an item, flat in pre-order",
-    )  # fmt: skip
+    )
     async def support_tree(
         handle: Handle, item_id: ItemId, response: Response, min_seq: MinSeq = None
     ) -> m.SupportTreeAnswer:
@@ -630,35 +664,45 @@ def create_app(
             return m.ItemListAnswer.model_construct(seq=seq_of(response, state), items=items)
 
         endpoint.__name__ = "item_" + path.replace("/", "_")
-        app.get(f"/logs/{{log}}/graph/items/{{item_id}}/{path}", tags=["graph"],
-                summary=summary)(endpoint)  # fmt: skip
+        app.get(f"/logs/{{log}}/graph/items/{{item_id}}/{path}", tags=["graph"], summary=summary)(
+            endpoint
+        )
 
-    item_list_route("support_set", "get_support_set: the item, then its ancestors",
-                    get_support_set)  # fmt: skip
+    item_list_route("support_set", "get_support_set: the item, then its ancestors", get_support_set)
     item_list_route("aliases", "get_aliases: direct alias targets", get_aliases)
-    item_list_route("alias_group", "get_alias_group: the whole alias component",
-                    get_alias_group)  # fmt: skip
+    item_list_route("alias_group", "get_alias_group: the whole alias component", get_alias_group)
     item_list_route("parents", "get_parents", get_parents)
     item_list_route("children", "get_children", get_children)
 
-    @app.get("/logs/{log}/graph/items/{item_id}/dependents", tags=["graph"],
-             summary="get_dependents: children, or all descendants")  # fmt: skip
+    @app.get(
+        "/logs/{log}/graph/items/{item_id}/dependents",
+        tags=["graph"],
+        summary="get_dependents: children, or all descendants",
+    )
     async def dependents(
-        handle: Handle, item_id: ItemId, response: Response,
-        transitive: Annotated[bool, Query()] = False, min_seq: MinSeq = None,
-    ) -> m.ItemListAnswer:  # fmt: skip
+        handle: Handle,
+        item_id: ItemId,
+        response: Response,
+        transitive: Annotated[bool, Query()] = False,
+        min_seq: MinSeq = None,
+    ) -> m.ItemListAnswer:
         state = await state_of(handle, min_seq)
         item_or_404(state, handle, item_id)
         items = get_dependents(state.graph, item_id, transitive=transitive)
         return m.ItemListAnswer.model_construct(seq=seq_of(response, state), items=items)
 
-    @app.get("/logs/{log}/graph/items/{item_id}/related", tags=["graph"],
-             summary="get_related_items: items joined by active edges")  # fmt: skip
+    @app.get(
+        "/logs/{log}/graph/items/{item_id}/related",
+        tags=["graph"],
+        summary="get_related_items: items joined by active edges",
+    )
     async def related(
-        handle: Handle, item_id: ItemId, response: Response,
+        handle: Handle,
+        item_id: ItemId,
+        response: Response,
         direction: Annotated[Literal["from", "to", "both"], Query()] = "both",
         min_seq: MinSeq = None,
-    ) -> m.ItemListAnswer:  # fmt: skip
+    ) -> m.ItemListAnswer:
         state = await state_of(handle, min_seq)
         item_or_404(state, handle, item_id)
         items = get_related_items(state.graph, item_id, direction)
@@ -666,9 +710,12 @@ def create_app(
 
     @app.get("/logs/{log}/graph/contradictions", tags=["graph"], summary="get_contradictions")
     async def contradictions(
-        handle: Handle, response: Response, limit: Limit = None, offset: Offset = 0,
+        handle: Handle,
+        response: Response,
+        limit: Limit = None,
+        offset: Offset = 0,
         min_seq: MinSeq = None,
-    ) -> m.ContradictionsAnswer:  # fmt: skip
+    ) -> m.ContradictionsAnswer:
         state = await state_of(handle, min_seq)
         found = page(get_contradictions(state.graph), offset, limit)
         return m.ContradictionsAnswer.model_construct(
@@ -678,9 +725,12 @@ def create_app(
 
     @app.get("/logs/{log}/graph/stale", tags=["graph"], summary="get_stale_items")
     async def stale(
-        handle: Handle, response: Response, limit: Limit = None, offset: Offset = 0,
+        handle: Handle,
+        response: Response,
+        limit: Limit = None,
+        offset: Offset = 0,
         min_seq: MinSeq = None,
-    ) -> m.StaleAnswer:  # fmt: skip
+    ) -> m.StaleAnswer:
         state = await state_of(handle, min_seq)
         found = page(get_stale_items(state.graph), offset, limit)
         return m.StaleAnswer.model_construct(
@@ -690,9 +740,13 @@ def create_app(
 
     @app.post("/logs/{log}/graph/edges/query", tags=["graph"], summary="get_edges")
     async def query_edges(
-        handle: Handle, body: m.strict(m.EdgesQuery), response: Response,  # type: ignore[valid-type]
-        limit: Limit = None, offset: Offset = 0, min_seq: MinSeq = None,
-    ) -> m.EdgesAnswer:  # fmt: skip
+        handle: Handle,
+        body: m.strict(m.EdgesQuery),
+        response: Response,  # type: ignore[valid-type]
+        limit: Limit = None,
+        offset: Offset = 0,
+        min_seq: MinSeq = None,
+    ) -> m.EdgesAnswer:
         state = await state_of(handle, min_seq)
         edges = page(pure(get_edges, state.graph, body.filter), offset, limit)
         return m.EdgesAnswer.model_construct(seq=seq_of(response, state), edges=edges)
@@ -702,15 +756,20 @@ def create_app(
         handle: Handle, edge_id: str, response: Response, min_seq: MinSeq = None
     ) -> m.EdgeAnswer:
         state = await state_of(handle, min_seq)
-        edge = found_or_404(get_edge_by_id(state.graph, edge_id), "edge_id", "edge", edge_id,
-                            state, handle)  # fmt: skip
+        edge = found_or_404(
+            get_edge_by_id(state.graph, edge_id), "edge_id", "edge", edge_id, state, handle
+        )
         return m.EdgeAnswer.model_construct(seq=seq_of(response, state), edge=edge)
 
     @app.post("/logs/{log}/graph/intents/query", tags=["graph"], summary="get_intents")
     async def query_intents(
-        handle: Handle, body: m.strict(m.IntentsQuery), response: Response,  # type: ignore[valid-type]
-        limit: Limit = None, offset: Offset = 0, min_seq: MinSeq = None,
-    ) -> m.IntentsAnswer:  # fmt: skip
+        handle: Handle,
+        body: m.strict(m.IntentsQuery),
+        response: Response,  # type: ignore[valid-type]
+        limit: Limit = None,
+        offset: Offset = 0,
+        min_seq: MinSeq = None,
+    ) -> m.IntentsAnswer:
         state = await state_of(handle, min_seq)
         intents = page(pure(get_intents, state.intents, body.filter), offset, limit)
         return m.IntentsAnswer.model_construct(seq=seq_of(response, state), intents=intents)
@@ -720,15 +779,25 @@ def create_app(
         handle: Handle, intent_id: str, response: Response, min_seq: MinSeq = None
     ) -> m.IntentAnswer:
         state = await state_of(handle, min_seq)
-        intent = found_or_404(get_intent_by_id(state.intents, intent_id), "intent_id", "intent",
-                              intent_id, state, handle)  # fmt: skip
+        intent = found_or_404(
+            get_intent_by_id(state.intents, intent_id),
+            "intent_id",
+            "intent",
+            intent_id,
+            state,
+            handle,
+        )
         return m.IntentAnswer.model_construct(seq=seq_of(response, state), intent=intent)
 
     @app.post("/logs/{log}/graph/tasks/query", tags=["graph"], summary="get_tasks")
     async def query_tasks(
-        handle: Handle, body: m.strict(m.TasksQuery), response: Response,  # type: ignore[valid-type]
-        limit: Limit = None, offset: Offset = 0, min_seq: MinSeq = None,
-    ) -> m.TasksAnswer:  # fmt: skip
+        handle: Handle,
+        body: m.strict(m.TasksQuery),
+        response: Response,  # type: ignore[valid-type]
+        limit: Limit = None,
+        offset: Offset = 0,
+        min_seq: MinSeq = None,
+    ) -> m.TasksAnswer:
         state = await state_of(handle, min_seq)
         tasks = page(pure(get_tasks, state.tasks, body.filter), offset, limit)
         return m.TasksAnswer.model_construct(seq=seq_of(response, state), tasks=tasks)
@@ -738,8 +807,9 @@ def create_app(
         handle: Handle, task_id: str, response: Response, min_seq: MinSeq = None
     ) -> m.TaskAnswer:
         state = await state_of(handle, min_seq)
-        task = found_or_404(get_task_by_id(state.tasks, task_id), "task_id", "task", task_id,
-                            state, handle)  # fmt: skip
+        task = found_or_404(
+            get_task_by_id(state.tasks, task_id), "task_id", "task", task_id, state, handle
+        )
         return m.TaskAnswer.model_construct(seq=seq_of(response, state), task=task)
 
     @app.get("/logs/{log}/graph/stats", tags=["graph"], summary="get_stats")
@@ -751,9 +821,11 @@ def create_app(
 
     @app.post("/logs/{log}/graph/export_slice", tags=["graph"], summary="export_slice")
     async def export(
-        handle: Handle, body: m.strict(m.ExportQuery), response: Response,  # type: ignore[valid-type]
+        handle: Handle,
+        body: m.strict(m.ExportQuery),
+        response: Response,  # type: ignore[valid-type]
         min_seq: MinSeq = None,
-    ) -> m.ExportAnswer:  # fmt: skip
+    ) -> m.ExportAnswer:
         state = await state_of(handle, min_seq)
         found = pure(export_slice, state.graph, state.intents, state.tasks, options=body)
         return m.ExportAnswer.model_construct(seq=seq_of(response, state), slice=found)
@@ -788,9 +860,10 @@ def create_app(
                 start = int(last_event_id.strip()) + 1
             except ValueError:
                 raise ApiError(
-                    422, f"header.Last-Event-ID: expected an event id (an integer offset), "
+                    422,
+                    f"header.Last-Event-ID: expected an event id (an integer offset), "
                     f"got {last_event_id[:80]!r}",
-                ) from None  # fmt: skip
+                ) from None
             if not 0 <= start <= 2**62:
                 raise ApiError(422, "header.Last-Event-ID: expected an offset from 0 to 2**62")
         handle.current()
@@ -798,9 +871,10 @@ def create_app(
             raise ApiError(503, handle.not_ready_message())
         if not streams.try_acquire():
             raise ApiError(
-                503, f"lifecycle: {streams.limit} streams are open, the daemon's limit "
+                503,
+                f"lifecycle: {streams.limit} streams are open, the daemon's limit "
                 "(--max-streams); retry later",
-            )  # fmt: skip
+            )
         hub = handle.lifecycle_hub(settings.hub)
         stream = hub_stream(hub, start, limit=limit, keepalive=settings.sse_keepalive)
         return _SlotStreamingResponse(

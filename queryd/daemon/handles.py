@@ -203,13 +203,16 @@ class LogHandle:
                 log.warning(
                     "log %s does not exist (%s); serving it as not ready and checking again "
                     "every %g s",
-                    self.name, exc, self.reopen_interval,
-                )  # fmt: skip
+                    self.name,
+                    exc,
+                    self.reopen_interval,
+                )
             return None
         except Exception as exc:
             self.missing, self.error = False, describe(exc)
-            self._warn.warning("open", "log %s: cannot open yet (%s); retrying", self.name,
-                               self.error)  # fmt: skip
+            self._warn.warning(
+                "open", "log %s: cannot open yet (%s); retrying", self.name, self.error
+            )
             return None
         return memory
 
@@ -225,8 +228,9 @@ class LogHandle:
                 state = memory.log.state()
             except Exception as exc:
                 self.error = describe(exc)
-                self._warn.warning("open", "log %s: cannot fold yet (%s); retrying", self.name,
-                                   self.error)  # fmt: skip
+                self._warn.warning(
+                    "open", "log %s: cannot fold yet (%s); retrying", self.name, self.error
+                )
                 self._close_quietly(memory)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, self.reopen_interval)
@@ -245,8 +249,7 @@ class LogHandle:
                 self.refresh()
             except Exception as exc:
                 self.error = describe(exc)
-                self._warn.warning("refresh", "log %s: refresh failed (%s)", self.name,
-                                   self.error)  # fmt: skip
+                self._warn.warning("refresh", "log %s: refresh failed (%s)", self.name, self.error)
                 self._stop.wait(1.0)
             else:
                 self.error = None
@@ -267,8 +270,7 @@ class LogHandle:
             head = self._read_head(memory)
         except Exception as exc:
             self._probe_error = describe(exc)
-            self._warn.warning("probe", "log %s: unavailable (%s)", self.name,
-                               self._probe_error)  # fmt: skip
+            self._warn.warning("probe", "log %s: unavailable (%s)", self.name, self._probe_error)
         else:
             if self._probe_error is not None:
                 log.info("log %s: available again", self.name)
@@ -315,8 +317,7 @@ class LogHandle:
         memory, self.memory = self.memory, None
         if memory is not None:
             if stuck:
-                log.warning("log %s: a call to the log is still outstanding; left open",
-                            self.name)  # fmt: skip
+                log.warning("log %s: a call to the log is still outstanding; left open", self.name)
             else:
                 self._close_quietly(memory)
         if self._status_reader is not None:
@@ -388,8 +389,11 @@ class LogHandle:
             # hangs for much longer is "no answer".
             stall = self.probe_timeout if self.mode == "kafka" else max(self.probe_timeout, 10.0)
             if waited > stall:
-                return Health("unavailable", f"log {self.name!r} is unavailable: no answer from "
-                              f"{self._storage()} for {waited:.1f} s")  # fmt: skip
+                return Health(
+                    "unavailable",
+                    f"log {self.name!r} is unavailable: no answer from "
+                    f"{self._storage()} for {waited:.1f} s",
+                )
         if self._probe_error is not None:
             return Health("unavailable", f"log {self.name!r} is unavailable: {self._probe_error}")
         if self.error is not None:

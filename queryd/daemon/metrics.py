@@ -46,21 +46,30 @@ class _LogCollector(Collector):
             return GaugeMetricFamily(name, doc, labels=["log"])
 
         seq = gauge("memstream_queryd_log_seq", "the seq the served state reflects (-1: none)")
-        head = gauge("memstream_queryd_log_head",
-                     "the seq of the last record in the log (-1: none)")  # fmt: skip
-        lag = gauge("memstream_queryd_log_lag_records",
-                    "records in the log that the served state does not reflect yet")  # fmt: skip
+        head = gauge(
+            "memstream_queryd_log_head", "the seq of the last record in the log (-1: none)"
+        )
+        lag = gauge(
+            "memstream_queryd_log_lag_records",
+            "records in the log that the served state does not reflect yet",
+        )
         ready = gauge("memstream_queryd_log_ready", "1 once the log is hydrated")
         available = gauge(
             "memstream_queryd_log_available",
             "1 when the log is hydrated and its storage (broker, disk) answers",
         )
-        up = gauge("memstream_queryd_projector_up",
-                   "1 when the log's projector has a fresh heartbeat (Kafka logs)")  # fmt: skip
-        age = gauge("memstream_queryd_projector_heartbeat_age_seconds",
-                    "seconds since the projector's last heartbeat (Kafka logs)")  # fmt: skip
-        plag = gauge("memstream_queryd_projector_lag_records",
-                     "records the projector had not folded at its last heartbeat")  # fmt: skip
+        up = gauge(
+            "memstream_queryd_projector_up",
+            "1 when the log's projector has a fresh heartbeat (Kafka logs)",
+        )
+        age = gauge(
+            "memstream_queryd_projector_heartbeat_age_seconds",
+            "seconds since the projector's last heartbeat (Kafka logs)",
+        )
+        plag = gauge(
+            "memstream_queryd_projector_lag_records",
+            "records the projector had not folded at its last heartbeat",
+        )
         llag = gauge(
             "memstream_queryd_lifecycle_lag_records",
             "records whose lifecycle events are not published yet (Kafka logs)",
@@ -93,23 +102,27 @@ class _LogCollector(Collector):
         streams = self._streams
         if streams is not None:
             yield GaugeMetricFamily(
-                "memstream_queryd_lifecycle_streams", "lifecycle (SSE) streams open now",
+                "memstream_queryd_lifecycle_streams",
+                "lifecycle (SSE) streams open now",
                 value=streams.open,
-            )  # fmt: skip
+            )
             yield GaugeMetricFamily(
                 "memstream_queryd_lifecycle_streams_limit",
-                "lifecycle streams allowed at once (--max-streams)", value=streams.limit,
-            )  # fmt: skip
+                "lifecycle streams allowed at once (--max-streams)",
+                value=streams.limit,
+            )
             yield CounterMetricFamily(
                 "memstream_queryd_lifecycle_streams_refused",
-                "lifecycle streams refused at the limit", value=streams.refused,
-            )  # fmt: skip
+                "lifecycle streams refused at the limit",
+                value=streams.refused,
+            )
         guard = self.connections() if self.connections is not None else None
         if guard is not None:
             yield GaugeMetricFamily(
-                "memstream_queryd_connections", "HTTP connections open now",
+                "memstream_queryd_connections",
+                "HTTP connections open now",
                 value=len(guard.open),
-            )  # fmt: skip
+            )
             for what, doc in (
                 ("evicted", "idle connections closed to admit a new one"),
                 ("refused", "connections refused at the cap (all busy)"),
@@ -175,7 +188,15 @@ class MetricsMiddleware:
         path = printable(str(scope.get("path", "?")), 2000)
         duration = (time.perf_counter() - start) * 1000
         _access.info(
-            "%s %s %d %.1fms", method, path, status, duration,
-            extra={"method": method, "path": path, "status": status,
-                   "duration_ms": round(duration, 3)},
-        )  # fmt: skip
+            "%s %s %d %.1fms",
+            method,
+            path,
+            status,
+            duration,
+            extra={
+                "method": method,
+                "path": path,
+                "status": status,
+                "duration_ms": round(duration, 3),
+            },
+        )

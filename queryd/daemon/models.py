@@ -362,4 +362,3 @@ class LifecycleEvent(BaseModel):
     offset: int
     seq: int
     envelope: GraphEnvelope
-

@@ -49,6 +49,4 @@ def cost_function(name: str) -> CostFn:
     try:
         return COST_FUNCTIONS[name]
     except KeyError:
-        raise ValueError(
-            f"cost: expected one of {', '.join(COST_NAMES)}, got {name!r}"
-        ) from None
+        raise ValueError(f"cost: expected one of {', '.join(COST_NAMES)}, got {name!r}") from None

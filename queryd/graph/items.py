@@ -176,8 +176,9 @@ def matches_filter(item: MemoryItem, f: MemoryFilter | Mapping[str, Any]) -> boo
     return compile_filter(coerce(MemoryFilter, f))(item)
 
 
-def _by_scope(state: GraphState, scope: str | None, prefix: str | None
-              ) -> tuple[list[MemoryItem], bool]:  # fmt: skip
+def _by_scope(
+    state: GraphState, scope: str | None, prefix: str | None
+) -> tuple[list[MemoryItem], bool]:
     """Candidates for an exact scope and/or a scope prefix, in insertion order, from the
     scope index the reducer maintains (O(scopes + matches), no scan of the items).
 
@@ -192,8 +193,9 @@ def _by_scope(state: GraphState, scope: str | None, prefix: str | None
     return found, exact
 
 
-def _scope_slots(state: GraphState, scope: str | None, prefix: str | None
-                 ) -> tuple[list[int], bool]:  # fmt: skip
+def _scope_slots(
+    state: GraphState, scope: str | None, prefix: str | None
+) -> tuple[list[int], bool]:
     """``_by_scope`` as ascending item slots (holes included), and the same flag."""
     idx = state.index
     scopes = idx.scopes
@@ -221,8 +223,9 @@ _SORT_FIELDS = frozenset({"authority", "conviction", "importance", "recency"})
 _OTHER_FIELDS = tuple(n for n in MemoryFilter.model_fields if n not in _SCOPE_FIELDS)
 
 
-def _sorted_by_scope(state: GraphState, f: MemoryFilter, opts: QueryOptions
-                     ) -> list[MemoryItem] | None:  # fmt: skip
+def _sorted_by_scope(
+    state: GraphState, f: MemoryFilter, opts: QueryOptions
+) -> list[MemoryItem] | None:
     """get_items for a filter of scope conditions only, sorted on the reducer's columns:
     the hits' slots are sorted and paged before any item is touched. None: not applicable."""
     if any(getattr(f, n) is not None for n in _OTHER_FIELDS):
@@ -279,8 +282,7 @@ def filter_items(
     for name in _EQ_FIELDS:
         value = getattr(f, name)
         if value is not None and not (exact and name == "scope"):
-            source = list(compress(source, map(eq, map(attrgetter(name), source),
-                                               repeat(value))))  # fmt: skip
+            source = list(compress(source, map(eq, map(attrgetter(name), source), repeat(value))))
     if f.scope_prefix is not None and not exact:
         prefix = f.scope_prefix
         scopes = map(attrgetter("scope"), source)
@@ -341,8 +343,9 @@ def _check_sort_keys(items: Sequence[MemoryItem], keys: list[SortOption]) -> Non
                 require_timestamp(it)
 
 
-def sort_items(items: Sequence[MemoryItem], sort: SortOption | list[SortOption] | None
-               ) -> list[MemoryItem]:  # fmt: skip
+def sort_items(
+    items: Sequence[MemoryItem], sort: SortOption | list[SortOption] | None
+) -> list[MemoryItem]:
     """Multi-key sort; ties keep the incoming (insertion) order."""
     if sort is None:
         return list(items)
@@ -376,8 +379,11 @@ def get_items(
     f = coerce_opt(MemoryFilter, filter)
     opts = coerce_opt(QueryOptions, options)
     with no_cyclic_gc():
-        if f is not None and opts is not None and opts.sort is not None and (
-            f.scope is not None or f.scope_prefix is not None
+        if (
+            f is not None
+            and opts is not None
+            and opts.sort is not None
+            and (f.scope is not None or f.scope_prefix is not None)
         ):
             fast = _sorted_by_scope(state, f, opts)
             if fast is not None:

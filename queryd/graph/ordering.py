@@ -8,8 +8,9 @@ from typing import Any
 from queryd.graph.native import native
 
 
-def sort_indexes(values: Sequence[Any], indexes: Sequence[int] | None, descending: bool,
-                 keep: int | None = None) -> Sequence[int]:  # fmt: skip
+def sort_indexes(
+    values: Sequence[Any], indexes: Sequence[int] | None, descending: bool, keep: int | None = None
+) -> Sequence[int]:
     """``indexes`` (None: every index of ``values``) ordered as ``sorted(indexes,
     key=values.__getitem__, reverse=descending)``: stable, ties in incoming order. Only the
     first ``keep`` when it is given.

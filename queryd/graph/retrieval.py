@@ -128,8 +128,9 @@ def surface_contradictions(state: GraphState, scored: Sequence[ScoredItem]) -> l
     gone = _superseded(state)
     out = [
         scored_item_with(s.item, s.score, s.contradicted_by)
-        for s in scored if s.item.id not in gone
-    ]  # fmt: skip
+        for s in scored
+        if s.item.id not in gone
+    ]
     by_id = {s.item.id: s for s in out}
     for e in _contradiction_edges(state, by_id):
         if e.from_ == e.to:
@@ -146,9 +147,12 @@ def surface_contradictions(state: GraphState, scored: Sequence[ScoredItem]) -> l
 def scored_item_with(item: MemoryItem, score: float, contradicted_by: Any) -> ScoredItem:
     return construct(
         ScoredItem,
-        {"item": item, "score": score,
-         "contradicted_by": None if contradicted_by is None else list(contradicted_by)},
-    )  # fmt: skip
+        {
+            "item": item,
+            "score": score,
+            "contradicted_by": None if contradicted_by is None else list(contradicted_by),
+        },
+    )
 
 
 def apply_diversity(

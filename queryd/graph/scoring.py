@@ -46,8 +46,9 @@ def score_all(items: Sequence[MemoryItem], w: ScoreWeights, now: int | None = No
 Cols = tuple[Sequence[float], Sequence[float], Sequence[float], Sequence[Any], bool]
 
 
-def _decay_errors(ts: Sequence[Any], at: int, w: ScoreWeights, items: Sequence[MemoryItem]
-                  ) -> tuple[float, int, str] | None:  # fmt: skip
+def _decay_errors(
+    ts: Sequence[Any], at: int, w: ScoreWeights, items: Sequence[MemoryItem]
+) -> tuple[float, int, str] | None:
     """What the seed's item-by-item scoring raises, in its order: the first item either
     without a time (InvalidTimestampError naming it) or in the past with an unknown decay
     interval or type (ValueError). The decay's parameters when nothing raises; None when
@@ -67,8 +68,9 @@ def _decay_errors(ts: Sequence[Any], at: int, w: ScoreWeights, items: Sequence[M
     return params
 
 
-def score_columns(cols: Cols, w: ScoreWeights, now: int | None = None,
-                  items: Sequence[MemoryItem] = ()) -> list[float]:  # fmt: skip
+def score_columns(
+    cols: Cols, w: ScoreWeights, now: int | None = None, items: Sequence[MemoryItem] = ()
+) -> list[float]:
     """compute_score over columns (authority, conviction, importance, timestamp, whether
     a timestamp is None), bit for bit: the same operations in the same order. With a
     decay, ``items`` (aligned with the columns) name the item of an error."""
@@ -202,8 +204,9 @@ def _scored(state: GraphState, w: ScoreWeights, o: ScoredQueryOptions) -> list[S
     return scored_page(items, scores, order[start:end])
 
 
-def scored_page(items: Sequence[MemoryItem], scores: Sequence[float],
-                page: Sequence[int]) -> list[ScoredItem]:  # fmt: skip
+def scored_page(
+    items: Sequence[MemoryItem], scores: Sequence[float], page: Sequence[int]
+) -> list[ScoredItem]:
     """``[ScoredItem(item=items[i], score=scores[i]) for i in page]``, without validation."""
     if native is not None:
         return native.scored_items(ScoredItem, _SCORED_SET, items, scores, page)
@@ -217,6 +220,13 @@ def scored_page(items: Sequence[MemoryItem], scores: Sequence[float],
 
 
 __all__ = [
-    "compute_score", "extract_timestamp", "get_scored_items", "rank", "score_all",
-    "score_columns", "scored_item", "scored_items", "scored_page",
+    "compute_score",
+    "extract_timestamp",
+    "get_scored_items",
+    "rank",
+    "score_all",
+    "score_columns",
+    "scored_item",
+    "scored_items",
+    "scored_page",
 ]

@@ -133,9 +133,9 @@ def export_slice(
             tasks.update((t.id, t) for t in get_tasks_by_intent(task_state, intent_id))
         for task in task_state.tasks.values():
             if task.id not in tasks and any(
-                m in memories for m in (*(task.input_memory_ids or ()),
-                                        *(task.output_memory_ids or ()))
-            ):  # fmt: skip
+                m in memories
+                for m in (*(task.input_memory_ids or ()), *(task.output_memory_ids or ()))
+            ):
                 tasks[task.id] = task
 
     return MemexExport(

@@ -65,8 +65,9 @@ def parse_iso_ms(ts: str) -> int:
         sign = 1 if offset[0] == "+" else -1
         tz = timezone(sign * timedelta(hours=oh, minutes=om))
     try:
-        dt = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second),
-                      tzinfo=tz)  # fmt: skip
+        dt = datetime(
+            int(year), int(month), int(day), int(hour), int(minute), int(second), tzinfo=tz
+        )
     except ValueError:
         raise _bad_ts(ts, "calendar fields out of range") from None
     ms = int((frac or "0").ljust(3, "0"))
@@ -82,9 +83,13 @@ def create_event_envelope(
 ) -> EventEnvelope[Any]:
     """An envelope with a fresh UUIDv7 id and the current time."""
     return EventEnvelope(
-        id=uuid7(), namespace=namespace, type=type, ts=now_iso(), trace_id=trace_id,
+        id=uuid7(),
+        namespace=namespace,
+        type=type,
+        ts=now_iso(),
+        trace_id=trace_id,
         payload=payload,
-    )  # fmt: skip
+    )
 
 
 def wrap_lifecycle_event(
@@ -102,9 +107,13 @@ def wrap_lifecycle_event(
         payload["cause_type"] = event.cause_type
     payload["cause_id"] = cause_id
     return EventEnvelope(
-        id=uuid7(), namespace=event.namespace, type=event.type, ts=now_iso(),
-        trace_id=trace_id, payload=payload,
-    )  # fmt: skip
+        id=uuid7(),
+        namespace=event.namespace,
+        type=event.type,
+        ts=now_iso(),
+        trace_id=trace_id,
+        payload=payload,
+    )
 
 
 def wrap_state_event(
@@ -112,9 +121,13 @@ def wrap_state_event(
 ) -> EventEnvelope[dict[str, Any]]:
     """A ``state.memory`` snapshot of an item (the model itself in the payload)."""
     return EventEnvelope(
-        id=uuid7(), namespace="memory", type="state.memory", ts=now_iso(), trace_id=trace_id,
+        id=uuid7(),
+        namespace="memory",
+        type="state.memory",
+        ts=now_iso(),
+        trace_id=trace_id,
         payload={"item": item, "cause_id": cause_id},
-    )  # fmt: skip
+    )
 
 
 def wrap_edge_state_event(
@@ -122,9 +135,13 @@ def wrap_edge_state_event(
 ) -> EventEnvelope[dict[str, Any]]:
     """A ``state.edge`` snapshot of an edge (the model itself in the payload)."""
     return EventEnvelope(
-        id=uuid7(), namespace="memory", type="state.edge", ts=now_iso(), trace_id=trace_id,
+        id=uuid7(),
+        namespace="memory",
+        type="state.edge",
+        ts=now_iso(),
+        trace_id=trace_id,
         payload={"edge": edge, "cause_id": cause_id},
-    )  # fmt: skip
+    )
 
 
 __all__ = [

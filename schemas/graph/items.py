@@ -148,6 +148,11 @@ def create_edge(
 
 
 __all__ = [
-    "Edge", "MemoryItem", "create_edge", "create_memory_item", "item_timestamp", "no_timestamp",
+    "Edge",
+    "MemoryItem",
+    "create_edge",
+    "create_memory_item",
+    "item_timestamp",
+    "no_timestamp",
     "require_timestamp",
-]  # fmt: skip
+]

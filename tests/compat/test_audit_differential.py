@@ -34,11 +34,12 @@ base = {
 }
 optional = {"session_id": st.sampled_from(["s1", "s2"]), "actor": st.just("agent")}
 message = st.fixed_dictionaries(
-    {**base, "kind": st.just("message"), "speaker": st.sampled_from(["ana", ""]),
-     "content": text}, optional=optional)  # fmt: skip
+    {**base, "kind": st.just("message"), "speaker": st.sampled_from(["ana", ""]), "content": text},
+    optional=optional,
+)
 document = st.fixed_dictionaries(
-    {**base, "kind": st.just("document"), "name": st.just("n.txt"), "text": text},
-    optional=optional)  # fmt: skip
+    {**base, "kind": st.just("document"), "name": st.just("n.txt"), "text": text}, optional=optional
+)
 recall = st.fixed_dictionaries(
     {
         **base,
@@ -49,9 +50,14 @@ recall = st.fixed_dictionaries(
     optional=optional,
 )
 deletion = st.fixed_dictionaries(
-    {**base, "kind": st.just("deletion"), "targets": st.lists(st.sampled_from(IDS).map(str),
-                                                              max_size=3),
-     "reason": st.sampled_from(["asked", ""])}, optional=optional)  # fmt: skip
+    {
+        **base,
+        "kind": st.just("deletion"),
+        "targets": st.lists(st.sampled_from(IDS).map(str), max_size=3),
+        "reason": st.sampled_from(["asked", ""]),
+    },
+    optional=optional,
+)
 events = st.lists(st.one_of(message, message, document, recall, deletion), max_size=12)
 seq_modes = st.sampled_from(["dense", "dense", "dense", "none", "shuffled", "gaps"])
 
@@ -72,8 +78,9 @@ def _first_line(exc: Exception) -> str:
 def _build(lib: Any, raws: list[dict[str, Any]], mode: str) -> list[Any]:
     out = []
     for n, raw in enumerate(raws):
-        seq = {"dense": n, "none": None, "shuffled": (n * 7) % max(len(raws), 1),
-               "gaps": 3 * n}[mode]  # fmt: skip
+        seq = {"dense": n, "none": None, "shuffled": (n * 7) % max(len(raws), 1), "gaps": 3 * n}[
+            mode
+        ]
         ev = lib.event_from_dict({**raw, "seq": seq})
         out.append(ev)
     return out
@@ -85,15 +92,20 @@ def _state(lib: Any, state: Any, raws: list[dict[str, Any]]) -> Any:
 
     stats = {str(k): (v.num_recalled, v.last_recalled_at) for k, v in state.recall_stats.items()}
     return {
-        "messages": dump(state.messages), "documents": dump(state.documents),
+        "messages": dump(state.messages),
+        "documents": dump(state.documents),
         "visible_messages": dump(state.visible_messages),
         "visible_documents": dump(state.visible_documents),
-        "deleted": sorted(map(str, state.deleted)), "recall_stats": stats,
-        "last_seq": state.last_seq, "is_deleted": [state.is_deleted(i) for i in IDS],
-        "search": [[str(e.id) for e in lib.search(state, q, limit=lim)]
-                   for q in ("cat", "tom vaccine", "CAT", "émile", "a-b", "nothing")
-                   for lim in (1, 5)],
-    }  # fmt: skip
+        "deleted": sorted(map(str, state.deleted)),
+        "recall_stats": stats,
+        "last_seq": state.last_seq,
+        "is_deleted": [state.is_deleted(i) for i in IDS],
+        "search": [
+            [str(e.id) for e in lib.search(state, q, limit=lim)]
+            for q in ("cat", "tom vaccine", "CAT", "émile", "a-b", "nothing")
+            for lim in (1, 5)
+        ],
+    }
 
 
 def _deletion_rule(lib: Any, state: Any, built: list[Any], first: bool) -> None:
@@ -104,8 +116,13 @@ def _deletion_rule(lib: Any, state: Any, built: list[Any], first: bool) -> None:
         assert deletion.id == want.id
 
 
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=EXAMPLES <= 1200, database=None,
-          suppress_health_check=list(HealthCheck))  # fmt: skip
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=EXAMPLES <= 1200,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
 @given(raws=events, mode=seq_modes)
 def test_random_audit_logs_replay_as_audit_ready_memory(
     raws: list[dict[str, Any]], mode: str

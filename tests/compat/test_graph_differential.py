@@ -21,8 +21,13 @@ from tests.compat.graph_scripts import NOW_MS, compare, scripts
 EXAMPLES = int(os.environ.get("MEMSTREAM_COMPAT_EXAMPLES", "1200"))
 
 
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=EXAMPLES <= 1200, database=None,
-          suppress_health_check=list(HealthCheck))  # fmt: skip
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=EXAMPLES <= 1200,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
 @given(script=scripts)
 def test_random_graph_scripts_behave_as_memex(script: list[Any]) -> None:
     with time_machine.travel(NOW_MS / 1000, tick=False):

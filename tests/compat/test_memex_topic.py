@@ -25,16 +25,30 @@ from schemas.records import OPERATION_NAMESPACE, GraphEnvelope
 from tests.compat import graph_scripts as g
 
 EXAMPLES = int(os.environ.get("MEMSTREAM_COMPAT_EXAMPLES", "1200")) // 3
-LOG_OPS = {"command", "intent", "task", "mark_contradiction", "mark_alias",
-           "resolve_contradiction", "cascade_retract", "bulk_adjust_scores", "apply_many",
-           "decay_importance", "import_slice"}  # fmt: skip
-log_scripts = st.lists(g.operations().filter(lambda op: op[0] in LOG_OPS), min_size=1,
-                       max_size=25)  # fmt: skip
+LOG_OPS = {
+    "command",
+    "intent",
+    "task",
+    "mark_contradiction",
+    "mark_alias",
+    "resolve_contradiction",
+    "cascade_retract",
+    "bulk_adjust_scores",
+    "apply_many",
+    "decay_importance",
+    "import_slice",
+}
+log_scripts = st.lists(g.operations().filter(lambda op: op[0] in LOG_OPS), min_size=1, max_size=25)
 
 
 def _envelope(n: int, namespace: str, type_: str, payload: Any) -> GraphEnvelope:
-    return GraphEnvelope(id=f"rec-{n}", namespace=namespace, type=type_,
-                         ts="2025-06-15T00:00:00.000Z", payload=payload)  # fmt: skip
+    return GraphEnvelope(
+        id=f"rec-{n}",
+        namespace=namespace,
+        type=type_,
+        ts="2025-06-15T00:00:00.000Z",
+        payload=payload,
+    )
 
 
 def record_of(n: int, state: LogState, name: str, a: dict[str, Any]) -> GraphEnvelope:
@@ -45,11 +59,9 @@ def record_of(n: int, state: LogState, name: str, a: dict[str, Any]) -> GraphEnv
         return _envelope(n, ns, cmd["type"], cmd)
     args: dict[str, Any]
     if name in ("mark_contradiction", "mark_alias"):
-        args = {"item_id_a": a["a"], "item_id_b": a["b"], "author": "judge",
-                "meta": a.get("meta")}  # fmt: skip
+        args = {"item_id_a": a["a"], "item_id_b": a["b"], "author": "judge", "meta": a.get("meta")}
     elif name == "resolve_contradiction":
-        args = {"winner_id": a["w"], "loser_id": a["l"], "author": "judge",
-                "reason": a["reason"]}  # fmt: skip
+        args = {"winner_id": a["w"], "loser_id": a["l"], "author": "judge", "reason": a["reason"]}
     elif name == "cascade_retract":
         args = {"item_id": a["id"], "author": "x"}
     elif name == "bulk_adjust_scores":
@@ -58,8 +70,12 @@ def record_of(n: int, state: LogState, name: str, a: dict[str, Any]) -> GraphEnv
         args = {"slice": a["slice"], **a["kw"]}
     else:  # apply_many, decay_importance: a batch computed on the state, as the store does
         if name == "apply_many":
-            args = {"filter": a["filter"], "transform": g.transform(a["transform"]),
-                    "author": "x", "options": a["options"]}  # fmt: skip
+            args = {
+                "filter": a["filter"],
+                "transform": g.transform(a["transform"]),
+                "author": "x",
+                "options": a["options"],
+            }
         else:
             args = {"older_than_ms": a["older"], "factor": a["factor"], "author": "x"}
         try:
@@ -84,8 +100,13 @@ def fold_with_topic(script: list[Any]) -> tuple[LogState, list[dict[str, Any]]]:
     return state, [json.loads(json.dumps(e)) for e in topic]
 
 
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=EXAMPLES <= 400, database=None,
-          suppress_health_check=list(HealthCheck))  # fmt: skip
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=EXAMPLES <= 400,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
 @given(script=log_scripts)
 def test_replay_of_the_derived_topic_reaches_memstreams_fold(script: list[Any]) -> None:
     with time_machine.travel(g.NOW_MS / 1000, tick=False):
@@ -107,15 +128,35 @@ def test_replay_of_the_derived_topic_reaches_memstreams_fold(script: list[Any]) 
 
 
 def test_envelopes_are_a_function_of_the_log() -> None:
-    script = [("command", {"cmd": {"type": "memory.create", "item": {
-        "id": "a", "scope": "s", "kind": "k", "content": {}, "author": "x",
-        "source_kind": "o", "authority": 0.5}}}),
+    script = [
+        (
+            "command",
+            {
+                "cmd": {
+                    "type": "memory.create",
+                    "item": {
+                        "id": "a",
+                        "scope": "s",
+                        "kind": "k",
+                        "content": {},
+                        "author": "x",
+                        "source_kind": "o",
+                        "authority": 0.5,
+                    },
+                }
+            },
+        ),
         ("mark_alias", {"a": "a", "b": "b", "meta": None}),
-        ("cascade_retract", {"id": "a"})]  # fmt: skip
+        ("cascade_retract", {"id": "a"}),
+    ]
     first = fold_with_topic(script)[1]
     assert first == fold_with_topic(script)[1]
-    assert [e["type"] for e in first] == ["memory.create", "edge.create", "edge.create",
-                                          "memory.retract"]  # fmt: skip
+    assert [e["type"] for e in first] == [
+        "memory.create",
+        "edge.create",
+        "edge.create",
+        "memory.retract",
+    ]
     assert [e["ts"] for e in first] == [
         "1970-01-01T00:00:00.000Z",
         "1970-01-01T00:00:00.001Z",

@@ -17,8 +17,16 @@ import memstream
 
 
 def item(i: str, **kw: Any) -> dict[str, Any]:
-    return {"id": i, "scope": "s", "kind": "observation", "content": {}, "author": "a",
-            "source_kind": "observed", "authority": 0.5, **kw}  # fmt: skip
+    return {
+        "id": i,
+        "scope": "s",
+        "kind": "observation",
+        "content": {},
+        "author": "a",
+        "source_kind": "observed",
+        "authority": 0.5,
+        **kw,
+    }
 
 
 def mk(lib: ModuleType, *items: dict[str, Any], edges: tuple[dict[str, Any], ...] = ()) -> Any:
@@ -46,8 +54,12 @@ def same(f: Callable[[ModuleType], Any]) -> Any:
 
 def test_c1_edge_retract_removes_the_edge() -> None:
     def f(L: ModuleType) -> Any:
-        s = mk(L, item("a"), item("b"), edges=({"edge_id": "e1", "from": "a", "to": "b",
-                                                 "kind": "SUPPORTS"},))  # fmt: skip
+        s = mk(
+            L,
+            item("a"),
+            item("b"),
+            edges=({"edge_id": "e1", "from": "a", "to": "b", "kind": "SUPPORTS"},),
+        )
         s, ev = L.apply_command(s, {"type": "edge.retract", "edge_id": "e1", "author": "a"})
         again = outcome(
             lambda L: L.apply_command(
@@ -55,13 +67,26 @@ def test_c1_edge_retract_removes_the_edge() -> None:
             ),
             L,
         )
-        replayed = L.replay_commands([
-            {"type": "memory.create", "item": item("a")},
-            {"type": "edge.create", "edge": {"edge_id": "e1", "from": "a", "to": "a",
-             "kind": "K", "author": "a", "source_kind": "o", "authority": 1, "active": True}},
-            {"type": "edge.retract", "edge_id": "e1", "author": "a"},
-            {"type": "edge.retract", "edge_id": "e1", "author": "a"},
-        ])  # fmt: skip
+        replayed = L.replay_commands(
+            [
+                {"type": "memory.create", "item": item("a")},
+                {
+                    "type": "edge.create",
+                    "edge": {
+                        "edge_id": "e1",
+                        "from": "a",
+                        "to": "a",
+                        "kind": "K",
+                        "author": "a",
+                        "source_kind": "o",
+                        "authority": 1,
+                        "active": True,
+                    },
+                },
+                {"type": "edge.retract", "edge_id": "e1", "author": "a"},
+                {"type": "edge.retract", "edge_id": "e1", "author": "a"},
+            ]
+        )
         return (
             "e1" in s.edges,
             ev[0].edge.active,
@@ -123,10 +148,12 @@ def test_c5_bulk_adjust_scores() -> None:
 def test_c6_no_op_returns_the_same_state() -> None:
     def f(L: ModuleType) -> Any:
         s = mk(L, item("a", created_at=5))
-        return (L.apply_many(s, {}, lambda i: {}, "x").state is s,
-                L.bulk_adjust_scores(s, {"scope": "nope"}, {"authority": 0.1}, "x").state is s,
-                L.bulk_adjust_scores(s, {}, {}, "x").state is s,
-                L.decay_importance(s, 0, 0.5, "x").state is s)  # fmt: skip
+        return (
+            L.apply_many(s, {}, lambda i: {}, "x").state is s,
+            L.bulk_adjust_scores(s, {"scope": "nope"}, {"authority": 0.1}, "x").state is s,
+            L.bulk_adjust_scores(s, {}, {}, "x").state is s,
+            L.decay_importance(s, 0, 0.5, "x").state is s,
+        )
 
     assert same(f)[1] == (True, True, True, True)
 
@@ -168,11 +195,15 @@ def test_c8_graph_state_maps_are_assignable_and_clones_independent() -> None:
         del c.items["a"]
         e = L.create_graph_state()
         e.items["q"] = L.MemoryItem(**item("q"))
-        return (c.items is s.items, list(s.items), list(c.items),
-                [x.id for x in L.get_stale_items(c)], [x.id for x in L.get_items(e)],
-                list(L.create_graph_state().items),
-                list(L.apply_command(c, {"type": "memory.create", "item": item("a")})
-                     .state.items))  # fmt: skip
+        return (
+            c.items is s.items,
+            list(s.items),
+            list(c.items),
+            [x.id for x in L.get_stale_items(c)],
+            [x.id for x in L.get_items(e)],
+            list(L.create_graph_state().items),
+            list(L.apply_command(c, {"type": "memory.create", "item": item("a")}).state.items),
+        )
 
     same(f)
     # The one difference left (README, Compatibility): persistent maps, not dicts.
@@ -193,17 +224,27 @@ def test_c9_filters(flt: dict[str, Any]) -> None:
     same(lambda L: [i.id for i in L.get_items(mk(L, item("a"), item("b", conviction=0.3)), flt)])
 
 
-@pytest.mark.parametrize("call", [
-    lambda L: L.get_items(L.create_graph_state(), None,
-                          {"sort": {"field": "bogus", "order": "asc"}}),
-    lambda L: L.get_items(mk(L, item("a")), None, {"sort": {"field": "bogus", "order": "asc"}}),
-    lambda L: L.get_scored_items(mk(L, item("a", created_at=1)), {"authority": 1, "decay": {
-        "rate": 0.1, "interval": "month", "type": "exponential"}}),
-    lambda L: L.get_scored_items(L.create_graph_state(), {"authority": 1, "decay": {
-        "rate": 0.1, "interval": "month", "type": "exponential"}}),
-    lambda L: L.get_items(mk(L, item("a", created_at=1)), {"decay": {"config": {
-        "rate": 0.1, "interval": "hour", "type": "cubic"}, "min": 0.1}}),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda L: L.get_items(
+            L.create_graph_state(), None, {"sort": {"field": "bogus", "order": "asc"}}
+        ),
+        lambda L: L.get_items(mk(L, item("a")), None, {"sort": {"field": "bogus", "order": "asc"}}),
+        lambda L: L.get_scored_items(
+            mk(L, item("a", created_at=1)),
+            {"authority": 1, "decay": {"rate": 0.1, "interval": "month", "type": "exponential"}},
+        ),
+        lambda L: L.get_scored_items(
+            L.create_graph_state(),
+            {"authority": 1, "decay": {"rate": 0.1, "interval": "month", "type": "exponential"}},
+        ),
+        lambda L: L.get_items(
+            mk(L, item("a", created_at=1)),
+            {"decay": {"config": {"rate": 0.1, "interval": "hour", "type": "cubic"}, "min": 0.1}},
+        ),
+    ],
+)
 def test_c10_unknown_sort_field_or_decay_raises_only_when_used(call: Any) -> None:
     same(lambda L: [getattr(x, "id", None) for x in call(L)])
 
@@ -354,12 +395,24 @@ def test_c19_wrapped_payloads_hold_the_models() -> None:
 def test_c20_export_related_walks() -> None:
     def f(L: ModuleType) -> Any:
         mem = mk(L, item("m1"))
-        ist = L.apply_intent_command(L.create_intent_state(), {"type": "intent.create",
-            "intent": L.create_intent(id="i1", label="g", priority=0.5, owner="o",
-                                      root_memory_ids=["m1"])}).state  # fmt: skip
-        tst = L.apply_task_command(L.create_task_state(), {"type": "task.create",
-            "task": L.create_task(id="t1", intent_id="i1", action="s", priority=0.5,
-                                  input_memory_ids=["m1"])}).state  # fmt: skip
+        ist = L.apply_intent_command(
+            L.create_intent_state(),
+            {
+                "type": "intent.create",
+                "intent": L.create_intent(
+                    id="i1", label="g", priority=0.5, owner="o", root_memory_ids=["m1"]
+                ),
+            },
+        ).state
+        tst = L.apply_task_command(
+            L.create_task_state(),
+            {
+                "type": "task.create",
+                "task": L.create_task(
+                    id="t1", intent_id="i1", action="s", priority=0.5, input_memory_ids=["m1"]
+                ),
+            },
+        ).state
         a = L.export_slice(
             mem,
             ist,
@@ -392,8 +445,11 @@ def test_c21_re_id_of_an_id_without_a_time() -> None:
 
 def test_c22_edge_update_replaces_meta() -> None:
     def f(L: ModuleType) -> Any:
-        s = mk(L, item("a"), edges=({"edge_id": "e1", "from": "a", "to": "a", "kind": "K",
-                                     "meta": {"k1": 1}},))  # fmt: skip
+        s = mk(
+            L,
+            item("a"),
+            edges=({"edge_id": "e1", "from": "a", "to": "a", "kind": "K", "meta": {"k1": 1}},),
+        )
         s = L.apply_command(
             s,
             {"type": "edge.update", "edge_id": "e1", "partial": {"meta": {"k2": 2}}, "author": "a"},
@@ -414,14 +470,33 @@ def test_c22_edge_update_replaces_meta() -> None:
 
 def test_c23_intent_and_task_updates_replace_context_and_meta() -> None:
     def f(L: ModuleType) -> Any:
-        s = L.apply_intent_command(L.create_intent_state(), {"type": "intent.create",
-            "intent": L.create_intent(id="i1", label="g", priority=0.5, owner="o",
-                                      context={"c1": 1}, meta={"m1": 1})}).state  # fmt: skip
-        s = L.apply_intent_command(s, {"type": "intent.update", "intent_id": "i1", "partial": {
-            "context": {"c2": 2}, "meta": {"m2": 2}}, "author": "o"}).state  # fmt: skip
-        t = L.apply_task_command(L.create_task_state(), {"type": "task.create",
-            "task": L.create_task(id="t1", intent_id="i1", action="s", priority=0.5,
-                                  meta={"m1": 1})}).state  # fmt: skip
+        s = L.apply_intent_command(
+            L.create_intent_state(),
+            {
+                "type": "intent.create",
+                "intent": L.create_intent(
+                    id="i1", label="g", priority=0.5, owner="o", context={"c1": 1}, meta={"m1": 1}
+                ),
+            },
+        ).state
+        s = L.apply_intent_command(
+            s,
+            {
+                "type": "intent.update",
+                "intent_id": "i1",
+                "partial": {"context": {"c2": 2}, "meta": {"m2": 2}},
+                "author": "o",
+            },
+        ).state
+        t = L.apply_task_command(
+            L.create_task_state(),
+            {
+                "type": "task.create",
+                "task": L.create_task(
+                    id="t1", intent_id="i1", action="s", priority=0.5, meta={"m1": 1}
+                ),
+            },
+        ).state
         t = L.apply_task_command(
             t,
             {"type": "task.update", "task_id": "t1", "partial": {"meta": {"m2": 2}}, "author": "o"},

@@ -26,10 +26,22 @@ from queryd.daemon import DaemonSettings, create_app
 from tests.compat import graph_scripts as g
 
 EXAMPLES = int(os.environ.get("MEMSTREAM_COMPAT_STORE_EXAMPLES", "25"))
-STORE_OPS = {"command", "mark_contradiction", "mark_alias", "resolve_contradiction",
-             "cascade_retract", "apply_many", "bulk_adjust_scores", "decay_importance",
-             "intent", "task", "import_slice", "get_items", "get_scored_items",
-             "integrity"}  # fmt: skip
+STORE_OPS = {
+    "command",
+    "mark_contradiction",
+    "mark_alias",
+    "resolve_contradiction",
+    "cascade_retract",
+    "apply_many",
+    "bulk_adjust_scores",
+    "decay_importance",
+    "intent",
+    "task",
+    "import_slice",
+    "get_items",
+    "get_scored_items",
+    "integrity",
+}
 
 
 def _clock_free(op: tuple[str, dict[str, Any]]) -> bool:
@@ -56,8 +68,7 @@ def run(store: Any, L: ModuleType, name: str, a: dict[str, Any]) -> Any:
     if name == "cascade_retract":
         return store.cascade_retract(a["id"], "x")
     if name == "apply_many":
-        return store.apply_many(a["filter"], g.transform(a["transform"]), "x",
-                                options=a["options"])  # fmt: skip
+        return store.apply_many(a["filter"], g.transform(a["transform"]), "x", options=a["options"])
     if name == "bulk_adjust_scores":
         return store.bulk_adjust_scores(a["criteria"], a["delta"], "x")
     if name == "decay_importance":
@@ -124,8 +135,13 @@ def _queryd_answers_as_memex(location: str, head: int, seed: Any, nb: Any, na: A
         ]
 
 
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
-          suppress_health_check=list(HealthCheck))  # fmt: skip
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
 @given(script=store_scripts)
 def test_embedded_store_behaves_as_memex_store(script: list[Any]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
@@ -134,8 +150,13 @@ def test_embedded_store_behaves_as_memex_store(script: list[Any]) -> None:
 
 @pytest.mark.kafka
 def test_kafka_store_behaves_as_memex_store(kafka_bootstrap: str, redis_url: str) -> None:
-    @settings(max_examples=max(EXAMPLES // 3, 5), deadline=None, derandomize=True,
-              database=None, suppress_health_check=list(HealthCheck))  # fmt: skip
+    @settings(
+        max_examples=max(EXAMPLES // 3, 5),
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(script=store_scripts)
     def check(script: list[Any]) -> None:
         topic = f"t-compat-store-{uuid.uuid4().hex[:8]}"

@@ -57,8 +57,18 @@ def test_the_halves_do_not_collide() -> None:
 def test_validation_entry_points_import_from_schemas() -> None:
     import schemas
 
-    for name in ("validate_command", "validate_intent_command", "validate_task_command",
-                 "validate_memory_item", "validate_edge", "MemoryItemSchema", "EdgeSchema",
-                 "IntentSchema", "TaskSchema", "MemoryCommandAdapter",
-                 "IntentCommandAdapter", "TaskCommandAdapter"):
+    for name in (
+        "validate_command",
+        "validate_intent_command",
+        "validate_task_command",
+        "validate_memory_item",
+        "validate_edge",
+        "MemoryItemSchema",
+        "EdgeSchema",
+        "IntentSchema",
+        "TaskSchema",
+        "MemoryCommandAdapter",
+        "IntentCommandAdapter",
+        "TaskCommandAdapter",
+    ):
         assert hasattr(schemas, name), name

@@ -15,8 +15,7 @@ def test_quickstart_is_two_commands() -> None:
     quickstart = README.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```\w*\n(.*?)```", quickstart, re.DOTALL)
     assert len(blocks) == 1
-    assert [line for line in blocks[0].splitlines() if line.strip()] == ["make demo",
-                                                                         "make test"]
+    assert [line for line in blocks[0].splitlines() if line.strip()] == ["make demo", "make test"]
 
 
 @pytest.mark.parametrize("code", EXAMPLES, ids=[f"example{i}" for i in range(len(EXAMPLES))])

@@ -80,9 +80,12 @@ def private_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Private
         cache=Path(stack_root) if stack_root else REPO_ROOT / ".stack",  # the jars, fetched once
     )
     cfg = StackConfig(
-        kafka_port=_free_port(), controller_port=_free_port(), redis_port=_free_port(),
-        kafka_heap="384m", start_timeout=60.0,
-    )  # fmt: skip
+        kafka_port=_free_port(),
+        controller_port=_free_port(),
+        redis_port=_free_port(),
+        kafka_heap="384m",
+        start_timeout=60.0,
+    )
     stack_kafka.ensure_dist(paths, cfg.kafka_version)
     stack_kafka.write_config(paths, cfg)
     with paths.kafka_config.open("a") as config:
@@ -111,9 +114,12 @@ def _location(bootstrap: str, redis_url: str, topic: str) -> KafkaLocation:
 
 def _open(location: KafkaLocation, **kwargs: object) -> KafkaLog:
     return KafkaLog(
-        location, hydrate=False, append_timeout=APPEND_TIMEOUT, read_timeout=READ_TIMEOUT,
+        location,
+        hydrate=False,
+        append_timeout=APPEND_TIMEOUT,
+        read_timeout=READ_TIMEOUT,
         **kwargs,  # type: ignore[arg-type]
-    )  # fmt: skip
+    )
 
 
 def _message(text: str) -> Message:
@@ -270,9 +276,15 @@ def test_a_paused_broker_fails_reads_and_opening_in_bounded_time(
 
 
 def _filter(binding: AclBinding) -> AclBindingFilter:
-    return AclBindingFilter(binding.restype, binding.name, binding.resource_pattern_type,
-                            binding.principal, binding.host, binding.operation,
-                            binding.permission_type)  # fmt: skip
+    return AclBindingFilter(
+        binding.restype,
+        binding.name,
+        binding.resource_pattern_type,
+        binding.principal,
+        binding.host,
+        binding.operation,
+        binding.permission_type,
+    )
 
 
 def _wait_for_acls(
@@ -292,8 +304,9 @@ def _wait_for_acls(
 def _acl(
     resource: ResourceType, name: str, operation: AclOperation, permission: AclPermissionType
 ) -> AclBinding:
-    return AclBinding(resource, name, ResourcePatternType.LITERAL, "User:ANONYMOUS", "*",
-                      operation, permission)  # fmt: skip
+    return AclBinding(
+        resource, name, ResourcePatternType.LITERAL, "User:ANONYMOUS", "*", operation, permission
+    )
 
 
 def test_a_fatal_producer_error_does_not_wedge_the_log(
@@ -339,7 +352,17 @@ def test_a_fatal_producer_error_does_not_wedge_the_log(
     finally:
         if log is not None:
             log.close()
-        for future in admin.delete_acls([AclBindingFilter(
-            ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
-            AclOperation.ANY, AclPermissionType.ANY)]).values():  # fmt: skip
+        for future in admin.delete_acls(
+            [
+                AclBindingFilter(
+                    ResourceType.ANY,
+                    None,
+                    ResourcePatternType.ANY,
+                    None,
+                    None,
+                    AclOperation.ANY,
+                    AclPermissionType.ANY,
+                )
+            ]
+        ).values():
             future.result(10)

@@ -18,9 +18,15 @@ def store(memory_location: str) -> Iterator[MemexStore]:
 
 def _item(store: MemexStore, id: str, **kw: object) -> object:
     return store.create(
-        id=id, scope="s", kind="observation", content={"v": id}, author="agent",
-        source_kind="observed", authority=kw.pop("authority", 0.8), **kw,
-    )  # fmt: skip
+        id=id,
+        scope="s",
+        kind="observation",
+        content={"v": id},
+        author="agent",
+        source_kind="observed",
+        authority=kw.pop("authority", 0.8),
+        **kw,
+    )
 
 
 def test_mutations_publish_and_reads_include_own_writes(store: MemexStore) -> None:
@@ -81,8 +87,9 @@ def test_intents_tasks_and_import(store: MemexStore) -> None:
     store.apply_intent({"type": "intent.complete", "intent_id": intent.id, "author": "me"})
     assert store.get_intents()[0].status == "completed"
     other = MemexStore()
-    other.create(id="x", scope="s", kind="k", content={}, author="a", source_kind="observed",
-                 authority=1.0)  # fmt: skip
+    other.create(
+        id="x", scope="s", kind="k", content={}, author="a", source_kind="observed", authority=1.0
+    )
     report = store.import_slice(other.export_slice(memory_ids=["x"]))
     assert report.created.memories == ["x"]
     assert store.item("x") is not None

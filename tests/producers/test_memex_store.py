@@ -82,8 +82,9 @@ def test_edges_and_navigation(store: MemexStore) -> None:
     a = mk(store, "a")
     b = mk(store, "b", parents=[a])
     c = mk(store, "c")
-    e = store.add_edge(from_=a, to=c, kind="SUPPORTS", author="x", source_kind="observed",
-                       authority=0.5)  # fmt: skip
+    e = store.add_edge(
+        from_=a, to=c, kind="SUPPORTS", author="x", source_kind="observed", authority=0.5
+    )
     assert store.edges() == [e]
     assert store.edges({"kind": "ALIAS"}) == []
     assert [i.id for i in store.parents(b)] == [a]
@@ -198,8 +199,9 @@ def test_export_and_import_between_stores(store: MemexStore) -> None:
 def test_to_json_dumps_loads_round_trip(store: MemexStore) -> None:
     a = mk(store, "a")
     b = mk(store, "b", parents=[a], importance=0.3)
-    store.add_edge(from_=a, to=b, kind="DERIVED_FROM", author="x", source_kind="observed",
-                   authority=0.5)  # fmt: skip
+    store.add_edge(
+        from_=a, to=b, kind="DERIVED_FROM", author="x", source_kind="observed", authority=0.5
+    )
     data = store.to_json()
     assert [pair[0] for pair in data["items"]] == [a, b]
     assert "from" in data["edges"][0][1]
@@ -232,8 +234,9 @@ def test_every_mutation_goes_through_one_door() -> None:
     a = mk(store, "a")
     b = mk(store, "b", parents=[a])
     store.update(a, {"importance": 0.1}, "x")
-    store.add_edge(from_=a, to=b, kind="SUPPORTS", author="x", source_kind="observed",
-                   authority=0.5)  # fmt: skip
+    store.add_edge(
+        from_=a, to=b, kind="SUPPORTS", author="x", source_kind="observed", authority=0.5
+    )
     store.mark_contradiction(a, b, "x")
     store.resolve_contradiction(a, b, "x")
     store.mark_alias(a, b, "x")
@@ -249,12 +252,25 @@ def test_every_mutation_goes_through_one_door() -> None:
     store.retract(mk(store, "c"), "x")
     kinds = [m.name if isinstance(m, GraphOperation) else m.type for m in store.seen]
     assert kinds == [
-        "memory.create", "memory.create", "memory.update", "edge.create",
-        "mark_contradiction", "resolve_contradiction", "mark_alias", "apply_many",
-        "bulk_adjust_scores", "decay_importance", "intent.create", "intent.complete",
-        "task.create", "task.cancel", "import_slice", "cascade_retract",
-        "memory.create", "memory.retract",
-    ]  # fmt: skip
+        "memory.create",
+        "memory.create",
+        "memory.update",
+        "edge.create",
+        "mark_contradiction",
+        "resolve_contradiction",
+        "mark_alias",
+        "apply_many",
+        "bulk_adjust_scores",
+        "decay_importance",
+        "intent.create",
+        "intent.complete",
+        "task.create",
+        "task.cancel",
+        "import_slice",
+        "cascade_retract",
+        "memory.create",
+        "memory.retract",
+    ]
     # reads never go through the door
     n = len(store.seen)
     store.items(), store.edges(), store.stats(), store.get_intents(), store.export_slice()

@@ -132,12 +132,17 @@ def test_recall_appends_a_recall_naming_exactly_what_it_returned(memory: Memory)
     a = memory.add_message(Message(speaker="a", content="apples and pears"))
     memory.add_message(Message(speaker="b", content="nothing relevant"))
     c = memory.add_document(Document(name="fruit", text="pears"))
-    recall, items = memory.recall("pears apples", limit=5, session_id="s1", source="agent",
-                                  actor="agent:1")
+    recall, items = memory.recall(
+        "pears apples", limit=5, session_id="s1", source="agent", actor="agent:1"
+    )
     assert items == [a, c]
     assert recall.recalled == (a.id, c.id)
     assert (recall.query, recall.session_id, recall.source, recall.actor) == (
-        "pears apples", "s1", "agent", "agent:1")
+        "pears apples",
+        "s1",
+        "agent",
+        "agent:1",
+    )
     assert memory.events(kind="recall") == [recall]
     # The state just before the recall reproduces what it returned.
     assert search(memory.replay(up_to_seq=recall.seq - 1), "pears apples") == items

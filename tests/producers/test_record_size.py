@@ -77,11 +77,22 @@ def test_a_batch_with_an_oversized_record_last_appends_nothing(memory_location: 
 def test_an_oversized_graph_item_is_refused_on_both_logs(memory_location: str) -> None:
     with MemexStore.open(memory_location) as store:
         with pytest.raises(RecordTooLargeError, match="envelope"):
-            store.create(scope="user:ana", kind="observation",
-                         content={"blob": "y" * MAX_RECORD_BYTES},
-                         author="agent:x", source_kind="observed", authority=0.5)  # fmt: skip
-        item = store.create(scope="user:ana", kind="observation", content={"v": 1},
-                            author="agent:x", source_kind="observed", authority=0.5)  # fmt: skip
+            store.create(
+                scope="user:ana",
+                kind="observation",
+                content={"blob": "y" * MAX_RECORD_BYTES},
+                author="agent:x",
+                source_kind="observed",
+                authority=0.5,
+            )
+        item = store.create(
+            scope="user:ana",
+            kind="observation",
+            content={"v": 1},
+            author="agent:x",
+            source_kind="observed",
+            authority=0.5,
+        )
         assert store.item(item.id) is not None
 
 
@@ -105,8 +116,9 @@ def test_a_writer_refuses_a_topic_that_cannot_take_a_record_at_the_limit(
     """A topic made by hand with a smaller max.message.bytes would refuse records the
     embedded log takes: a writer refuses it at once, naming the setting."""
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
-    topic = NewTopic(unique_name, num_partitions=1, replication_factor=1,
-                     config={"max.message.bytes": "100000"})  # fmt: skip
+    topic = NewTopic(
+        unique_name, num_partitions=1, replication_factor=1, config={"max.message.bytes": "100000"}
+    )
     admin.create_topics([topic])[unique_name].result(10)
     location = f"kafka://{kafka_bootstrap}/{unique_name}?redis={redis_url}"
     with pytest.raises(

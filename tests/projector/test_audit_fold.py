@@ -18,8 +18,9 @@ def _log() -> list:
     m0 = Message(speaker="a", content="first", seq=0)
     d1 = Document(name="doc", text="text", seq=1)
     m2 = Message(speaker="b", content="second", seq=2)
-    r3 = Recall(query="q", recalled=(m0.id, d1.id), seq=3,
-                timestamp=datetime(2024, 1, 1, tzinfo=UTC))
+    r3 = Recall(
+        query="q", recalled=(m0.id, d1.id), seq=3, timestamp=datetime(2024, 1, 1, tzinfo=UTC)
+    )
     x4 = Deletion(targets=(m0.id,), reason="r", seq=4)
     r5 = Recall(query="q", recalled=(d1.id,), seq=5, timestamp=datetime(2024, 2, 1, tzinfo=UTC))
     return [m0, d1, m2, r3, x4, r5]
@@ -145,4 +146,5 @@ def test_events_share_equal_fields_sets_and_still_copy_with_updates() -> None:
         edited = event.model_copy(update={"content": "redacted"})
         assert edited.content == "redacted" and "content" in edited.model_fields_set
     assert Message(speaker="b", content="y").with_seq(3).__pydantic_fields_set__ is (
-        stored.__pydantic_fields_set__)
+        stored.__pydantic_fields_set__
+    )

@@ -693,8 +693,14 @@ def test_a_lifecycle_event_over_the_readers_bound_is_published_as_its_stand_in()
     assert len(stand_in) < 1000
     whole, short = decode_record(full), decode_record(stand_in)
     assert (short.id, short.namespace, short.type, short.ts) == (  # type: ignore[union-attr]
-        whole.id, whole.namespace, whole.type, whole.ts)  # type: ignore[union-attr]  # fmt: skip
+        whole.id,
+        whole.namespace,
+        whole.type,
+        whole.ts,
+    )  # type: ignore[union-attr]
     assert short.payload == {  # type: ignore[union-attr]
-        "omitted": {"bytes": len(full), "limit": MAX_LIFECYCLE_BYTES}, "seq": 7}
+        "omitted": {"bytes": len(full), "limit": MAX_LIFECYCLE_BYTES},
+        "seq": 7,
+    }
     # The same event gives the same bytes (a refold finds it published).
     assert encode_lifecycle(big, 2) == stand_in

@@ -32,11 +32,17 @@ SORT_FIELDS = ["authority", "conviction", "importance", "recency"]
 
 def _item(rng: random.Random, i: int, ids: list[str], timed: bool = False) -> dict[str, Any]:
     item: dict[str, Any] = {
-        "id": f"i{i}", "scope": rng.choice(SCOPES), "kind": "k", "content": {}, "author": "a",
-        "source_kind": "observed", "authority": rng.choice([0.1, 0.5, 0.9]),
-        "conviction": rng.choice([None, 0.3, 0.7]), "importance": rng.choice([None, 0.2, 0.8]),
+        "id": f"i{i}",
+        "scope": rng.choice(SCOPES),
+        "kind": "k",
+        "content": {},
+        "author": "a",
+        "source_kind": "observed",
+        "authority": rng.choice([0.1, 0.5, 0.9]),
+        "conviction": rng.choice([None, 0.3, 0.7]),
+        "importance": rng.choice([None, 0.2, 0.8]),
         "created_at": rng.choice([None, 1000 + i, 5000]),
-    }  # fmt: skip
+    }
     if timed and item["created_at"] is None:
         item["created_at"] = 2000 + i
     if ids and rng.random() < 0.5:
@@ -56,12 +62,22 @@ def _commands(seed: int, n: int, timed: bool = False) -> list[dict[str, Any]]:
             live.append(it["id"])
             cmds.append({"type": "memory.create", "item": it})
         elif r < 0.85:
-            partial = rng.choice([
-                {"scope": rng.choice(SCOPES)}, {"importance": rng.random()},
-                {"authority": 0.3, "scope": rng.choice(SCOPES)}, {"conviction": None},
-            ])  # fmt: skip
-            cmds.append({"type": "memory.update", "item_id": rng.choice(live),
-                         "partial": partial, "author": "a"})  # fmt: skip
+            partial = rng.choice(
+                [
+                    {"scope": rng.choice(SCOPES)},
+                    {"importance": rng.random()},
+                    {"authority": 0.3, "scope": rng.choice(SCOPES)},
+                    {"conviction": None},
+                ]
+            )
+            cmds.append(
+                {
+                    "type": "memory.update",
+                    "item_id": rng.choice(live),
+                    "partial": partial,
+                    "author": "a",
+                }
+            )
         else:
             victim = live.pop(rng.randrange(len(live)))
             cmds.append({"type": "memory.retract", "item_id": victim, "author": "a"})
@@ -112,11 +128,18 @@ def _check_indexes(st: GraphState, rng: random.Random) -> None:
         for name in ("authority", "conviction", "importance", "ts"):
             assert getattr(cols, name)[slot] == getattr(want, name)[slot], (name, it.id)
     # Scope queries against a scan, with every sort shape.
-    for f in ({"scope_prefix": "user:1"}, {"scope_prefix": "user:1/"}, {"scope": "user:1"},
-              {"scope_prefix": "team"}, {"scope_prefix": "nobody"},
-              {"scope": "user:2/a", "scope_prefix": "user:"}):  # fmt: skip
-        sort = [{"field": rng.choice(SORT_FIELDS), "order": rng.choice(["asc", "desc"])}
-                for _ in range(rng.randint(1, 2))]  # fmt: skip
+    for f in (
+        {"scope_prefix": "user:1"},
+        {"scope_prefix": "user:1/"},
+        {"scope": "user:1"},
+        {"scope_prefix": "team"},
+        {"scope_prefix": "nobody"},
+        {"scope": "user:2/a", "scope_prefix": "user:"},
+    ):
+        sort = [
+            {"field": rng.choice(SORT_FIELDS), "order": rng.choice(["asc", "desc"])}
+            for _ in range(rng.randint(1, 2))
+        ]
         try:
             want = _ref_items(st, f, sort)
         except InvalidTimestampError as exc:  # an item without a time, sorted by recency
@@ -137,8 +160,10 @@ def test_scope_index_and_columns_agree_with_a_scan(seed: int) -> None:
     cmds = _commands(seed, 400)
     rng = random.Random(seed)
     states = _fold_one_by_one(cmds)
-    snapshots = {i: [it.id for it in get_items(states[i], {"scope_prefix": "user:1"})]
-                 for i in range(0, len(states), 50)}  # fmt: skip
+    snapshots = {
+        i: [it.id for it in get_items(states[i], {"scope_prefix": "user:1"})]
+        for i in range(0, len(states), 50)
+    }
     for st in states[::37] + [states[-1]]:
         _check_indexes(st, rng)
     # One Tx for the whole log (replay): the same state and the same answers.
@@ -152,12 +177,32 @@ def test_scope_index_and_columns_agree_with_a_scan(seed: int) -> None:
 def test_scope_moves_are_rechecked_and_garbage_is_rebuilt() -> None:
     st = create_graph_state()
     for i in range(5):
-        st = apply_command(st, {"type": "memory.create", "item": {
-            "id": f"m{i}", "scope": "a", "kind": "k", "content": {}, "author": "x",
-            "source_kind": "observed", "authority": 0.5, "created_at": i}}).state  # fmt: skip
+        st = apply_command(
+            st,
+            {
+                "type": "memory.create",
+                "item": {
+                    "id": f"m{i}",
+                    "scope": "a",
+                    "kind": "k",
+                    "content": {},
+                    "author": "x",
+                    "source_kind": "observed",
+                    "authority": 0.5,
+                    "created_at": i,
+                },
+            },
+        ).state
     for rnd in range(12):  # ping-pong m0 between scopes: entries are left behind
-        st = apply_command(st, {"type": "memory.update", "item_id": "m0", "author": "x",
-                                "partial": {"scope": "b" if rnd % 2 == 0 else "a"}}).state
+        st = apply_command(
+            st,
+            {
+                "type": "memory.update",
+                "item_id": "m0",
+                "author": "x",
+                "partial": {"scope": "b" if rnd % 2 == 0 else "a"},
+            },
+        ).state
         want_a = ["m1", "m2", "m3", "m4"] + ([] if rnd % 2 == 0 else ["m0"])
         assert sorted(it.id for it in get_items(st, {"scope": "a"})) == sorted(want_a)
         assert [it.id for it in get_items(st, {"scope_prefix": ""})] == [f"m{i}" for i in range(5)]
@@ -165,10 +210,22 @@ def test_scope_moves_are_rechecked_and_garbage_is_rebuilt() -> None:
 
 
 def test_compaction_renumbers_slots_and_rebuilds_the_read_indexes() -> None:
-    cmds = [{"type": "memory.create", "item": {
-        "id": f"m{i}", "scope": f"s{i % 3}", "kind": "k", "content": {}, "author": "x",
-        "source_kind": "observed", "authority": (i % 10) / 10, "created_at": i}}
-        for i in range(200)]  # fmt: skip
+    cmds = [
+        {
+            "type": "memory.create",
+            "item": {
+                "id": f"m{i}",
+                "scope": f"s{i % 3}",
+                "kind": "k",
+                "content": {},
+                "author": "x",
+                "source_kind": "observed",
+                "authority": (i % 10) / 10,
+                "created_at": i,
+            },
+        }
+        for i in range(200)
+    ]
     st = replay_commands(cmds).state
     for i in range(150):  # holes outnumber live entries: the map compacts
         st = apply_command(st, {"type": "memory.retract", "item_id": f"m{i}", "author": "x"}).state
@@ -199,8 +256,15 @@ def test_pop_many_matches_removing_one_by_one() -> None:
 
 
 def test_replay_fast_path_reports_the_same_failures() -> None:
-    good = {"id": "a", "scope": "s", "kind": "k", "content": {}, "author": "x",
-            "source_kind": "observed", "authority": 0.5}  # fmt: skip
+    good = {
+        "id": "a",
+        "scope": "s",
+        "kind": "k",
+        "content": {},
+        "author": "x",
+        "source_kind": "observed",
+        "authority": 0.5,
+    }
     bad = {**good, "id": "b", "authority": 2.0}
     cmds: list[Any] = [
         {"type": "memory.create", "item": good},
@@ -223,13 +287,36 @@ def test_replay_fast_path_reports_the_same_failures() -> None:
 
 def _dag(seed: int, extra: int) -> tuple[GraphState, str]:
     rng = random.Random(seed)
-    cmds: list[dict[str, Any]] = [{"type": "memory.create", "item": {
-        "id": f"x{i}", "scope": "bg", "kind": "k", "content": {}, "author": "a",
-        "source_kind": "observed", "authority": 0.5}} for i in range(extra)]  # fmt: skip
+    cmds: list[dict[str, Any]] = [
+        {
+            "type": "memory.create",
+            "item": {
+                "id": f"x{i}",
+                "scope": "bg",
+                "kind": "k",
+                "content": {},
+                "author": "a",
+                "source_kind": "observed",
+                "authority": 0.5,
+            },
+        }
+        for i in range(extra)
+    ]
     ids = ["root"]
-    cmds.append({"type": "memory.create", "item": {
-        "id": "root", "scope": "s", "kind": "k", "content": {}, "author": "a",
-        "source_kind": "observed", "authority": 0.5}})  # fmt: skip
+    cmds.append(
+        {
+            "type": "memory.create",
+            "item": {
+                "id": "root",
+                "scope": "s",
+                "kind": "k",
+                "content": {},
+                "author": "a",
+                "source_kind": "observed",
+                "authority": 0.5,
+            },
+        }
+    )
     for i in range(60):
         parents = rng.sample(ids, min(len(ids), rng.randint(1, 3)))
         if rng.random() < 0.2:
@@ -237,16 +324,39 @@ def _dag(seed: int, extra: int) -> tuple[GraphState, str]:
         if extra and rng.random() < 0.2:
             parents.append(f"x{rng.randrange(extra)}")  # reaches outside the cascade
         ids.append(f"n{i}")
-        cmds.append({"type": "memory.create", "item": {
-            "id": f"n{i}", "scope": "s", "kind": "k", "content": {}, "author": "a",
-            "source_kind": "observed", "authority": 0.5, "parents": parents}})  # fmt: skip
+        cmds.append(
+            {
+                "type": "memory.create",
+                "item": {
+                    "id": f"n{i}",
+                    "scope": "s",
+                    "kind": "k",
+                    "content": {},
+                    "author": "a",
+                    "source_kind": "observed",
+                    "authority": 0.5,
+                    "parents": parents,
+                },
+            }
+        )
     pool = ids + [f"x{i}" for i in range(extra)]
     for j in range(40):
         a, b = rng.choice(pool), rng.choice(pool)
-        cmds.append({"type": "edge.create", "edge": {
-            "edge_id": f"e{j}", "from": a, "to": b, "kind": rng.choice(["SUPPORTS", "ALIAS"]),
-            "author": "a", "source_kind": "observed", "authority": 1.0,
-            "active": rng.random() < 0.8}})  # fmt: skip
+        cmds.append(
+            {
+                "type": "edge.create",
+                "edge": {
+                    "edge_id": f"e{j}",
+                    "from": a,
+                    "to": b,
+                    "kind": rng.choice(["SUPPORTS", "ALIAS"]),
+                    "author": "a",
+                    "source_kind": "observed",
+                    "authority": 1.0,
+                    "active": rng.random() < 0.8,
+                },
+            }
+        )
     res = replay_commands(cmds)
     assert not res.skipped
     return res.state, "root"
@@ -275,12 +385,28 @@ def test_cascade_batch_matches_item_by_item(seed: int, extra: int) -> None:
 def test_scored_items_over_columns_equal_compute_score(kind: str) -> None:
     cmds = _commands(9, 300, timed=True)  # a decay needs every item's time
     now = now_ms()
-    cmds.append({"type": "memory.create", "item": {  # future-dated: decays to 1.0
-        "id": "future", "scope": "s", "kind": "k", "content": {}, "author": "a",
-        "source_kind": "observed", "authority": 0.5, "created_at": now + 10**9}})  # fmt: skip
+    cmds.append(
+        {
+            "type": "memory.create",
+            "item": {  # future-dated: decays to 1.0
+                "id": "future",
+                "scope": "s",
+                "kind": "k",
+                "content": {},
+                "author": "a",
+                "source_kind": "observed",
+                "authority": 0.5,
+                "created_at": now + 10**9,
+            },
+        }
+    )
     st = replay_commands(cmds).state
-    w = {"authority": 0.5, "conviction": 0.2, "importance": -0.3,
-         "decay": {"rate": 0.1, "interval": "hour", "type": kind}}  # fmt: skip
+    w = {
+        "authority": 0.5,
+        "conviction": 0.2,
+        "importance": -0.3,
+        "decay": {"rate": 0.1, "interval": "hour", "type": kind},
+    }
     got = get_scored_items(st, w)
     assert len(got) == len(st.items)
     for s in got:  # the clock moved between the calls by at most a few ms
@@ -309,9 +435,16 @@ def _create_runs(seed: int, n: int) -> list[dict[str, Any]]:
     for i in range(n):
         r = rng.random()
         iid = rng.choice(made) if r < 0.08 and made else f"c{i}"  # or a duplicate
-        it = {"id": iid, "scope": rng.choice(SCOPES), "kind": "k", "content": {"i": i},
-              "author": "a", "source_kind": "observed", "authority": 0.5,
-              "created_at": 1000 + i}  # fmt: skip
+        it = {
+            "id": iid,
+            "scope": rng.choice(SCOPES),
+            "kind": "k",
+            "content": {"i": i},
+            "author": "a",
+            "source_kind": "observed",
+            "authority": 0.5,
+            "created_at": 1000 + i,
+        }
         if rng.random() < 0.15:
             # a child named before its parent (created up to 30 steps later), or a ghost
             it["parents"] = [rng.choice([f"c{i + rng.randint(1, 30)}", "ghost", *made[-3:]])]
@@ -336,8 +469,10 @@ def test_batched_creates_match_one_by_one(seed: int) -> None:
             except Exception as exc:
                 failures.append((i, type(exc).__name__))
                 continue
-            events += [(e.type, (e.item or e.edge).id if e.item else e.edge.edge_id)  # type: ignore[union-attr]
-                       for e in evs]  # fmt: skip
+            events += [
+                (e.type, (e.item or e.edge).id if e.item else e.edge.edge_id)  # type: ignore[union-attr]
+                for e in evs
+            ]
         res = replay_commands(rest, state=start)
         assert [(f.index, type(f.error).__name__) for f in res.skipped] == failures
         assert any(name == "DuplicateMemoryError" for _, name in failures)
@@ -349,8 +484,14 @@ def test_batched_creates_match_one_by_one(seed: int) -> None:
 
 
 def test_replayed_items_share_one_fields_set_safely() -> None:
-    base = {"scope": "s", "kind": "k", "content": {}, "author": "a", "source_kind": "observed",
-            "authority": 0.5}  # fmt: skip
+    base = {
+        "scope": "s",
+        "kind": "k",
+        "content": {},
+        "author": "a",
+        "source_kind": "observed",
+        "authority": 0.5,
+    }
     cmds = [{"type": "memory.create", "item": {"id": f"s{i}", **base}} for i in range(3)]
     cmds.append({"type": "memory.create", "item": {**base, "id": "t", "importance": 0.2}})
     items = list(replay_commands(cmds).state.items.values())
@@ -363,11 +504,23 @@ def test_replayed_items_share_one_fields_set_safely() -> None:
 
 def test_scope_sort_with_few_and_many_hits_matches_a_scan() -> None:
     rng = random.Random(11)
-    cmds = [{"type": "memory.create", "item": {
-        "id": f"i{i}", "scope": "rare" if i % 50 == 7 else "big", "kind": "k", "content": {},
-        "author": "a", "source_kind": "observed", "authority": rng.choice([0.1, 0.5, 0.9]),
-        "importance": rng.choice([None, 0.2, 0.8]), "created_at": 1000 + i % 17}}
-        for i in range(400)]  # fmt: skip
+    cmds = [
+        {
+            "type": "memory.create",
+            "item": {
+                "id": f"i{i}",
+                "scope": "rare" if i % 50 == 7 else "big",
+                "kind": "k",
+                "content": {},
+                "author": "a",
+                "source_kind": "observed",
+                "authority": rng.choice([0.1, 0.5, 0.9]),
+                "importance": rng.choice([None, 0.2, 0.8]),
+                "created_at": 1000 + i % 17,
+            },
+        }
+        for i in range(400)
+    ]
     st = replay_commands(cmds).state
     sort = [{"field": "importance", "order": "desc"}, {"field": "recency", "order": "asc"}]
     want_rare = _ref_items(st, {"scope": "rare"}, sort)

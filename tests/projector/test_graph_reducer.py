@@ -48,16 +48,31 @@ from schemas.graph.items import Edge, MemoryItem, create_edge, create_memory_ite
 
 def item(id: str, parents: list[str] | None = None, **kw: object) -> MemoryItem:
     args: dict[str, object] = dict(
-        id=id, scope="s", kind="observation", content={"v": id}, author="a",
-        source_kind="observed", authority=0.8, parents=parents, created_at=1000,
-    )  # fmt: skip
+        id=id,
+        scope="s",
+        kind="observation",
+        content={"v": id},
+        author="a",
+        source_kind="observed",
+        authority=0.8,
+        parents=parents,
+        created_at=1000,
+    )
     args.update(kw)
     return create_memory_item(**args)  # type: ignore[arg-type]
 
 
 def edge(eid: str, a: str, b: str, kind: str = "SUPPORTS", **kw: object) -> Edge:
-    return create_edge(edge_id=eid, from_=a, to=b, kind=kind, author="a",
-                       source_kind="observed", authority=1.0, **kw)  # type: ignore[arg-type]  # fmt: skip
+    return create_edge(
+        edge_id=eid,
+        from_=a,
+        to=b,
+        kind=kind,
+        author="a",
+        source_kind="observed",
+        authority=1.0,
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 def build(*cmds: object) -> GraphState:
@@ -157,11 +172,19 @@ def test_update_merges_and_keeps_identity_and_position() -> None:
     )
     st2, ev = apply_command(
         st,
-        MemoryUpdate(item_id="a", author="x", partial={
-            "content": {"w": 2}, "meta": {"n": 2}, "id": "hijack", "created_at": 5,
-            "importance": 0.4, "unknown_key": 1,
-        }),
-    )  # fmt: skip
+        MemoryUpdate(
+            item_id="a",
+            author="x",
+            partial={
+                "content": {"w": 2},
+                "meta": {"n": 2},
+                "id": "hijack",
+                "created_at": 5,
+                "importance": 0.4,
+                "unknown_key": 1,
+            },
+        ),
+    )
     a = st2.items["a"]
     assert a.content == {"v": "a", "w": 2} and a.meta == {"m": 1, "n": 2}
     assert a.id == "a" and a.created_at == 1000 and a.importance == 0.4
@@ -399,14 +422,21 @@ def test_replay_from_envelopes_sorts_by_ts_and_rejects_bad_ts() -> None:
         return e
 
     envs = [
-        env("2024-01-01T00:00:02.000Z", {"type": "memory.update", "item_id": "a",
-                                         "partial": {"importance": 0.2}, "author": "x"}),
+        env(
+            "2024-01-01T00:00:02.000Z",
+            {
+                "type": "memory.update",
+                "item_id": "a",
+                "partial": {"importance": 0.2},
+                "author": "x",
+            },
+        ),
         env("2024-01-01T00:00:01.000+00:00", MemoryCreate(item=item("a")).model_dump()),
         env("2024-01-01T00:00:03.000Z", MemoryCreate(item=item("b")).model_dump()),
         env("2024-01-01T01:00:00.000+01:00", MemoryCreate(item=item("c")).model_dump()),
         env("2024-02-30T00:00:00.000Z", MemoryCreate(item=item("d")).model_dump()),
         env("2024-01-01T00:00:03.000Z", MemoryCreate(item=item("b")).model_dump()),
-    ]  # fmt: skip
+    ]
     res = replay_from_envelopes(envs)
     # c is at 00:00:00Z (the +01:00 offset), then a, then the update, then b.
     assert list(res.state.items) == ["c", "a", "b"]

@@ -27,8 +27,12 @@ from schemas.graph.items import create_edge, create_memory_item
 from schemas.records import GraphEnvelope
 
 
-def env(payload: dict[str, Any], *, namespace: str | None = None, type: str | None = None,
-        ) -> GraphEnvelope:  # fmt: skip
+def env(
+    payload: dict[str, Any],
+    *,
+    namespace: str | None = None,
+    type: str | None = None,
+) -> GraphEnvelope:
     kind = type or payload["type"]
     return GraphEnvelope(
         id=uuid7(),
@@ -58,8 +62,7 @@ def create(id: str | None = None, **kw: Any) -> GraphEnvelope:
 
 
 def fold_all(records: list[Any]) -> LogState:
-    return fold_log(enumerate(encode_record(r) if not isinstance(r, bytes) else r
-                              for r in records))  # fmt: skip
+    return fold_log(enumerate(encode_record(r) if not isinstance(r, bytes) else r for r in records))
 
 
 def test_audit_events_fold_into_the_memory_state_with_their_log_seq() -> None:

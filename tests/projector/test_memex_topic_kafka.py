@@ -27,8 +27,14 @@ def _envelopes(bootstrap: str, topic: str) -> list[dict[str, Any]]:
 def _write(store: Any, round_: int) -> None:
     p = f"r{round_}-"
     for i in range(6):
-        store.create(id=f"{p}{i}", content={"i": i}, authority=0.5 + i / 20,
-                     importance=0.4, parents=[f"{p}{i - 1}"] if i else None, **OBS)  # fmt: skip
+        store.create(
+            id=f"{p}{i}",
+            content={"i": i},
+            authority=0.5 + i / 20,
+            importance=0.4,
+            parents=[f"{p}{i - 1}"] if i else None,
+            **OBS,
+        )
     store.update(f"{p}1", {"content": {"w": 1}, "meta": {"m": 1}}, "agent")
     store.mark_contradiction(f"{p}2", f"{p}3", "judge")
     store.resolve_contradiction(f"{p}3", f"{p}2", "judge", reason="newer")
@@ -36,9 +42,21 @@ def _write(store: Any, round_: int) -> None:
     store.bulk_adjust_scores({"ids": [f"{p}0", f"{p}5"]}, {"importance": 0.3}, "agent")
     store.apply_many({"ids": [f"{p}4"]}, lambda item: {"importance": 0.1}, "agent")
     store.cascade_retract(f"{p}3", "agent")
-    store.apply({"type": "edge.create", "edge": {
-        "edge_id": f"{p}e", "from": f"{p}0", "to": f"{p}1", "kind": "SUPPORTS", "author": "a",
-        "source_kind": "observed", "authority": 1, "active": True}})  # fmt: skip
+    store.apply(
+        {
+            "type": "edge.create",
+            "edge": {
+                "edge_id": f"{p}e",
+                "from": f"{p}0",
+                "to": f"{p}1",
+                "kind": "SUPPORTS",
+                "author": "a",
+                "source_kind": "observed",
+                "authority": 1,
+                "active": True,
+            },
+        }
+    )
     store.apply({"type": "edge.retract", "edge_id": f"{p}e", "author": "a"})
     store.apply_intent(
         {
@@ -53,12 +71,23 @@ def _write(store: Any, round_: int) -> None:
         }
     )
     store.apply_intent({"type": "intent.pause", "intent_id": f"{p}i", "author": "o"})
-    store.apply_task({"type": "task.create", "task": {
-        "id": f"{p}t", "intent_id": f"{p}i", "action": "a", "priority": 0.5,
-        "status": "pending"}})  # fmt: skip
+    store.apply_task(
+        {
+            "type": "task.create",
+            "task": {
+                "id": f"{p}t",
+                "intent_id": f"{p}i",
+                "action": "a",
+                "priority": 0.5,
+                "status": "pending",
+            },
+        }
+    )
     store.apply_task({"type": "task.start", "task_id": f"{p}t", "agent_id": "ag"})
-    store.import_slice({"memories": [{"id": f"{p}0", "authority": 0.1, "content": {"x": 1},
-                                      **OBS}]}, skip_existing_ids=False)  # fmt: skip
+    store.import_slice(
+        {"memories": [{"id": f"{p}0", "authority": 0.1, "content": {"x": 1}, **OBS}]},
+        skip_existing_ids=False,
+    )
     with pytest.raises(Exception):  # noqa: B017  a rejected command publishes nothing
         store.retract("never-there", "agent")
 

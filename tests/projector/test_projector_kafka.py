@@ -52,8 +52,11 @@ def read_topic(bootstrap: str, topic: str) -> list[tuple[int, bytes, dict[str, b
     The log's offsets are dense; the lifecycle and derived (memex) topics are written in
     transactions, whose commit markers take offsets, so they are read to their end
     (committed records only)."""
-    consumer = Consumer(consumer_conf(bootstrap, **{"enable.partition.eof": True,
-                                                    "isolation.level": "read_committed"}))
+    consumer = Consumer(
+        consumer_conf(
+            bootstrap, **{"enable.partition.eof": True, "isolation.level": "read_committed"}
+        )
+    )
     tp = TopicPartition(topic, 0)
     _, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
     consumer.assign([TopicPartition(topic, 0, 0)])
@@ -80,8 +83,9 @@ def clean_fold(loc: KafkaLocation) -> LogState:
 
 
 def raw_produce(loc: KafkaLocation, values: list[bytes]) -> None:
-    producer = Producer({"bootstrap.servers": loc.bootstrap, "acks": "all",
-                         "enable.idempotence": True})  # fmt: skip
+    producer = Producer(
+        {"bootstrap.servers": loc.bootstrap, "acks": "all", "enable.idempotence": True}
+    )
     for value in values:
         producer.produce(loc.topic, value, partition=0)
     assert producer.flush(30) == 0
@@ -93,8 +97,10 @@ def _agent(location: str, agent: int, count: int, out: Any) -> None:
         first = memory.add_message(Message(speaker=f"agent{agent}", content="hello"))
         acked.append((str(first.id), first.seq))  # type: ignore[arg-type]
         for start in range(1, count, 50):
-            batch = [Message(speaker=f"agent{agent}", content=f"m{agent}-{i}")
-                     for i in range(start, min(start + 50, count))]  # fmt: skip
+            batch = [
+                Message(speaker=f"agent{agent}", content=f"m{agent}-{i}")
+                for i in range(start, min(start + 50, count))
+            ]
             if start % 100 == 1:
                 stored = memory.append_many(batch)
             else:
@@ -135,15 +141,33 @@ def test_eight_agent_processes_append_at_once(location: str) -> None:
 def _projector_process(location: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.Popen(
-        [sys.executable, "-m", "memstream", "projector", "run", "--log", location,
-         "--snapshot-ms", "30", "--snapshot-records", "300"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "memstream",
+            "projector",
+            "run",
+            "--log",
+            location,
+            "--snapshot-ms",
+            "30",
+            "--snapshot-records",
+            "300",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
 
 
 def _graph_env(payload: dict[str, Any]) -> GraphEnvelope:
-    return GraphEnvelope(id=uuid7(), namespace=payload["type"].split(".")[0],
-                         type=payload["type"], ts=now_iso(), payload=payload)  # fmt: skip
+    return GraphEnvelope(
+        id=uuid7(),
+        namespace=payload["type"].split(".")[0],
+        type=payload["type"],
+        ts=now_iso(),
+        payload=payload,
+    )
 
 
 def _lifecycle_of(loc: KafkaLocation) -> list[tuple[int, bytes]]:
@@ -160,10 +184,18 @@ def test_projector_killed_and_restarted_equals_an_uninterrupted_run(location: st
             with Memory(location) as memory, MemexStore.open(location) as store:  # type: ignore[attr-defined]
                 i = 0
                 while not stop.is_set() and i < 3000:
-                    memory.append_many([Message(speaker="w", content=f"m{i}-{k}")
-                                        for k in range(20)])  # fmt: skip
-                    store.create(id=f"item{i}", scope="s", kind="k", content={"i": i},
-                                 author="w", source_kind="observed", authority=0.5)  # fmt: skip
+                    memory.append_many(
+                        [Message(speaker="w", content=f"m{i}-{k}") for k in range(20)]
+                    )
+                    store.create(
+                        id=f"item{i}",
+                        scope="s",
+                        kind="k",
+                        content={"i": i},
+                        author="w",
+                        source_kind="observed",
+                        authority=0.5,
+                    )
                     if i % 7 == 3:
                         store.retract(f"item{i - 2}", "w")
                     i += 1
@@ -209,8 +241,9 @@ def test_redis_flushed_while_running_is_rebuilt_and_never_wrong(
     try:
         with Memory(location) as memory:
             for round_ in range(6):
-                memory.append_many([Message(speaker="w", content=f"r{round_}-{k}")
-                                    for k in range(500)])  # fmt: skip
+                memory.append_many(
+                    [Message(speaker="w", content=f"r{round_}-{k}") for k in range(500)]
+                )
                 time.sleep(0.2)
                 if round_ in (2, 4):
                     client.flushdb()
@@ -242,15 +275,20 @@ def test_garbage_unknown_schemas_and_invalid_commands_are_rejections(location: s
     loc = parse_kafka_location(location)
     with Memory(location) as memory, MemexStore.open(location) as store:  # type: ignore[attr-defined]
         first = memory.add_message(Message(speaker="a", content="kept"))
-        store.create(id="x", scope="s", kind="k", content={}, author="a",
-                     source_kind="observed", authority=1.0)  # fmt: skip
+        store.create(
+            id="x",
+            scope="s",
+            kind="k",
+            content={},
+            author="a",
+            source_kind="observed",
+            authority=1.0,
+        )
         bad = [
             b"garbage bytes",
             MAGIC + b"\x07" * 8 + b"a record of a schema nobody registered",
             b'{"id": "e", "namespace": "memory", "type": "memory.create"',
-            encode_record(
-                _graph_env({"type": "memory.retract", "item_id": "nope", "author": "a"})
-            ),  # fmt: skip
+            encode_record(_graph_env({"type": "memory.retract", "item_id": "nope", "author": "a"})),
             encode_record(
                 _graph_env(
                     {
@@ -300,8 +338,9 @@ def test_garbage_unknown_schemas_and_invalid_commands_are_rejections(location: s
     assert all(r.reason for r in state.rejections)
     assert [e.content for e in state.memory.events] == ["kept", "after"]
     assert list(state.graph.items) == ["x"]
-    rejected = [r for r in Memory(location).lifecycle(0, timeout=1)
-                if r.envelope.type == "record.rejected"]  # fmt: skip
+    rejected = [
+        r for r in Memory(location).lifecycle(0, timeout=1) if r.envelope.type == "record.rejected"
+    ]
     assert [r.seq for r in rejected] == list(range(2, 2 + len(bad)))
 
 
@@ -313,8 +352,15 @@ def test_replay_up_to_seq_equals_the_fold_of_the_prefix(location: str) -> None:
             if i % 10 == 0:
                 memory.delete([stored.id], "r")
             if i % 25 == 0:
-                store.create(id=f"g{i}", scope="s", kind="k", content={}, author="a",
-                             source_kind="observed", authority=0.4)  # fmt: skip
+                store.create(
+                    id=f"g{i}",
+                    scope="s",
+                    kind="k",
+                    content={},
+                    author="a",
+                    source_kind="observed",
+                    authority=0.4,
+                )
     Projector(loc, every_records=97).run(until_caught_up=True)
     records = [(s, v) for s, v, _ in read_topic(loc.bootstrap, loc.topic)]
     snapshots = SnapshotStore.connect(loc)
@@ -361,11 +407,17 @@ def test_a_topic_with_two_partitions_or_compaction_is_refused(
 ) -> None:
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
     two, compacted = f"{unique_name}-two", f"{unique_name}-compact"
-    futures = admin.create_topics([
-        NewTopic(two, num_partitions=2, replication_factor=1),
-        NewTopic(compacted, num_partitions=1, replication_factor=1,
-                 config={"cleanup.policy": "compact"}),
-    ])  # fmt: skip
+    futures = admin.create_topics(
+        [
+            NewTopic(two, num_partitions=2, replication_factor=1),
+            NewTopic(
+                compacted,
+                num_partitions=1,
+                replication_factor=1,
+                config={"cleanup.policy": "compact"},
+            ),
+        ]
+    )
     for future in futures.values():
         future.result(30)
     with pytest.raises(TopicConfigError, match="2 partitions"):
@@ -377,8 +429,7 @@ def test_a_topic_with_two_partitions_or_compaction_is_refused(
 def test_the_compactor_child_merges_chunks_and_readers_still_see_the_fold(location: str) -> None:
     loc = parse_kafka_location(location)
     with Memory(location) as memory:
-        memory.append_many([Message(speaker="a", content=f"word{i % 5} n{i}")
-                            for i in range(400)])  # fmt: skip
+        memory.append_many([Message(speaker="a", content=f"word{i % 5} n{i}") for i in range(400)])
     projector = Projector(loc, every_records=10)  # many small chunks
     projector.compact_every_s = 0.1
     projector.compact_at_chunks = 8

@@ -20,14 +20,28 @@ pytestmark = pytest.mark.kafka
 
 
 def _env(payload: dict[str, Any]) -> GraphEnvelope:
-    return GraphEnvelope(id=uuid7(), namespace=payload["type"].split(".")[0],
-                         type=payload["type"], ts=now_iso(), payload=payload)  # fmt: skip
+    return GraphEnvelope(
+        id=uuid7(),
+        namespace=payload["type"].split(".")[0],
+        type=payload["type"],
+        ts=now_iso(),
+        payload=payload,
+    )
 
 
 def _item(i: int) -> dict[str, Any]:
-    return {"type": "memory.create", "item": {"id": f"g{i}", "scope": "s", "kind": "k",
-            "content": {"n": i}, "author": "a", "source_kind": "observed",
-            "authority": 0.5}}  # fmt: skip
+    return {
+        "type": "memory.create",
+        "item": {
+            "id": f"g{i}",
+            "scope": "s",
+            "kind": "k",
+            "content": {"n": i},
+            "author": "a",
+            "source_kind": "observed",
+            "authority": 0.5,
+        },
+    }
 
 
 def _log(n: int) -> list[tuple[int, bytes]]:

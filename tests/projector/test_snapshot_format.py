@@ -352,7 +352,7 @@ def _sample() -> tuple[bytes, list[tuple[int, bytes]]]:
             "author": "a",
             "source_kind": "observed",
             "authority": 0.5,
-        }  # fmt: skip
+        }
         for i in range(3)
     ]
     first = Message(speaker="ana", content="hello world", session_id="s1")
@@ -529,7 +529,7 @@ def test_a_checkpoint_a_reader_would_refuse_is_not_written() -> None:
                 type=payload["type"],
                 ts="2026-12-03T00:00:00.000Z",
                 payload=payload,
-            )  # fmt: skip
+            )
         )
         for i, payload in enumerate(
             [
@@ -544,13 +544,13 @@ def test_a_checkpoint_a_reader_would_refuse_is_not_written() -> None:
                         "source_kind": "o",
                         "authority": 0.5,
                     },
-                },  # fmt: skip
+                },
                 {
                     "type": "memory.update",
                     "item_id": "a",
                     "partial": {"authority": "high"},
                     "author": "x",
-                },  # fmt: skip
+                },
             ]
         )
     ]

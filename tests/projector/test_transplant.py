@@ -46,9 +46,15 @@ def item(id: str, **kw: Any) -> MemoryItem:
 
 def edge(eid: str, a: str, b: str, kind: str = "SUPPORTS", **kw: Any) -> Edge:
     return create_edge(
-        edge_id=eid, from_=a, to=b, kind=kind, author="agent:a", source_kind="observed",
-        authority=0.5, **kw,
-    )  # fmt: skip
+        edge_id=eid,
+        from_=a,
+        to=b,
+        kind=kind,
+        author="agent:a",
+        source_kind="observed",
+        authority=0.5,
+        **kw,
+    )
 
 
 class World:
@@ -329,11 +335,13 @@ def test_re_id_on_difference_remaps_every_reference(world: World) -> None:
     assert tasks.tasks["t2"].input_memory_ids == [new_a]
     assert tasks.tasks["t2"].output_memory_ids == [C, new_a]
 
+
 def test_re_id_of_an_entity_without_a_time_is_the_seeds_value_error(world: World) -> None:
     target = World().add(edge("e-bc", X, X))  # an edge id that is not a UUIDv7
     with pytest.raises(ValueError, match='Cannot re-id "e-bc": provide created_at'):
-        target.import_(world.export(memory_ids=[B, C]), shallow_compare_existing=True,
-                       re_id_on_difference=True)  # fmt: skip
+        target.import_(
+            world.export(memory_ids=[B, C]), shallow_compare_existing=True, re_id_on_difference=True
+        )
 
 
 def test_re_id_skips_identical_entities(world: World) -> None:
@@ -395,9 +403,19 @@ def test_options_struct_and_keyword_override(world: World) -> None:
 
 
 def test_round_trip_between_stores(world: World) -> None:
-    sl = world.export(memory_ids=[C], include_parents=True, include_related_tasks=True,
-                      include_related_intents=True)  # fmt: skip
+    sl = world.export(
+        memory_ids=[C],
+        include_parents=True,
+        include_related_tasks=True,
+        include_related_intents=True,
+    )
     mem, intents, tasks, _ = World().import_(sl)
-    back = export_slice(mem, intents, tasks, memory_ids=list(mem.items),
-                        intent_ids=list(intents.intents), task_ids=list(tasks.tasks))  # fmt: skip
+    back = export_slice(
+        mem,
+        intents,
+        tasks,
+        memory_ids=list(mem.items),
+        intent_ids=list(intents.intents),
+        task_ids=list(tasks.tasks),
+    )
     assert back == sl

@@ -1,6 +1,5 @@
 """Helpers of the query daemon's tests: seeding a log, in-process and subprocess daemons."""
 
-
 from __future__ import annotations
 
 import os
@@ -52,10 +51,6 @@ LOCATIONS: dict[str, Callable[[pytest.FixtureRequest, Path], str]] = {
 }
 
 
-
-
-
-
 # --- a seeded log ---------------------------------------------------------------------------
 
 
@@ -82,9 +77,14 @@ def item_payload(id: str, **kw: Any) -> dict[str, Any]:
 
 def edge_payload(edge_id: str, from_: str, to: str, kind: str) -> dict[str, Any]:
     made = create_edge(
-        edge_id=edge_id, from_=from_, to=to, kind=kind, author="agent:a",
-        source_kind="observed", authority=0.9,
-    )  # fmt: skip
+        edge_id=edge_id,
+        from_=from_,
+        to=to,
+        kind=kind,
+        author="agent:a",
+        source_kind="observed",
+        authority=0.9,
+    )
     return made.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
@@ -102,34 +102,85 @@ class Seeded:
 
 
 # item ids (fixed, so tests read plainly); UUIDv7-shaped ids are not required by the graph
-ROOT, CHILD, GRANDCHILD, STALE, ALIAS, OTHER = "i-root", "i-child", "i-grand", "i-stale", \
-    "i-alias", "i-other"  # fmt: skip
+ROOT, CHILD, GRANDCHILD, STALE, ALIAS, OTHER = (
+    "i-root",
+    "i-child",
+    "i-grand",
+    "i-stale",
+    "i-alias",
+    "i-other",
+)
 
 
 def graph_records() -> list[GraphEnvelope]:
     return [
-        envelope({"type": "memory.create", "item": item_payload(
-            ROOT, authority=0.9, importance=0.8, content={"text": "root fact"})}),
-        envelope({"type": "memory.create", "item": item_payload(
-            CHILD, parents=[ROOT], authority=0.7, content={"text": "a child"})}),
-        envelope({"type": "memory.create", "item": item_payload(
-            GRANDCHILD, parents=[CHILD], authority=0.3, author="agent:b")}),
-        envelope({"type": "memory.create", "item": item_payload(
-            STALE, parents=["i-ghost"], authority=0.2, scope="user:other")}),
+        envelope(
+            {
+                "type": "memory.create",
+                "item": item_payload(
+                    ROOT, authority=0.9, importance=0.8, content={"text": "root fact"}
+                ),
+            }
+        ),
+        envelope(
+            {
+                "type": "memory.create",
+                "item": item_payload(
+                    CHILD, parents=[ROOT], authority=0.7, content={"text": "a child"}
+                ),
+            }
+        ),
+        envelope(
+            {
+                "type": "memory.create",
+                "item": item_payload(GRANDCHILD, parents=[CHILD], authority=0.3, author="agent:b"),
+            }
+        ),
+        envelope(
+            {
+                "type": "memory.create",
+                "item": item_payload(STALE, parents=["i-ghost"], authority=0.2, scope="user:other"),
+            }
+        ),
         envelope({"type": "memory.create", "item": item_payload(ALIAS, authority=0.6)}),
-        envelope({"type": "memory.create", "item": item_payload(
-            OTHER, authority=0.8, content={"text": "x" * 500})}),
-        envelope({"type": "edge.create", "edge": edge_payload("e-contra", ROOT, OTHER,
-                                                               "CONTRADICTS")}),
+        envelope(
+            {
+                "type": "memory.create",
+                "item": item_payload(OTHER, authority=0.8, content={"text": "x" * 500}),
+            }
+        ),
+        envelope(
+            {"type": "edge.create", "edge": edge_payload("e-contra", ROOT, OTHER, "CONTRADICTS")}
+        ),
         envelope({"type": "edge.create", "edge": edge_payload("e-alias1", ROOT, ALIAS, "ALIAS")}),
         envelope({"type": "edge.create", "edge": edge_payload("e-alias2", ALIAS, ROOT, "ALIAS")}),
-        envelope({"type": "intent.create", "intent": {
-            "id": "n-1", "label": "ship", "priority": 0.7, "owner": "agent:a",
-            "status": "active", "root_memory_ids": [ROOT]}}),
-        envelope({"type": "task.create", "task": {
-            "id": "t-1", "intent_id": "n-1", "action": "write", "status": "pending",
-            "priority": 0.5, "input_memory_ids": [ROOT]}}),
-    ]  # fmt: skip
+        envelope(
+            {
+                "type": "intent.create",
+                "intent": {
+                    "id": "n-1",
+                    "label": "ship",
+                    "priority": 0.7,
+                    "owner": "agent:a",
+                    "status": "active",
+                    "root_memory_ids": [ROOT],
+                },
+            }
+        ),
+        envelope(
+            {
+                "type": "task.create",
+                "task": {
+                    "id": "t-1",
+                    "intent_id": "n-1",
+                    "action": "write",
+                    "status": "pending",
+                    "priority": 0.5,
+                    "input_memory_ids": [ROOT],
+                },
+            }
+        ),
+    ]
 
 
 def seed(location: str) -> Seeded:
@@ -138,14 +189,18 @@ def seed(location: str) -> Seeded:
 
     out = Seeded(location=location, name=log_name(location))
     with Memory(location) as memory:
-        for i, text in enumerate(["the cat sat on the mat", "dogs chase cats",
-                                  "weather is sunny today", "the cat is black"]):  # fmt: skip
+        for i, text in enumerate(
+            [
+                "the cat sat on the mat",
+                "dogs chase cats",
+                "weather is sunny today",
+                "the cat is black",
+            ]
+        ):
             out.messages.append(
                 memory.add_message(Message(speaker="user", content=text, session_id=f"s{i % 2}"))
             )
-        out.documents.append(
-            memory.add_document(Document(name="notes.txt", text="a cat document"))
-        )
+        out.documents.append(memory.add_document(Document(name="notes.txt", text="a cat document")))
         deletion = memory.delete(out.messages[3].id, "user asked", requested_by="user")
         out.deleted_id, out.deletion_seq = out.messages[3].id, deletion.seq
         memory.recall("cat", limit=2, session_id="s0")
@@ -154,15 +209,16 @@ def seed(location: str) -> Seeded:
     return out
 
 
-
-
 # --- the daemon -------------------------------------------------------------------------------
 
 
 FAST = DaemonSettings(
-    min_seq_timeout=1.0, poll_interval=0.01, sse_keepalive=1.0, probe_interval=0.2,
+    min_seq_timeout=1.0,
+    poll_interval=0.01,
+    sse_keepalive=1.0,
+    probe_interval=0.2,
     reopen_interval=0.5,
-)  # fmt: skip
+)
 
 
 @contextmanager
@@ -171,8 +227,6 @@ def in_process(locations: list[str], settings: DaemonSettings = FAST) -> Iterato
     with TestClient(app, base_url="http://localhost") as client:
         assert app.state.registry.wait_ready(60), "the logs did not hydrate"
         yield client
-
-
 
 
 def free_port() -> int:
@@ -198,18 +252,32 @@ def serve(
     runs in the child before it starts (a lowered ulimit, say); `procs` gets the process.
     """
     port = free_port()
-    args = [str(MEMSTREAM), "queryd", "serve", "--host", "127.0.0.1", "--port", str(port),
-            "--poll-interval", "0.01", *extra]  # fmt: skip
+    args = [
+        str(MEMSTREAM),
+        "queryd",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--poll-interval",
+        "0.01",
+        *extra,
+    ]
     for loc in locations:
         args += ["--log", loc]
     with tempfile.TemporaryDirectory() as scratch:
         out_path = output or Path(scratch) / "queryd.log"
         with open(out_path, "wb") as out:
             proc = subprocess.Popen(
-                args, cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True,
+                args,
+                cwd=REPO_ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                start_new_session=True,
                 preexec_fn=preexec_fn,
-            )  # fmt: skip
+            )
         if procs is not None:
             procs.append(proc)
         base = f"http://127.0.0.1:{port}"

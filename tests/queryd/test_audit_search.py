@@ -19,8 +19,11 @@ def _reference(state, query: str, limit: int) -> list:  # type: ignore[no-untype
         return []
     scored = []
     for item in state.visible_messages + state.visible_documents:
-        text = f"{item.speaker} {item.content}" if isinstance(item, Message) \
+        text = (
+            f"{item.speaker} {item.content}"
+            if isinstance(item, Message)
             else f"{item.name} {item.text}"
+        )
         overlap = len(q & set(re.findall(r"\w+", text.lower())))
         if overlap:
             scored.append((-overlap, item.seq, item))

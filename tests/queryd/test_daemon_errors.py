@@ -34,10 +34,16 @@ def test_unknown_log_and_ids_are_404(client: TestClient, seeded: Seeded) -> None
     base = f"/logs/{seeded.name}"
     missing = "00000000-0000-4000-8000-000000000000"
     assert "event_id" in message_of(client.get(f"{base}/events/{missing}"), 404)
-    for path in ["graph/items/zzz", "graph/items/zzz/support_tree", "graph/items/zzz/support_set",
-                 "graph/items/zzz/dependents", "graph/items/zzz/aliases",
-                 "graph/items/zzz/alias_group", "graph/items/zzz/parents",
-                 "graph/items/zzz/related"]:  # fmt: skip
+    for path in [
+        "graph/items/zzz",
+        "graph/items/zzz/support_tree",
+        "graph/items/zzz/support_set",
+        "graph/items/zzz/dependents",
+        "graph/items/zzz/aliases",
+        "graph/items/zzz/alias_group",
+        "graph/items/zzz/parents",
+        "graph/items/zzz/related",
+    ]:
         assert "item_id" in message_of(client.get(f"{base}/{path}"), 404), path
     assert "edge_id" in message_of(client.get(f"{base}/graph/edges/zzz"), 404)
     assert "intent_id" in message_of(client.get(f"{base}/graph/intents/zzz"), 404)
@@ -68,29 +74,60 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClien
         ("get", "search", {}, "query.q"),
         ("post", "recall", {"json": {"query": ""}}, "body.query"),
         ("post", "recall", {"json": {"query": "x", "limt": 3}}, "body.limt"),
-        ("post", "recall", {"content": b"{not json", "headers": {
-            "content-type": "application/json"}}, "body"),  # fmt: skip
-        ("post", "graph/items/query", {"json": {"filter": {"or": [{"scop": "x"}]}}},
-         "body.filter.or.0.scop"),  # fmt: skip
-        ("post", "graph/items/query", {"json": {"options": {"sort": [{"field": "size"}]}}},
-         "body.options.sort"),  # fmt: skip
-        ("post", "graph/items/query", {"json": {"options": {"limit": -1}}},
-         "body.options.limit"),  # fmt: skip
+        (
+            "post",
+            "recall",
+            {"content": b"{not json", "headers": {"content-type": "application/json"}},
+            "body",
+        ),
+        (
+            "post",
+            "graph/items/query",
+            {"json": {"filter": {"or": [{"scop": "x"}]}}},
+            "body.filter.or.0.scop",
+        ),
+        (
+            "post",
+            "graph/items/query",
+            {"json": {"options": {"sort": [{"field": "size"}]}}},
+            "body.options.sort",
+        ),
+        ("post", "graph/items/query", {"json": {"options": {"limit": -1}}}, "body.options.limit"),
         ("post", "graph/items/query", {"json": []}, "body"),
-        ("post", "graph/scored", {"content": b'{"weights": {"authority": Infinity}}',
-                                  "headers": {"content-type": "application/json"}},
-         "body.weights.authority"),  # fmt: skip
-        ("post", "graph/scored", {"json": {"weights": {"decay": {"rate": 2, "interval": "day",
-                                                                  "type": "linear"}}}},
-         "body.weights.decay.rate"),  # fmt: skip
+        (
+            "post",
+            "graph/scored",
+            {
+                "content": b'{"weights": {"authority": Infinity}}',
+                "headers": {"content-type": "application/json"},
+            },
+            "body.weights.authority",
+        ),
+        (
+            "post",
+            "graph/scored",
+            {"json": {"weights": {"decay": {"rate": 2, "interval": "day", "type": "linear"}}}},
+            "body.weights.decay.rate",
+        ),
         ("post", "graph/smart_retrieve", {"json": {"budget": -1, "weights": {}}}, "body.budget"),
-        ("post", "graph/smart_retrieve", {"json": {"budget": 1, "weights": {},
-                                                   "contradictions": "ignore"}},
-         "body.contradictions"),  # fmt: skip
-        ("post", "graph/intents/query", {"json": {"filter": {"status": "done"}}},
-         "body.filter.status"),  # fmt: skip
-        ("post", "graph/tasks/query", {"json": {"filter": {"statuses": "running"}}},
-         "body.filter.statuses"),  # fmt: skip
+        (
+            "post",
+            "graph/smart_retrieve",
+            {"json": {"budget": 1, "weights": {}, "contradictions": "ignore"}},
+            "body.contradictions",
+        ),
+        (
+            "post",
+            "graph/intents/query",
+            {"json": {"filter": {"status": "done"}}},
+            "body.filter.status",
+        ),
+        (
+            "post",
+            "graph/tasks/query",
+            {"json": {"filter": {"statuses": "running"}}},
+            "body.filter.statuses",
+        ),
         ("post", "graph/export_slice", {"json": {"memory_ids": "abc"}}, "body.memory_ids"),
         ("get", "graph/items/x/related", {"params": {"direction": "up"}}, "query.direction"),
         ("get", "graph/contradictions", {"params": {"offset": -1}}, "query.offset"),
@@ -99,9 +136,12 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClien
     ],
 )
 def test_malformed_input_is_422_naming_the_field(
-    shared: tuple[TestClient, Seeded], method: str, path: str, kwargs: dict[str, Any],
+    shared: tuple[TestClient, Seeded],
+    method: str,
+    path: str,
+    kwargs: dict[str, Any],
     field: str,
-) -> None:  # fmt: skip
+) -> None:
     client, seeded = shared
     response = getattr(client, method)(f"/logs/{seeded.name}/{path}", **kwargs)
     assert field in message_of(response, 422)
@@ -153,8 +193,15 @@ def _audit_head(location: str) -> tuple[int | None, int]:
 def test_only_a_recall_changes_the_log(client: TestClient, seeded: Seeded) -> None:
     before = _audit_head(seeded.location)
     base = f"/logs/{seeded.name}"
-    for path in ["state", "events", "search?q=cat", "graph/stats", "graph/contradictions",
-                 f"graph/items/{ROOT}/dependents?transitive=true", "rejections"]:  # fmt: skip
+    for path in [
+        "state",
+        "events",
+        "search?q=cat",
+        "graph/stats",
+        "graph/contradictions",
+        f"graph/items/{ROOT}/dependents?transitive=true",
+        "rejections",
+    ]:
         assert client.get(f"{base}/{path}").status_code == 200
     client.post(f"{base}/graph/items/query", json={"filter": {"not": {"x": 1}}})
     client.post(f"{base}/graph/export_slice", json={"memory_ids": [CHILD]})
@@ -193,9 +240,10 @@ _FUZZ_DIR = Path(tempfile.mkdtemp(prefix="memstream-queryd-fuzz-"))
 _FUZZ_REGISTRY = LogRegistry.from_locations([str(_FUZZ_DIR / "memory-db")], poll_interval=0.01)
 _FUZZ_APP = create_app(
     _FUZZ_REGISTRY,
-    DaemonSettings(min_seq_timeout=0.05, poll_interval=0.01, sse_keepalive=0.2,
-                   allowed_hosts=("testserver",)),  # schemathesis' ASGI client's Host
-)  # fmt: skip
+    DaemonSettings(
+        min_seq_timeout=0.05, poll_interval=0.01, sse_keepalive=0.2, allowed_hosts=("testserver",)
+    ),  # schemathesis' ASGI client's Host
+)
 # SSE streams do not end on their own; they are tested with a real client instead.
 schema = schemathesis.openapi.from_asgi("/openapi.json", _FUZZ_APP).exclude(
     path="/logs/{log}/lifecycle"

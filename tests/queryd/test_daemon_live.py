@@ -38,19 +38,29 @@ def test_read_your_writes_through_a_real_daemon(location: str) -> None:
         with serve([location]) as base, httpx.Client(base_url=base, timeout=30) as http:
             for i in range(5):
                 stored = memory.add_message(Message(speaker="u", content=f"fresh note {i}"))
-                got = http.get(f"/logs/{name}/search",
-                               params={"q": f"fresh note {i}", "min_seq": stored.seq})
+                got = http.get(
+                    f"/logs/{name}/search", params={"q": f"fresh note {i}", "min_seq": stored.seq}
+                )
                 assert got.status_code == 200, got.text
                 assert got.json()["seq"] >= stored.seq
                 assert int(got.headers[SEQ_HEADER]) >= stored.seq
                 assert str(stored.id) in [item["id"] for item in got.json()["items"]]
             appended, _ = memory.log.transact(
-                lambda state: ([envelope({"type": "memory.create",
-                                          "item": item_payload("i-new", authority=0.4)})], None)
-            )  # fmt: skip
+                lambda state: (
+                    [
+                        envelope(
+                            {"type": "memory.create", "item": item_payload("i-new", authority=0.4)}
+                        )
+                    ],
+                    None,
+                )
+            )
             seq = appended[0].seq
-            items = http.post(f"/logs/{name}/graph/items/query", params={"min_seq": seq},
-                              json={"filter": {"ids": ["i-new"]}})  # fmt: skip
+            items = http.post(
+                f"/logs/{name}/graph/items/query",
+                params={"min_seq": seq},
+                json={"filter": {"ids": ["i-new"]}},
+            )
             assert items.status_code == 200 and items.json()["total"] == 1
             recall = http.post(f"/logs/{name}/recall", json={"query": "fresh note"})
             assert recall.status_code == 200
@@ -86,8 +96,9 @@ def test_sse_client_reconnects_with_last_event_id_and_misses_nothing(location: s
             expected = lifecycle_offsets(memory, until=8)
             # reconnect as an EventSource does: the same URL plus Last-Event-ID
             headers = {"Last-Event-ID": received[-1]["id"]}
-            with http.stream("GET", f"/logs/{name}/lifecycle", params={"from_offset": 0},
-                             headers=headers) as r:  # fmt: skip
+            with http.stream(
+                "GET", f"/logs/{name}/lifecycle", params={"from_offset": 0}, headers=headers
+            ) as r:
                 assert r.status_code == 200
                 for event in sse_events(r):
                     received.append(event)
@@ -99,16 +110,24 @@ def test_sse_client_reconnects_with_last_event_id_and_misses_nothing(location: s
     assert [d["offset"] for d in datas] == offsets
     assert [e["event"] for e in received][-1] == "deletion.appended"
     assert [d["envelope"]["payload"]["event"]["content"] for d in datas[:7]] == [
-        "early 0", "early 1", "early 2", "early 3", "late 0", "late 1", "late 2"]  # fmt: skip
+        "early 0",
+        "early 1",
+        "early 2",
+        "early 3",
+        "late 0",
+        "late 1",
+        "late 2",
+    ]
 
 
 def test_metrics_health_and_json_logs(embedded_location: str, tmp_path: Any) -> None:
     with Memory(embedded_location) as memory:
         memory.add_message(Message(speaker="u", content="hello metrics"))
     output = tmp_path / "queryd.log"
-    with serve([embedded_location], "--log-format", "json", output=output) as base, httpx.Client(
-        base_url=base, timeout=30
-    ) as http:
+    with (
+        serve([embedded_location], "--log-format", "json", output=output) as base,
+        httpx.Client(base_url=base, timeout=30) as http,
+    ):
         assert http.get("/healthz").json() == {"status": "ok"}
         assert http.get("/readyz").json()["ready"] is True
         assert http.get("/logs/memory-db/search", params={"q": "hello"}).status_code == 200
@@ -132,8 +151,10 @@ def test_serve_refuses_two_logs_with_one_name(tmp_path: Any) -> None:
     started = time.monotonic()
     done = subprocess.run(
         [str(MEMSTREAM), "queryd", "serve", "--log", str(a), "--log", str(b), "--port", "1"],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and "memory-db" in done.stderr
     assert time.monotonic() - started < 60
 

@@ -109,8 +109,11 @@ def test_search_matches_the_pure_search(client: TestClient, seeded: Seeded) -> N
 
 
 def test_recall_appends_what_it_returned(client: TestClient, seeded: Seeded) -> None:
-    body = ok(client.post(f"/logs/{seeded.name}/recall",
-                          json={"query": "cat", "limit": 2, "actor": "agent:x"}))  # fmt: skip
+    body = ok(
+        client.post(
+            f"/logs/{seeded.name}/recall", json={"query": "cat", "limit": 2, "actor": "agent:x"}
+        )
+    )
     recall = body["recall"]
     assert body["seq"] == recall["seq"] == seeded.last_seq + 1
     assert recall["recalled"] == [i["id"] for i in body["items"]] and len(body["items"]) == 2
@@ -124,40 +127,68 @@ def test_recall_appends_what_it_returned(client: TestClient, seeded: Seeded) -> 
 def test_items_with_the_filter_algebra_sort_and_paging(client: TestClient, seeded: Seeded) -> None:
     url = f"/logs/{seeded.name}/graph/items/query"
     assert ids(ok(client.post(url, json={}))["items"]) == [
-        ROOT, CHILD, GRANDCHILD, STALE, ALIAS, OTHER]  # fmt: skip
+        ROOT,
+        CHILD,
+        GRANDCHILD,
+        STALE,
+        ALIAS,
+        OTHER,
+    ]
     query = {
-        "filter": {"or": [{"scope": "user:other"}, {"range": {"authority": {"min": 0.75}}}],
-                   "not": {"author": "agent:b"}},
+        "filter": {
+            "or": [{"scope": "user:other"}, {"range": {"authority": {"min": 0.75}}}],
+            "not": {"author": "agent:b"},
+        },
         "options": {"sort": [{"field": "authority", "order": "asc"}]},
-    }  # fmt: skip
+    }
     got = ok(client.post(url, json=query))
     assert ids(got["items"]) == [STALE, OTHER, ROOT] and got["total"] == 3
-    paged = ok(client.post(url, json={**query, "options": {**query["options"], "offset": 1,
-                                                           "limit": 1}}))  # fmt: skip
+    paged = ok(
+        client.post(url, json={**query, "options": {**query["options"], "offset": 1, "limit": 1}})
+    )
     assert ids(paged["items"]) == [OTHER] and paged["total"] == 3
-    assert ids(ok(client.post(url, json={"filter": {"is_root": False,
-                                                    "meta_has": []}}))["items"]) == [
-        CHILD, GRANDCHILD, STALE]  # fmt: skip
+    assert ids(
+        ok(client.post(url, json={"filter": {"is_root": False, "meta_has": []}}))["items"]
+    ) == [CHILD, GRANDCHILD, STALE]
     assert ok(client.get(f"/logs/{seeded.name}/graph/items/{ROOT}"))["item"]["id"] == ROOT
 
 
 def test_scored_and_smart_retrieve(client: TestClient, seeded: Seeded) -> None:
     base = f"/logs/{seeded.name}/graph"
-    scored = ok(client.post(f"{base}/scored", json={"weights": {"authority": 1.0},
-                                                    "options": {"limit": 2}}))  # fmt: skip
+    scored = ok(
+        client.post(f"{base}/scored", json={"weights": {"authority": 1.0}, "options": {"limit": 2}})
+    )
     assert [s["item"]["id"] for s in scored["items"]] == [ROOT, OTHER]
     assert scored["items"][0]["score"] == 0.9
-    unit = ok(client.post(f"{base}/smart_retrieve",
-                          json={"budget": 3, "cost": "unit", "weights": {"authority": 1}}))
+    unit = ok(
+        client.post(
+            f"{base}/smart_retrieve",
+            json={"budget": 3, "cost": "unit", "weights": {"authority": 1}},
+        )
+    )
     assert [s["item"]["id"] for s in unit["items"]] == [ROOT, OTHER, CHILD]
-    filtered = ok(client.post(f"{base}/smart_retrieve", json={
-        "budget": 3, "cost": "unit", "weights": {"authority": 1}, "contradictions": "filter"}))
+    filtered = ok(
+        client.post(
+            f"{base}/smart_retrieve",
+            json={
+                "budget": 3,
+                "cost": "unit",
+                "weights": {"authority": 1},
+                "contradictions": "filter",
+            },
+        )
+    )
     assert OTHER not in [s["item"]["id"] for s in filtered["items"]]
-    chars = ok(client.post(f"{base}/smart_retrieve", json={
-        "budget": 100, "cost": "content_chars", "weights": {"authority": 1}}))
+    chars = ok(
+        client.post(
+            f"{base}/smart_retrieve",
+            json={"budget": 100, "cost": "content_chars", "weights": {"authority": 1}},
+        )
+    )
     assert OTHER not in [s["item"]["id"] for s in chars["items"]]  # its content is 500+ chars
-    bad = client.post(f"{base}/smart_retrieve", json={"budget": 1, "cost": "lambda x: 1",
-                                                      "weights": {}})  # fmt: skip
+    bad = client.post(
+        f"{base}/smart_retrieve", json={"budget": 1, "cost": "lambda x: 1", "weights": {}}
+    )
     assert bad.status_code == 422 and "cost" in bad.json()["message"]
 
 
@@ -166,15 +197,23 @@ def test_provenance_integrity_and_aliases(client: TestClient, seeded: Seeded) ->
     tree = ok(client.get(f"{base}/items/{GRANDCHILD}/support_tree"))
     assert tree["root"] == GRANDCHILD
     assert [(n["item"]["id"], n["parents"]) for n in tree["nodes"]] == [
-        (GRANDCHILD, [CHILD]), (CHILD, [ROOT]), (ROOT, [])]  # fmt: skip
+        (GRANDCHILD, [CHILD]),
+        (CHILD, [ROOT]),
+        (ROOT, []),
+    ]
     assert ids(ok(client.get(f"{base}/items/{GRANDCHILD}/support_set"))["items"]) == [
-        GRANDCHILD, CHILD, ROOT]  # fmt: skip
+        GRANDCHILD,
+        CHILD,
+        ROOT,
+    ]
     assert ids(ok(client.get(f"{base}/items/{ROOT}/dependents"))["items"]) == [CHILD]
-    assert ids(ok(client.get(f"{base}/items/{ROOT}/dependents",
-                             params={"transitive": True}))["items"]) == [CHILD, GRANDCHILD]
+    assert ids(
+        ok(client.get(f"{base}/items/{ROOT}/dependents", params={"transitive": True}))["items"]
+    ) == [CHILD, GRANDCHILD]
     assert ids(ok(client.get(f"{base}/items/{ROOT}/aliases"))["items"]) == [ALIAS]
     assert sorted(ids(ok(client.get(f"{base}/items/{ALIAS}/alias_group"))["items"])) == sorted(
-        [ROOT, ALIAS])  # fmt: skip
+        [ROOT, ALIAS]
+    )
     assert ids(ok(client.get(f"{base}/items/{CHILD}/parents"))["items"]) == [ROOT]
     assert ids(ok(client.get(f"{base}/items/{CHILD}/children"))["items"]) == [GRANDCHILD]
     assert OTHER in ids(ok(client.get(f"{base}/items/{ROOT}/related"))["items"])
@@ -191,8 +230,9 @@ def test_edges_intents_tasks_stats_export(client: TestClient, seeded: Seeded) ->
     assert edges[0]["from"] == ROOT
     assert ok(client.get(f"{base}/edges/e-contra"))["edge"]["to"] == OTHER
     assert len(ok(client.post(f"{base}/edges/query", json={}, params={"limit": 1}))["edges"]) == 1
-    intents = ok(client.post(f"{base}/intents/query",
-                             json={"filter": {"statuses": ["active"]}}))["intents"]
+    intents = ok(client.post(f"{base}/intents/query", json={"filter": {"statuses": ["active"]}}))[
+        "intents"
+    ]
     assert [i["id"] for i in intents] == ["n-1"]
     assert ok(client.get(f"{base}/intents/n-1"))["intent"]["label"] == "ship"
     tasks = ok(client.post(f"{base}/tasks/query", json={"filter": {"intent_id": "n-1"}}))
@@ -200,9 +240,17 @@ def test_edges_intents_tasks_stats_export(client: TestClient, seeded: Seeded) ->
     assert ok(client.get(f"{base}/tasks/t-1"))["task"]["action"] == "write"
     stats = ok(client.get(f"{base}/stats"))["stats"]
     assert stats["items"]["total"] == 6 and stats["edges"]["by_kind"]["ALIAS"] == 2
-    exported = ok(client.post(f"{base}/export_slice", json={
-        "memory_ids": [GRANDCHILD], "include_parents": True, "intent_ids": ["n-1"],
-        "include_related_tasks": True}))["slice"]
+    exported = ok(
+        client.post(
+            f"{base}/export_slice",
+            json={
+                "memory_ids": [GRANDCHILD],
+                "include_parents": True,
+                "intent_ids": ["n-1"],
+                "include_related_tasks": True,
+            },
+        )
+    )["slice"]
     assert sorted(ids(exported["memories"])) == sorted([GRANDCHILD, CHILD, ROOT])
     assert [t["id"] for t in exported["tasks"]] == ["t-1"]
 
@@ -215,7 +263,6 @@ def test_several_logs_each_under_its_name(tmp_path: Any) -> None:
 
         memory.add_message(Message(speaker="u", content="only in beta"))
     with in_process([first.location, second]) as c:
-        assert sorted(entry["name"] for entry in c.get("/logs").json()["logs"]) == [
-            "alpha", "beta"]  # fmt: skip
+        assert sorted(entry["name"] for entry in c.get("/logs").json()["logs"]) == ["alpha", "beta"]
         assert ok(c.get("/logs/beta/search", params={"q": "beta"}), 0)["items"]
         assert ok(c.get("/logs/alpha/search", params={"q": "beta"}))["items"] == []

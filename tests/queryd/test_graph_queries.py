@@ -35,21 +35,34 @@ DAY = 86_400_000
 
 def item(id: str, **kw: object) -> MemoryItem:
     args: dict[str, object] = dict(
-        id=id, scope="user:a/general", kind="observation", content={}, author="agent:1",
-        source_kind="observed", authority=0.5, created_at=1000,
-    )  # fmt: skip
+        id=id,
+        scope="user:a/general",
+        kind="observation",
+        content={},
+        author="agent:1",
+        source_kind="observed",
+        authority=0.5,
+        created_at=1000,
+    )
     args.update(kw)
     return create_memory_item(**args)  # type: ignore[arg-type]
 
 
 def edge(eid: str, a: str, b: str, kind: str = "SUPPORTS", **kw: object) -> Edge:
-    return create_edge(edge_id=eid, from_=a, to=b, kind=kind, author="x",
-                       source_kind="observed", authority=1.0, **kw)  # type: ignore[arg-type]  # fmt: skip
+    return create_edge(
+        edge_id=eid,
+        from_=a,
+        to=b,
+        kind=kind,
+        author="x",
+        source_kind="observed",
+        authority=1.0,
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 def state(*objs: MemoryItem | Edge) -> GraphState:
-    cmds = [MemoryCreate(item=o) if isinstance(o, MemoryItem) else EdgeCreate(edge=o)
-            for o in objs]  # fmt: skip
+    cmds = [MemoryCreate(item=o) if isinstance(o, MemoryItem) else EdgeCreate(edge=o) for o in objs]
     res = replay_commands(cmds)
     assert not res.skipped
     return res.state
@@ -65,14 +78,36 @@ def ids(xs: list[MemoryItem]) -> list[str]:
 @pytest.fixture
 def sample() -> GraphState:
     return state(
-        item("a", scope="user:a/general", authority=0.9, importance=0.1, meta={"x": {"y": 1}},
-             intent_id="i1", created_at=100),
-        item("b", scope="user:a/work", kind="assertion", authority=0.2, conviction=0.7,
-             parents=["a"], task_id="t1", created_at=300),
-        item("c", scope="user:b", author="agent:2", authority=0.5, parents=["a", "b"],
-             source_kind="agent_inferred", created_at=200),
+        item(
+            "a",
+            scope="user:a/general",
+            authority=0.9,
+            importance=0.1,
+            meta={"x": {"y": 1}},
+            intent_id="i1",
+            created_at=100,
+        ),
+        item(
+            "b",
+            scope="user:a/work",
+            kind="assertion",
+            authority=0.2,
+            conviction=0.7,
+            parents=["a"],
+            task_id="t1",
+            created_at=300,
+        ),
+        item(
+            "c",
+            scope="user:b",
+            author="agent:2",
+            authority=0.5,
+            parents=["a", "b"],
+            source_kind="agent_inferred",
+            created_at=200,
+        ),
         item("d", scope="user:ab", authority=0.5, importance=0.9, created_at=None),
-    )  # fmt: skip
+    )
 
 
 @pytest.mark.parametrize(
@@ -111,10 +146,9 @@ def sample() -> GraphState:
         ({"meta": {"x.y": 2}}, []),
         ({"meta_has": ["x.y"]}, ["a"]),
         ({"meta_has": ["x.z"]}, []),
-        ({"scope_prefix": "user:a", "is_root": True, "range": {"importance": {"min": 0.5}}},
-         ["d"]),
+        ({"scope_prefix": "user:a", "is_root": True, "range": {"importance": {"min": 0.5}}}, ["d"]),
     ],
-)  # fmt: skip
+)
 def test_filters(sample: GraphState, f: dict[str, object], expected: list[str]) -> None:
     assert ids(get_items(sample, f)) == expected
     model = MemoryFilter.model_validate(f)
@@ -125,8 +159,7 @@ def test_filters(sample: GraphState, f: dict[str, object], expected: list[str]) 
 def test_decay_filter(sample: GraphState) -> None:
     now = now_ms()
     st = state(item("old", created_at=now - 10 * DAY), item("new", created_at=now))
-    f = {"decay": {"config": {"rate": 0.5, "interval": "day", "type": "exponential"},
-                   "min": 0.5}}  # fmt: skip
+    f = {"decay": {"config": {"rate": 0.5, "interval": "day", "type": "exponential"}, "min": 0.5}}
     assert ids(get_items(st, f)) == ["new"]
 
 
@@ -135,12 +168,23 @@ def test_sort_multi_key_ties_keep_insertion_order(sample: GraphState) -> None:
     assert ids(got) == ["a", "c", "d", "b"]  # c and d tie: insertion order
     got = get_items(sample, None, {"sort": {"field": "authority", "order": "asc"}})
     assert ids(got) == ["b", "c", "d", "a"]
-    got = get_items(sample, None, {"sort": [{"field": "authority", "order": "asc"},
-                                            {"field": "importance", "order": "desc"}]})  # fmt: skip
+    got = get_items(
+        sample,
+        None,
+        {
+            "sort": [
+                {"field": "authority", "order": "asc"},
+                {"field": "importance", "order": "desc"},
+            ]
+        },
+    )
     assert ids(got) == ["b", "d", "c", "a"]
     assert ids(get_items(sample, None, {"sort": {"field": "recency", "order": "desc"}}))[0] == "d"
-    assert ids(get_items(sample, None, {"sort": {"field": "recency", "order": "asc"},
-                                        "offset": 1, "limit": 2})) == ["c", "b"]  # fmt: skip
+    assert ids(
+        get_items(
+            sample, None, {"sort": {"field": "recency", "order": "asc"}, "offset": 1, "limit": 2}
+        )
+    ) == ["c", "b"]
     assert ids(get_items(sample, None, {"limit": 0})) == []
     with pytest.raises(ValueError):
         get_items(sample, None, {"sort": {"field": "popularity"}})
@@ -156,10 +200,13 @@ def test_get_item_by_id(sample: GraphState) -> None:
 
 def test_edges_and_navigation() -> None:
     st = state(
-        item("a"), item("b", parents=["a"]), item("c", parents=["a", "ghost"]),
-        edge("e1", "a", "b", weight=0.9), edge("e2", "c", "a", kind="ABOUT", weight=0.2),
+        item("a"),
+        item("b", parents=["a"]),
+        item("c", parents=["a", "ghost"]),
+        edge("e1", "a", "b", weight=0.9),
+        edge("e2", "c", "a", kind="ABOUT", weight=0.2),
         edge("e3", "a", "c"),
-    )  # fmt: skip
+    )
     st = apply_command(  # inactive, still there (a retract would remove it: C1)
         st, {"type": "edge.update", "edge_id": "e3", "partial": {"active": False}, "author": "x"}
     ).state
@@ -184,10 +231,16 @@ def test_edges_and_navigation() -> None:
 
 def test_dependents_transitive_and_aliases() -> None:
     st = state(
-        item("a"), item("b", parents=["a"]), item("c", parents=["b"]),
-        item("d", parents=["c", "a"]), item("x"), item("y"), item("z"),
-        edge("l1", "x", "y", kind="ALIAS"), edge("l2", "z", "y", kind="ALIAS"),
-    )  # fmt: skip
+        item("a"),
+        item("b", parents=["a"]),
+        item("c", parents=["b"]),
+        item("d", parents=["c", "a"]),
+        item("x"),
+        item("y"),
+        item("z"),
+        edge("l1", "x", "y", kind="ALIAS"),
+        edge("l2", "z", "y", kind="ALIAS"),
+    )
     # The seed's walk: a stack of children, the latest pushed first.
     assert ids(get_dependents(st, "a", transitive=True)) == ["d", "b", "c"]
     # Aliases are directional (C17): y has no outgoing ALIAS edge; x reaches y only.
@@ -232,18 +285,29 @@ def test_get_scored_items_pipeline(sample: GraphState) -> None:
     w = {"authority": 1.0, "importance": 1.0}
     got = get_scored_items(sample, w)
     assert [(s.item.id, round(s.score, 3)) for s in got] == [
-        ("d", 1.4), ("a", 1.0), ("c", 0.5), ("b", 0.2)
+        ("d", 1.4),
+        ("a", 1.0),
+        ("c", 0.5),
+        ("b", 0.2),
     ]
     assert ids([s.item for s in get_scored_items(sample, w, {"min_score": 0.5})]) == ["d", "a", "c"]
     assert ids([s.item for s in get_scored_items(sample, w, {"pre": {"is_root": False}})]) == [
-        "c", "b"
+        "c",
+        "b",
     ]
-    assert ids([s.item for s in get_scored_items(sample, w, {"post": {"author": "agent:1"},
-                                                             "offset": 1, "limit": 1})]) == ["a"]
+    assert ids(
+        [
+            s.item
+            for s in get_scored_items(
+                sample, w, {"post": {"author": "agent:1"}, "offset": 1, "limit": 1}
+            )
+        ]
+    ) == ["a"]
     ties = state(item("t1"), item("t2"), item("t3"))
     assert ids([s.item for s in get_scored_items(ties, {"authority": 1}, {"limit": 2})]) == [
-        "t1", "t2"
-    ]  # fmt: skip
+        "t1",
+        "t2",
+    ]
 
 
 # -- retrieval --------------------------------------------------------------------------------
@@ -259,11 +323,15 @@ def test_support_tree_and_set_with_cycle() -> None:
 
 def _contradicting() -> GraphState:
     return state(
-        item("hi", authority=0.9), item("lo", authority=0.3), item("old", authority=1.0),
-        item("new", authority=0.1), item("self", authority=0.5),
-        edge("c1", "lo", "hi", kind="CONTRADICTS"), edge("s1", "new", "old", kind="SUPERSEDES"),
+        item("hi", authority=0.9),
+        item("lo", authority=0.3),
+        item("old", authority=1.0),
+        item("new", authority=0.1),
+        item("self", authority=0.5),
+        edge("c1", "lo", "hi", kind="CONTRADICTS"),
+        edge("s1", "new", "old", kind="SUPERSEDES"),
         edge("c2", "self", "self", kind="CONTRADICTS"),
-    )  # fmt: skip
+    )
 
 
 def test_filter_and_surface_contradictions() -> None:
@@ -281,13 +349,18 @@ def test_filter_and_surface_contradictions() -> None:
 
 def test_apply_diversity() -> None:
     st = state(
-        item("a", authority=0.9, author="x"), item("b", authority=0.8, author="x"),
-        item("c", authority=0.7, author="y"), item("d", authority=0.6, author="x"),
-    )  # fmt: skip
+        item("a", authority=0.9, author="x"),
+        item("b", authority=0.8, author="x"),
+        item("c", authority=0.7, author="y"),
+        item("d", authority=0.6, author="x"),
+    )
     scored = get_scored_items(st, {"authority": 1.0})
     out = apply_diversity(scored, {"author_penalty": 0.25})
     assert [(s.item.id, round(s.score, 2)) for s in out] == [
-        ("a", 0.9), ("c", 0.7), ("b", 0.55), ("d", 0.1)
+        ("a", 0.9),
+        ("c", 0.7),
+        ("b", 0.55),
+        ("d", 0.1),
     ]
     assert scored[1].score == 0.8  # inputs untouched
     clamp = apply_diversity(scored, {"author_penalty": 5})
@@ -300,21 +373,33 @@ def test_smart_retrieve_and_budget() -> None:
     def cost(i: MemoryItem) -> float:
         return 1.0
 
-    got = smart_retrieve(st, budget=2, cost_fn=cost, weights={"authority": 1.0},
-                         contradictions="filter")  # fmt: skip
+    got = smart_retrieve(
+        st, budget=2, cost_fn=cost, weights={"authority": 1.0}, contradictions="filter"
+    )
     assert ids([s.item for s in got]) == ["hi", "new"]
-    got = smart_retrieve(st, budget=10, cost_fn=cost, weights={"authority": 1.0},
-                         contradictions="surface", diversity={"author_penalty": 0.0},
-                         filter={"ids": ["hi", "lo"]})  # fmt: skip
+    got = smart_retrieve(
+        st,
+        budget=10,
+        cost_fn=cost,
+        weights={"authority": 1.0},
+        contradictions="surface",
+        diversity={"author_penalty": 0.0},
+        filter={"ids": ["hi", "lo"]},
+    )
     assert ids([s.item for s in got]) == ["hi", "lo"] and got[0].contradicted_by
     costs = {"old": 5.0, "hi": 1.0}
-    packed = get_items_by_budget(st, budget=2, cost_fn=lambda i: costs.get(i.id, 1.0),
-                                 weights={"authority": 1.0})  # fmt: skip
+    packed = get_items_by_budget(
+        st, budget=2, cost_fn=lambda i: costs.get(i.id, 1.0), weights={"authority": 1.0}
+    )
     assert ids([s.item for s in packed]) == ["hi", "self"]  # old does not fit, skipped
     for bad in (-1.0, math.nan, math.inf, "1"):
         with pytest.raises(ValueError):
-            get_items_by_budget(st, budget=10, cost_fn=lambda i, b=bad: b,  # type: ignore[misc]
-                                weights={"authority": 1.0})  # fmt: skip
+            get_items_by_budget(
+                st,
+                budget=10,
+                cost_fn=lambda i, b=bad: b,  # type: ignore[misc]
+                weights={"authority": 1.0},
+            )
     with pytest.raises(ValueError):
         smart_retrieve(st, budget=1, cost_fn=cost, weights={}, contradictions="ignore")  # type: ignore[arg-type]
 

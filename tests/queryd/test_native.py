@@ -53,8 +53,10 @@ def test_score_columns_are_the_python_scores_bit_for_bit(seed: int, base: float 
     if base is None:
         ref = [a * wa + c * wc + i * wi for a, c, i in zip(auth, conv, imp, strict=True)]
     else:
-        ref = [(a * wa + c * wc + i * wi) * base ** ((NOW - t) / interval)
-               for a, c, i, t in zip(auth, conv, imp, ts, strict=True)]  # fmt: skip
+        ref = [
+            (a * wa + c * wc + i * wi) * base ** ((NOW - t) / interval)
+            for a, c, i, t in zip(auth, conv, imp, ts, strict=True)
+        ]
     got = _native.score_columns(auth, conv, imp, ts, wa, wc, wi, base, NOW, interval)
     assert got is not None and _bits(got) == _bits(ref)
     packed = [array("d", c) for c in (auth, conv, imp, ts)]  # dense_column's arrays
@@ -132,12 +134,16 @@ def _graph(seed: int, n: int) -> Any:
         if rng.random() < 0.85 or not live:
             iid = uuid7(NOW - rng.randrange(1, 10**10))
             item: dict[str, Any] = {
-                "id": iid, "scope": f"user:{i % 5}", "kind": "k", "content": {"i": i},
-                "author": f"agent:{i % 3}", "source_kind": "observed",
+                "id": iid,
+                "scope": f"user:{i % 5}",
+                "kind": "k",
+                "content": {"i": i},
+                "author": f"agent:{i % 3}",
+                "source_kind": "observed",
                 "authority": rng.choice([0.0, 0.5, 1.0, rng.random()]),
                 "importance": rng.choice([None, 0.5, rng.random()]),
                 "conviction": rng.choice([None, rng.random()]),
-            }  # fmt: skip
+            }
             if rng.random() < 0.7:  # else the time comes from the UUIDv7 id
                 item["created_at"] = NOW - rng.randrange(1, 10**10)
             cmds.append({"type": "memory.create", "item": item})
@@ -160,15 +166,23 @@ def _key(result: list[ScoredItem]) -> list[tuple[str, str]]:
 WEIGHTS = [
     {"authority": 0.5, "conviction": 0.2, "importance": 0.3},
     {"authority": 1.0, "decay": {"rate": 0.1, "interval": "day", "type": "exponential"}},
-    {"authority": 0.7, "importance": 0.3,
-     "decay": {"rate": 0.2, "interval": "hour", "type": "linear"}},
+    {
+        "authority": 0.7,
+        "importance": 0.3,
+        "decay": {"rate": 0.2, "interval": "hour", "type": "linear"},
+    },
     {"conviction": 1.0, "decay": {"rate": 1.0, "interval": "week", "type": "exponential"}},
-]  # fmt: skip
+]
 OPTIONS: list[dict[str, Any] | None] = [
-    None, {"limit": 10}, {"limit": 7, "offset": 3}, {"min_score": 0.3},
-    {"pre": {"scope_prefix": "user:1"}}, {"post": {"author": "agent:2"}, "limit": 20},
-    {"limit": 5000}, {"offset": 10},
-]  # fmt: skip
+    None,
+    {"limit": 10},
+    {"limit": 7, "offset": 3},
+    {"min_score": 0.3},
+    {"pre": {"scope_prefix": "user:1"}},
+    {"post": {"author": "agent:2"}, "limit": 20},
+    {"limit": 5000},
+    {"offset": 10},
+]
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -177,8 +191,11 @@ def test_get_scored_items_equals_the_python_path(
 ) -> None:
     st = _graph(seed, 1_500)
     monkeypatch.setattr(scoring, "now_ms", lambda: NOW)
-    got = {(i, j): get_scored_items(st, w, o)
-           for i, w in enumerate(WEIGHTS) for j, o in enumerate(OPTIONS)}  # fmt: skip
+    got = {
+        (i, j): get_scored_items(st, w, o)
+        for i, w in enumerate(WEIGHTS)
+        for j, o in enumerate(OPTIONS)
+    }
     _python_only(monkeypatch)
     for (i, j), res in got.items():
         ref = get_scored_items(st, WEIGHTS[i], OPTIONS[j])
@@ -192,18 +209,25 @@ SORTS: list[Any] = [
     [{"field": "authority", "order": "asc"}, {"field": "conviction", "order": "desc"}],
     [{"field": "recency", "order": "asc"}],
 ]
-FILTERS: list[Any] = [None, {"scope_prefix": "user:1"}, {"scope": "user:2"},
-                      {"author": "agent:1"}, {"scope_prefix": "user:"}]  # fmt: skip
+FILTERS: list[Any] = [
+    None,
+    {"scope_prefix": "user:1"},
+    {"scope": "user:2"},
+    {"author": "agent:1"},
+    {"scope_prefix": "user:"},
+]
 
 
 @pytest.mark.parametrize("seed", range(2))
-def test_get_items_sorts_equal_the_python_path(
-    seed: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_get_items_sorts_equal_the_python_path(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     st = _graph(seed + 10, 1_200)
-    cases = [(f, {"sort": sort, "limit": lim, "offset": off})
-             for f in FILTERS for sort in SORTS for lim, off in ((None, None), (5, 3))]
-    got = [[it.id for it in get_items(st, f, o)] for f, o in cases]  # fmt: skip
+    cases = [
+        (f, {"sort": sort, "limit": lim, "offset": off})
+        for f in FILTERS
+        for sort in SORTS
+        for lim, off in ((None, None), (5, 3))
+    ]
+    got = [[it.id for it in get_items(st, f, o)] for f, o in cases]
     _python_only(monkeypatch)
     for (f, o), ids in zip(cases, got, strict=True):
         assert ids == [it.id for it in get_items(st, f, o)], (f, o)
@@ -269,10 +293,22 @@ def test_dense_columns_and_the_rows_they_leave_to_python(monkeypatch: pytest.Mon
     assert all(type(dense_column(st, n)) is array for n in COLUMN_NAMES)
     # Ids that are not UUIDv7 and no created_at: unknown timestamps (None in the column),
     # and one dated in the future: the decay takes Python's per-row path.
-    extra = [{"type": "memory.create", "item": {
-        "id": f"plain-{i}", "scope": "user:1", "kind": "k", "content": {}, "author": "a",
-        "source_kind": "observed", "authority": 0.5,
-        **({"created_at": NOW + 10**6} if i == 0 else {})}} for i in range(3)]  # fmt: skip
+    extra = [
+        {
+            "type": "memory.create",
+            "item": {
+                "id": f"plain-{i}",
+                "scope": "user:1",
+                "kind": "k",
+                "content": {},
+                "author": "a",
+                "source_kind": "observed",
+                "authority": 0.5,
+                **({"created_at": NOW + 10**6} if i == 0 else {}),
+            },
+        }
+        for i in range(3)
+    ]
     st2 = replay_commands(extra, state=st).state
     assert type(dense_column(st2, "ts")) is list and None in dense_column(st2, "ts")
     monkeypatch.setattr(scoring, "now_ms", lambda: NOW)

@@ -45,15 +45,26 @@ def timed(http: httpx.Client, path: str, **kwargs: Any) -> tuple[httpx.Response,
 
 
 def write_status(
-    redis_url: str, location: str, *, folded: int | None, published: int | None,
-    log_end: int, age_s: float = 0.0, lease_ms: int = 60_000,
-) -> None:  # fmt: skip
+    redis_url: str,
+    location: str,
+    *,
+    folded: int | None,
+    published: int | None,
+    log_end: int,
+    age_s: float = 0.0,
+    lease_ms: int = 60_000,
+) -> None:
     """What a running projector writes to Redis (until the projector's branch writes it)."""
     status = ProjectorStatus(
-        owner="test-projector", host="here", pid=1, folded_seq=folded, log_end=log_end,
-        published_seq=published, heartbeat_ms=int((time.time() - age_s) * 1000),
+        owner="test-projector",
+        host="here",
+        pid=1,
+        folded_seq=folded,
+        log_end=log_end,
+        published_seq=published,
+        heartbeat_ms=int((time.time() - age_s) * 1000),
         lease_ms=lease_ms,
-    )  # fmt: skip
+    )
     key = status_key(parse_kafka_location(location).key_prefix)
     with redis.Redis.from_url(redis_url, socket_timeout=5) as client:
         client.set(key, encode_status(status))
@@ -124,8 +135,7 @@ def test_a_broker_outage_does_not_freeze_queryd(stack: PrivateStack, unique_name
             with Memory(location) as writer:
                 stored = writer.add_message(Message(speaker="u", content="after the outage"))
             wait_for(lambda: http.get("/readyz").status_code == 200, 60, "ready again")
-            got = http.get(f"/logs/{name}/search",
-                           params={"q": "after", "min_seq": stored.seq})  # fmt: skip
+            got = http.get(f"/logs/{name}/search", params={"q": "after", "min_seq": stored.seq})
             assert got.status_code == 200 and got.json()["seq"] >= stored.seq
             assert [i["content"] for i in got.json()["items"]] == ["after the outage"]
 
@@ -137,8 +147,7 @@ def test_a_broker_outage_does_not_freeze_queryd(stack: PrivateStack, unique_name
             with Memory(location) as writer:
                 again = writer.add_message(Message(speaker="u", content="after the restart"))
             wait_for(lambda: http.get("/readyz").status_code == 200, 90, "ready after restart")
-            got = http.get(f"/logs/{name}/search",
-                           params={"q": "restart", "min_seq": again.seq})  # fmt: skip
+            got = http.get(f"/logs/{name}/search", params={"q": "restart", "min_seq": again.seq})
             assert got.status_code == 200, got.text
             assert [i["content"] for i in got.json()["items"]] == ["after the restart"]
     finally:

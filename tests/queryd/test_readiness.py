@@ -70,21 +70,28 @@ def test_readyz_and_metrics_report_the_projector(
             up = wait_until(lambda: (r := report())["state"] == "up" and r, 5, "up")
             assert up["owner"] == "test-projector" and up["heartbeat_age_s"] < 5
             assert (up["folded_seq"], up["lag"], up["published_seq"], up["lifecycle_lag"]) == (
-                1, 1, 0, 2)  # fmt: skip
+                1,
+                1,
+                0,
+                2,
+            )
             assert client.get("/readyz", params={"require_projector": True}).status_code == 200
             metrics = client.get("/metrics").text
-            for line in (f'memstream_queryd_projector_up{{log="{unique_name}"}} 1.0',
-                         f'memstream_queryd_projector_lag_records{{log="{unique_name}"}} 1.0',
-                         f'memstream_queryd_lifecycle_lag_records{{log="{unique_name}"}} 2.0',
-                         f'memstream_queryd_log_available{{log="{unique_name}"}} 1.0'):  # fmt: skip
+            for line in (
+                f'memstream_queryd_projector_up{{log="{unique_name}"}} 1.0',
+                f'memstream_queryd_projector_lag_records{{log="{unique_name}"}} 1.0',
+                f'memstream_queryd_lifecycle_lag_records{{log="{unique_name}"}} 2.0',
+                f'memstream_queryd_log_available{{log="{unique_name}"}} 1.0',
+            ):
                 assert line in metrics, line
             assert f'memstream_queryd_projector_heartbeat_age_seconds{{log="{unique_name}"}}' in (
                 metrics
             )
 
             # a heartbeat older than three lease periods: the projector stopped
-            write_status(redis_url, location, folded=2, published=2, log_end=3, age_s=10,
-                         lease_ms=1000)  # fmt: skip
+            write_status(
+                redis_url, location, folded=2, published=2, log_end=3, age_s=10, lease_ms=1000
+            )
             stale = wait_until(lambda: (r := report())["state"] == "stale" and r, 5, "stale")
             assert re.search(r"heartbeat was 1\d\.\d s ago \(stale after 3 s", stale["cause"])
             ready = client.get("/readyz")
@@ -135,8 +142,11 @@ def test_a_log_that_does_not_exist_is_reported_and_not_created(
     name = log_name(location)
     app = create_app([location], FAST)
     with TestClient(app, base_url="http://localhost") as client:
-        ready = wait_until(lambda: (r := client.get("/readyz")).json()["logs"][0]["status"]
-                           == "missing" and r, 30, "reported missing")  # fmt: skip
+        ready = wait_until(
+            lambda: (r := client.get("/readyz")).json()["logs"][0]["status"] == "missing" and r,
+            30,
+            "reported missing",
+        )
         assert ready.status_code == 503 and ready.json()["ready"] is False
         (summary,) = ready.json()["logs"]
         assert f"log {name!r} does not exist" in summary["error"]

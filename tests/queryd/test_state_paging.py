@@ -159,14 +159,19 @@ def test_chunked_serialization_writes_the_models_own_json(embedded_location: str
         state = writer.replay()
     page = select_state(state, limit=1000)
     answer = m.StateAnswer.model_construct(
-        seq=state.last_seq, up_to_seq=state.last_seq, visible_messages=page.visible_messages,
+        seq=state.last_seq,
+        up_to_seq=state.last_seq,
+        visible_messages=page.visible_messages,
         visible_documents=page.visible_documents,
         deleted=[m.DeletedItem.model_construct(id=k, tombstone=v) for k, v in page.deleted],
-        recall_stats=[m.RecallStat.model_construct(id=k, num_recalled=v.num_recalled,
-                                                   last_recalled_at=v.last_recalled_at)
-                      for k, v in page.recall_stats],
+        recall_stats=[
+            m.RecallStat.model_construct(
+                id=k, num_recalled=v.num_recalled, last_recalled_at=v.last_recalled_at
+            )
+            for k, v in page.recall_stats
+        ],
         next_after_seq=None,
-    )  # fmt: skip
+    )
     events = m.EventsAnswer.model_construct(seq=1, events=state.events, next_after_seq=None)
     for model in (answer, events):
         own = type(model).__pydantic_serializer__.to_json(model, by_alias=True)

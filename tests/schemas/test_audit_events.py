@@ -84,8 +84,14 @@ def test_events_are_frozen() -> None:
 @pytest.mark.parametrize(
     "event",
     [
-        Message(speaker="ana", content="hi", session_id="s", source="chat", actor="a",
-                retain_until=datetime(2030, 1, 1, tzinfo=UTC)),
+        Message(
+            speaker="ana",
+            content="hi",
+            session_id="s",
+            source="chat",
+            actor="a",
+            retain_until=datetime(2030, 1, 1, tzinfo=UTC),
+        ),
         Document(name="n", text="t", media_type="text/markdown", sha256="ab" * 32),
         Recall(query="q", recalled=(uuid4(), uuid4())),
         Deletion(targets=(uuid4(),), reason="r", requested_by="dpo", seq=7),

@@ -26,8 +26,7 @@ from schemas.records import GraphEnvelope
 def _events() -> list[object]:
     target = uuid.uuid4()
     return [
-        Message(speaker="ana", content="hello", session_id="s", actor="a",
-                retain_until=utc_now()),
+        Message(speaker="ana", content="hello", session_id="s", actor="a", retain_until=utc_now()),
         Document(name="n.txt", text="body", sha256="ab" * 32),
         Recall(query="q", recalled=(target, uuid.uuid4())),
         Deletion(targets=(target,), reason="gdpr", requested_by="ana"),
@@ -61,8 +60,11 @@ def test_envelopes_round_trip_in_avro_and_in_typescript_json() -> None:
     assert decode_record(encode_record(env)) == env
     text = encode_envelope_json(env)
     assert json.loads(text) == {
-        "id": env.id, "namespace": "memory", "type": "memory.create",
-        "ts": env.ts, "payload": env.payload,
+        "id": env.id,
+        "namespace": "memory",
+        "type": "memory.create",
+        "ts": env.ts,
+        "payload": env.payload,
     }
     assert decode_record(text) == env
 
@@ -101,9 +103,19 @@ def test_truncated_trailing_and_invalid_bodies_are_decode_errors() -> None:
     for bad in (data[:-3], data + b"\x00"):
         with pytest.raises(DecodeError):
             decode_record(bad)
-    empty_content = encode_record(Message.model_construct(
-        id=uuid.uuid4(), timestamp=utc_now(), seq=None, session_id=None, source="x",
-        actor=None, kind="message", speaker="a", content="", retain_until=None,
-    ))
+    empty_content = encode_record(
+        Message.model_construct(
+            id=uuid.uuid4(),
+            timestamp=utc_now(),
+            seq=None,
+            session_id=None,
+            source="x",
+            actor=None,
+            kind="message",
+            speaker="a",
+            content="",
+            retain_until=None,
+        )
+    )
     with pytest.raises(DecodeError, match="content"):
         decode_record(empty_content)

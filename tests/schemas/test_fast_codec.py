@@ -53,23 +53,35 @@ def _fastavro(body: dict[str, Any]) -> bytes:
 def test_envelope_bytes_equal_fastavros(
     id: str, namespace: str, type: str, ts: str, trace_id: str | None, payload: str
 ) -> None:
-    body = {"id": id, "namespace": namespace, "type": type, "ts": ts, "trace_id": trace_id,
-            "payload": payload}  # fmt: skip
+    body = {
+        "id": id,
+        "namespace": namespace,
+        "type": type,
+        "ts": ts,
+        "trace_id": trace_id,
+        "payload": payload,
+    }
     data = encode_envelope_fields(id, namespace, type, ts, trace_id, payload)
     assert data == _fastavro(body)
     stream = io.BytesIO(data[HEADER_LEN:])
     assert schemaless_reader(stream, LATEST["envelope"].schema) == body
 
 
-def _audit_event(kind: str, a: str, b: str, session: str | None, actor: str | None,
-                 when: datetime, until: datetime | None, ids: list[uuid.UUID]) -> Any:
-    common: dict[str, Any] = {"session_id": session, "actor": actor, "timestamp": when,
-                              "source": b}  # fmt: skip
+def _audit_event(
+    kind: str,
+    a: str,
+    b: str,
+    session: str | None,
+    actor: str | None,
+    when: datetime,
+    until: datetime | None,
+    ids: list[uuid.UUID],
+) -> Any:
+    common: dict[str, Any] = {"session_id": session, "actor": actor, "timestamp": when, "source": b}
     if kind == "message":
         return Message(speaker=a, content=b, retain_until=until, **common)
     if kind == "document":
-        return Document(name=a, text=b, media_type=b, sha256=session, retain_until=until,
-                        **common)  # fmt: skip
+        return Document(name=a, text=b, media_type=b, sha256=session, retain_until=until, **common)
     if kind == "recall":
         return Recall(query=a, recalled=tuple(ids), **common)
     return Deletion(targets=(uuid.uuid4(), *ids), reason=a, requested_by=actor, **common)
@@ -105,9 +117,14 @@ def test_audit_event_bytes_equal_fastavros(event: Any) -> None:
 @settings(max_examples=200, deadline=None)
 @given(st.dictionaries(text, st.none() | st.integers() | text | st.lists(text)), st.none() | text)
 def test_envelopes_round_trip(payload: dict[str, Any], trace_id: str | None) -> None:
-    envelope = GraphEnvelope(id=str(uuid.uuid4()), namespace="memory", type="memory.create",
-                             ts="2024-01-01T00:00:00.000Z", trace_id=trace_id,
-                             payload=payload)  # fmt: skip
+    envelope = GraphEnvelope(
+        id=str(uuid.uuid4()),
+        namespace="memory",
+        type="memory.create",
+        ts="2024-01-01T00:00:00.000Z",
+        trace_id=trace_id,
+        payload=payload,
+    )
     assert decode_record(encode_record(envelope)) == envelope
 
 
@@ -146,24 +163,41 @@ def test_audit_lifecycle_bytes_equal_the_generic_path(event: Any, seq: int) -> N
 
 
 def test_timestamps_on_whole_seconds_and_early_years() -> None:
-    for when in (datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC),
-                 datetime(999, 1, 1, 0, 0, 0, 999, tzinfo=UTC),
-                 datetime(1, 1, 1, 23, 59, 59, 999999, tzinfo=UTC),
-                 datetime(2024, 5, 1, tzinfo=UTC) + timedelta(microseconds=1)):  # fmt: skip
-        stored = Message(speaker="s", content="c\n\"\\\u2028é\x00\x7f", timestamp=when).with_seq(3)
+    for when in (
+        datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC),
+        datetime(999, 1, 1, 0, 0, 0, 999, tzinfo=UTC),
+        datetime(1, 1, 1, 23, 59, 59, 999999, tzinfo=UTC),
+        datetime(2024, 5, 1, tzinfo=UTC) + timedelta(microseconds=1),
+    ):
+        stored = Message(speaker="s", content='c\n"\\\u2028é\x00\x7f', timestamp=when).with_seq(3)
         _assert_same(Lifecycle(3, "audit", "message.appended", stored), 2)
 
 
 def test_graph_operation_and_rejection_lifecycles_equal_the_generic_path() -> None:
-    item = {"id": str(uuid.uuid4()), "scope": "s", "kind": "observation", "content": {"v": "é"},
-            "author": "a", "source_kind": "observed", "authority": 0.5}  # fmt: skip
-    create = GraphEnvelope(id=str(uuid.uuid4()), namespace="memory", type="memory.create",
-                           ts="2024-01-01T00:00:00.000Z",
-                           payload={"type": "memory.create", "item": item})  # fmt: skip
+    item = {
+        "id": str(uuid.uuid4()),
+        "scope": "s",
+        "kind": "observation",
+        "content": {"v": "é"},
+        "author": "a",
+        "source_kind": "observed",
+        "authority": 0.5,
+    }
+    create = GraphEnvelope(
+        id=str(uuid.uuid4()),
+        namespace="memory",
+        type="memory.create",
+        ts="2024-01-01T00:00:00.000Z",
+        payload={"type": "memory.create", "item": item},
+    )
     state, events = fold_decoded(empty_state(), 0, create)
-    cascade = GraphEnvelope(id=str(uuid.uuid4()), namespace="memstream",
-                            type="memstream.cascade_retract", ts="2024-01-01T00:00:01.000Z",
-                            payload={"item_id": item["id"], "author": "a"})  # fmt: skip
+    cascade = GraphEnvelope(
+        id=str(uuid.uuid4()),
+        namespace="memstream",
+        type="memstream.cascade_retract",
+        ts="2024-01-01T00:00:01.000Z",
+        payload={"item_id": item["id"], "author": "a"},
+    )
     state, more = fold_decoded(state, 1, cascade)
     state, rejected = fold_record(state, 2, b"garbage")
     assert events and more and rejected

@@ -38,8 +38,14 @@ def test_what_an_untracked_vector_holds_survives_collection() -> None:
 
 
 def test_a_replayed_state_keeps_its_big_vectors_out_of_the_gc() -> None:
-    item = {"scope": "s", "kind": "k", "content": {}, "author": "a", "source_kind": "observed",
-            "authority": 0.5}  # fmt: skip
+    item = {
+        "scope": "s",
+        "kind": "k",
+        "content": {},
+        "author": "a",
+        "source_kind": "observed",
+        "authority": 0.5,
+    }
     n = 2 * UNTRACK_MIN
     st = replay_commands(
         [{"type": "memory.create", "item": {**item, "id": f"i{k}"}} for k in range(n)]

@@ -39,9 +39,13 @@ EDGE_ID = "01890a5d-ac96-7000-8000-000000000001"
 
 def _item(**kw: object) -> MemoryItem:
     args: dict[str, object] = dict(
-        scope="user:laz/general", kind="observation", content={"k": 1}, author="agent:a",
-        source_kind="observed", authority=0.9,
-    )  # fmt: skip
+        scope="user:laz/general",
+        kind="observation",
+        content={"k": 1},
+        author="agent:a",
+        source_kind="observed",
+        authority=0.9,
+    )
     args.update(kw)
     return create_memory_item(**args)  # type: ignore[arg-type]
 
@@ -111,11 +115,19 @@ def test_out_of_range_scores_raise_validation_error(field: str, value: float) ->
 
 def test_edge_weight_and_authority_bounded() -> None:
     with pytest.raises(ValidationError):
-        create_edge(from_="a", to="b", kind="SUPPORTS", author="x", source_kind="observed",
-                    authority=1.5)  # fmt: skip
+        create_edge(
+            from_="a", to="b", kind="SUPPORTS", author="x", source_kind="observed", authority=1.5
+        )
     with pytest.raises(ValidationError):
-        create_edge(from_="a", to="b", kind="SUPPORTS", author="x", source_kind="observed",
-                    authority=0.5, weight=-1)  # fmt: skip
+        create_edge(
+            from_="a",
+            to="b",
+            kind="SUPPORTS",
+            author="x",
+            source_kind="observed",
+            authority=0.5,
+            weight=-1,
+        )
 
 
 def test_factories_are_keyword_only() -> None:
@@ -132,8 +144,15 @@ def test_models_are_frozen() -> None:
 
 
 def test_edge_from_alias_both_ways() -> None:
-    e = create_edge(from_="a", to="b", kind="SUPPORTS", author="x", source_kind="observed",
-                    authority=0.5, edge_id=EDGE_ID)  # fmt: skip
+    e = create_edge(
+        from_="a",
+        to="b",
+        kind="SUPPORTS",
+        author="x",
+        source_kind="observed",
+        authority=0.5,
+        edge_id=EDGE_ID,
+    )
     assert e.active is True
     assert e.model_dump(by_alias=True)["from"] == "a"
     assert e.model_dump()["from_"] == "a"  # the seed's plain dump says from_
@@ -160,16 +179,28 @@ def test_command_tags_and_dispatch() -> None:
 
 def test_command_json_is_wire_identical() -> None:
     item = create_memory_item(
-        id=ITEM_ID, scope="s", kind="observation", content={"a": 1}, author="x",
-        source_kind="derived_deterministic", authority=1.0,
-    )  # fmt: skip
+        id=ITEM_ID,
+        scope="s",
+        kind="observation",
+        content={"a": 1},
+        author="x",
+        source_kind="derived_deterministic",
+        authority=1.0,
+    )
     assert MemoryCreate(item=item).model_dump_json(exclude_none=True) == (
         '{"type":"memory.create","item":{"id":"01890a5d-ac96-774b-bcce-b302099a8057",'
         '"scope":"s","kind":"observation","content":{"a":1},"author":"x",'
         '"source_kind":"derived_deterministic","authority":1.0,"created_at":1688096058518}}'
     )
-    edge = create_edge(from_="a", to="b", kind="DERIVED_FROM", author="x",
-                       source_kind="observed", authority=0.5, edge_id=EDGE_ID)  # fmt: skip
+    edge = create_edge(
+        from_="a",
+        to="b",
+        kind="DERIVED_FROM",
+        author="x",
+        source_kind="observed",
+        authority=0.5,
+        edge_id=EDGE_ID,
+    )
     assert EdgeCreate(edge=edge).model_dump_json(exclude_none=True, by_alias=True) == (
         '{"type":"edge.create","edge":{"edge_id":"01890a5d-ac96-7000-8000-000000000001",'
         '"from":"a","to":"b","kind":"DERIVED_FROM","author":"x","source_kind":"observed",'
@@ -185,8 +216,9 @@ def test_filter_aliases_serialize_bare() -> None:
     assert f.not_ is not None and f.not_.kind == "a"
     assert f.or_ is not None and f.or_[0].scope == "s"
     assert f.model_dump(exclude_none=True, by_alias=True) == {
-        "not": {"kind": "a"}, "or": [{"scope": "s"}]
-    }  # fmt: skip
+        "not": {"kind": "a"},
+        "or": [{"scope": "s"}],
+    }
     assert f.model_dump(exclude_none=True) == {"not_": {"kind": "a"}, "or_": [{"scope": "s"}]}
     assert MemoryFilter(not_=MemoryFilter(kind="a")).not_ is not None
     assert EdgeFilter.model_validate({"from": "x"}).from_ == "x"
@@ -216,9 +248,7 @@ def test_score_weights_are_unbounded() -> None:
 def test_parse_iso_ms_strict() -> None:
     assert parse_iso_ms("1970-01-01T00:00:00.000Z") == 0
     assert parse_iso_ms("2024-02-29T12:00:00.5Z") == parse_iso_ms("2024-02-29T12:00:00.500Z")
-    assert parse_iso_ms("2024-01-01T01:00:00.000+01:00") == parse_iso_ms(
-        "2024-01-01T00:00:00.000Z"
-    )
+    assert parse_iso_ms("2024-01-01T01:00:00.000+01:00") == parse_iso_ms("2024-01-01T00:00:00.000Z")
     assert parse_iso_ms("2024-01-01T00:00:00Z") == 1704067200000
 
 
@@ -258,8 +288,9 @@ def test_envelopes() -> None:
     assert (w.payload["namespace"], w.payload["type"]) == ("memory", "memory.created")
     s = wrap_state_event(item, "c")
     assert s.type == "state.memory" and s.payload["item"] is item
-    e = create_edge(from_="a", to="b", kind="ALIAS", author="x", source_kind="observed",
-                    authority=1.0)  # fmt: skip
+    e = create_edge(
+        from_="a", to="b", kind="ALIAS", author="x", source_kind="observed", authority=1.0
+    )
     es = wrap_edge_state_event(e, "c")
     assert es.type == "state.edge" and es.payload["edge"] is e
 
@@ -269,11 +300,24 @@ def test_envelopes() -> None:
 
 def test_to_json_shape_is_the_ts_on_disk_shape() -> None:
     item = create_memory_item(
-        id=ITEM_ID, scope="s", kind="observation", content={"a": None}, author="x",
-        source_kind="observed", authority=0.5, parents=["p"],
-    )  # fmt: skip
-    edge = create_edge(from_=ITEM_ID, to="p", kind="DERIVED_FROM", author="x",
-                       source_kind="observed", authority=1.0, edge_id=EDGE_ID)  # fmt: skip
+        id=ITEM_ID,
+        scope="s",
+        kind="observation",
+        content={"a": None},
+        author="x",
+        source_kind="observed",
+        authority=0.5,
+        parents=["p"],
+    )
+    edge = create_edge(
+        from_=ITEM_ID,
+        to="p",
+        kind="DERIVED_FROM",
+        author="x",
+        source_kind="observed",
+        authority=1.0,
+        edge_id=EDGE_ID,
+    )
     st = apply_command(create_graph_state(), MemoryCreate(item=item)).state
     st = apply_command(st, EdgeCreate(edge=edge)).state
     expected = (
