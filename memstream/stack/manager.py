@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memstream.stack import kafka, redis
+import memstream.stack.kafka as kafka
+import memstream.stack.redis as redis
 from memstream.stack.config import StackConfig, parse_env, render_env
 from memstream.stack.errors import StackError
 from memstream.stack.health import kafka_roundtrip, redis_ping, redis_version
