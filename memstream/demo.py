@@ -96,7 +96,9 @@ def run(args: argparse.Namespace) -> int:
                 f"\nafter the deletion, a recall returns seqs "
                 f"{[i.seq for i in after]}: the card message is gone from reads"
             )
-            console.print(f"get() still returns it from the log: {memory.get(card.id).content!r}")
+            kept = memory.get(card.id)
+            assert isinstance(kept, Message)
+            console.print(f"get() still returns it from the log: {kept.content!r}")
 
             table = Table(title="audit trail")
             for column in ("seq", "kind", "actor", "what"):

@@ -13,12 +13,13 @@ import tracemalloc
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from memstream.bench.report import Row, best_of, ms, per_second, print_table
+from memstream.bench.report import Row, append_all, best_of, ms, per_second, print_table
 from producers.logs.sqlite import SqliteLog, record_checksum
 from producers.memory import Memory
 from projector.audit import replay
@@ -136,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
                     batch = [Message(speaker="a", content=f"batch {i}") for i in range(n_ours * 4)]
                     start = time.perf_counter()
                     for j in range(0, len(batch), 100):
-                        memory.transact(lambda s, part=batch[j : j + 100]: (part, None))
+                        memory.transact(partial(append_all, batch[j : j + 100]))
                     batch_rate = per_second(len(batch), time.perf_counter() - start)
             seed_memory = seed.Memory(str(work / f"seed{k}"))
             try:
@@ -230,9 +231,9 @@ def run(args: argparse.Namespace) -> int:
                 events = _events(Message, _corpus(size, rng))
                 unsequenced = [e.model_copy(update={"seq": None}) for e in events]
                 for k in range(0, size, 2000):
-                    memory.transact(lambda s, part=unsequenced[k : k + 2000]: (part, None))
-                t_recall = best_of(lambda m=memory: m.recall("w1 w17 w300"), 20)
-                t_replay = best_of(lambda m=memory, n=size // 2: m.replay(up_to_seq=n), 20)
+                    memory.transact(partial(append_all, unsequenced[k : k + 2000]))
+                t_recall = best_of(partial(memory.recall, "w1 w17 w300"), 20)
+                t_replay = best_of(partial(memory.replay, up_to_seq=size // 2), 20)
             rows.append(
                 Row(
                     f"recall, {size:,}-event log",

@@ -8,12 +8,10 @@ are timed once (tens of seconds each).
 from __future__ import annotations
 
 import argparse
-import gc
-import time
-from collections.abc import Callable
+from functools import partial
 from typing import Any
 
-from memstream.bench.report import Row, ms, print_table
+from memstream.bench.report import Row, best_of, ms, once, print_table
 from projector.graph.integrity import cascade_retract
 from projector.graph.replay import replay_commands
 from queryd.graph.items import get_items
@@ -70,20 +68,6 @@ WEIGHTS = {
 }
 
 
-def _once(fn: Callable[[], Any]) -> tuple[float, Any]:
-    # Collect first so neither system pays for the other's garbage; the result is returned
-    # (freed after the timing), so no figure includes tearing down what it built.
-    gc.collect()
-    start = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - start, out
-
-
-def best_of(fn: Callable[[], Any], repeat: int = 3) -> float:
-    """The fastest of ``repeat`` runs, in seconds, timed as ``_once``."""
-    return min(_once(fn)[0] for _ in range(repeat))
-
-
 def run(args: argparse.Namespace) -> int:
     import memex  # the seed system, imported only to time it
 
@@ -97,10 +81,10 @@ def run(args: argparse.Namespace) -> int:
         cmds = creates(n)
         seed_s: float | None = None
         if n <= 20_000 or not quick:
-            seed_s, res = _once(lambda cmds=cmds: memex.replay_commands(cmds))
+            seed_s, res = once(partial(memex.replay_commands, cmds))
             assert not res.skipped and len(res.state.items) == n
             seed_states[n] = res.state
-        ours = best_of(lambda cmds=cmds: replay_commands(cmds), 3)
+        ours = best_of(partial(replay_commands, cmds), 3)
         res = replay_commands(cmds)
         assert not res.skipped and len(res.state.items) == n
         ours_states[n] = res.state
@@ -122,18 +106,18 @@ def run(args: argparse.Namespace) -> int:
 
     # The reducer keeps the scope index: a replayed state's first scope query needs no build.
     fresh = replay_commands(creates(100_000)).state
-    cold, _ = _once(lambda: get_items(fresh, NARROW_FILTER, ITEMS_OPTIONS))
+    cold, _ = once(lambda: get_items(fresh, NARROW_FILTER, ITEMS_OPTIONS))
     for f in (NARROW_FILTER, ITEMS_FILTER):
         ref = [it.id for it in get_items(ours_big, f, ITEMS_OPTIONS)]
         seed_ref = [it.id for it in memex.get_items(seed_big, f, ITEMS_OPTIONS)]
         assert ref == seed_ref, "get_items disagrees with the seed system"
-        seed_q = ms(best_of(lambda f=f: memex.get_items(seed_big, f, ITEMS_OPTIONS), 3))
+        seed_q = ms(best_of(partial(memex.get_items, seed_big, f, ITEMS_OPTIONS), 3))
         rows.append(
             Row(
                 f"get_items scope_prefix {f['scope_prefix']!r} + 2-key sort, 100k items "
                 f"({len(ref):,} hits)",
                 seed_q,
-                ms(best_of(lambda f=f: get_items(ours_big, f, ITEMS_OPTIONS), 5)),
+                ms(best_of(partial(get_items, ours_big, f, ITEMS_OPTIONS), 5)),
                 "ms",
                 goal=">= 10x",
             )
@@ -154,8 +138,8 @@ def run(args: argparse.Namespace) -> int:
         rows.append(
             Row(
                 f"get_scored_items with decay, 100k items, {label}",
-                ms(best_of(lambda opts=opts: memex.get_scored_items(seed_big, WEIGHTS, opts), 3)),
-                ms(best_of(lambda opts=opts: get_scored_items(ours_big, WEIGHTS, opts), 5)),
+                ms(best_of(partial(memex.get_scored_items, seed_big, WEIGHTS, opts), 3)),
+                ms(best_of(partial(get_scored_items, ours_big, WEIGHTS, opts), 5)),
                 "ms",
                 goal=">= 10x",
             )
@@ -165,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
     root = links[0]["item"]["id"]
     seed_chain = memex.replay_commands(links).state
     ours_chain = replay_commands(links).state
-    seed_t, seed_res = _once(lambda: memex.cascade_retract(seed_chain, root, "bench"))
+    seed_t, seed_res = once(lambda: memex.cascade_retract(seed_chain, root, "bench"))
     ours_res = cascade_retract(ours_chain, root, "bench")
     assert len(seed_res.retracted) == len(ours_res.retracted) == 10_000
     assert list(seed_res.retracted) == ours_res.retracted
@@ -182,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
     big_links = creates(100_000) + links
     ours_mixed = replay_commands(big_links).state
     seed_mixed = memex.from_json(to_json(ours_mixed))
-    seed_t, seed_res = _once(lambda: memex.cascade_retract(seed_mixed, root, "bench"))
+    seed_t, seed_res = once(lambda: memex.cascade_retract(seed_mixed, root, "bench"))
     ours_res = cascade_retract(ours_mixed, root, "bench")
     assert list(seed_res.retracted) == ours_res.retracted
     rows.append(

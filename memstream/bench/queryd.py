@@ -20,10 +20,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from memstream.bench.report import Row, print_table
+from memstream.bench.report import Row, append_all, print_table
 
 __all__ = ["run", "add_arguments"]
 
@@ -77,10 +78,10 @@ def _prepare(directory: Path, messages: int, items: int, rng: random.Random) -> 
             )
             if len(envelopes) == 2000:
                 chunk = envelopes
-                memory.log.transact(lambda state, c=chunk: (c, None))
+                memory.log.transact(partial(append_all, chunk))
                 envelopes = []
         if envelopes:
-            memory.log.transact(lambda state: (envelopes, None))
+            memory.log.transact(partial(append_all, envelopes))
 
 
 def _free_port() -> int:
