@@ -8,12 +8,13 @@ import shutil
 import subprocess
 import time
 import uuid
+from functools import partial
 
 from memstream.stack.config import StackConfig, render_log4j2, render_pom, render_server_properties
 from memstream.stack.errors import StackError
 from memstream.stack.health import kafka_roundtrip
 from memstream.stack.paths import StackPaths
-from memstream.stack.procs import ProcessRecord, is_ours, port_open, spawn, tail, terminate
+from memstream.stack.procs import ProcessRecord, is_ours, launch, port_open, tail
 from memstream.stack.progress import LogReporter, Reporter
 
 log = logging.getLogger(__name__)
@@ -149,22 +150,16 @@ def start(paths: StackPaths, cfg: StackConfig, reporter: Reporter | None = None)
     ensure_dist(paths, cfg.kafka_version, reporter)
     write_config(paths, cfg)
     format_storage(paths, cfg, reporter)
-    _rotate(paths)
     argv = _java_argv(paths, cfg, MAIN_CLASS, str(paths.kafka_config))
-    record = spawn(argv, paths.kafka_log, marker=str(paths.kafka_config), cwd=paths.kafka_home)
-    try:
-        with reporter.step(f"starting Kafka {cfg.kafka_version} on {cfg.bootstrap}"):
-            wait_ready(paths, cfg, record)
-    except BaseException:
-        terminate(record, timeout=10.0)
-        raise
-    return record
-
-
-def _rotate(paths: StackPaths) -> None:
-    # One log per start keeps errors easy to find; the previous run's stays as kafka.log.1.
-    if paths.kafka_log.exists():
-        paths.kafka_log.replace(paths.kafka_log.with_suffix(".log.1"))
+    with reporter.step(f"starting Kafka {cfg.kafka_version} on {cfg.bootstrap}"):
+        return launch(
+            argv,
+            paths.kafka_log,
+            marker=str(paths.kafka_config),
+            cwd=paths.kafka_home,
+            wait_ready=partial(wait_ready, paths, cfg),
+            stop_timeout=10.0,
+        )
 
 
 def wait_ready(paths: StackPaths, cfg: StackConfig, record: ProcessRecord) -> None:

@@ -135,31 +135,20 @@ def up(
         state = _read_state(paths)
         started: list[str] = []
         try:
-            kafka_entry = state.get("kafka")
-            if _running(kafka_entry) and kafka_entry is not None:
-                _check_running("kafka", kafka_entry, paths)
-                reporter.note(
-                    f"kafka already up (pid {kafka_entry['pid']}, {kafka_entry['address']})"
-                )
-            else:
-                record = kafka.start(paths, cfg, reporter)
-                state["kafka"] = {
-                    **record.to_json(),
-                    "address": cfg.bootstrap,
-                    "version": cfg.kafka_version,
-                }
-                started.append("kafka")
-                _write_state(paths, state)
-            redis_entry = state.get("redis")
-            if _running(redis_entry) and redis_entry is not None:
-                _check_running("redis", redis_entry, paths)
-                reporter.note(
-                    f"redis already up (pid {redis_entry['pid']}, {redis_entry['address']})"
-                )
-            else:
-                record = redis.start(paths, cfg, reporter)
-                state["redis"] = {**record.to_json(), "address": cfg.redis_url}
-                started.append("redis")
+            # Kafka first: the slow one, and what Redis caches.
+            servers = (
+                ("kafka", kafka.start, {"address": cfg.bootstrap, "version": cfg.kafka_version}),
+                ("redis", redis.start, {"address": cfg.redis_url}),
+            )
+            for name, start, facts in servers:
+                entry = state.get(name)
+                if _running(entry) and entry is not None:
+                    _check_running(name, entry, paths)
+                    reporter.note(f"{name} already up (pid {entry['pid']}, {entry['address']})")
+                    continue
+                record = start(paths, cfg, reporter)
+                state[name] = {**record.to_json(), **facts}
+                started.append(name)
                 _write_state(paths, state)
         except BaseException:
             for name in started:

@@ -13,7 +13,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -102,6 +102,28 @@ def spawn(
         time.sleep(0.005)
     log.debug("started pid %d: %s", proc.pid, " ".join(argv))
     return ProcessRecord(pid=proc.pid, starttime=starttime, marker=marker)
+
+
+def launch(
+    argv: Sequence[str],
+    log_path: Path,
+    marker: str,
+    cwd: Path,
+    wait_ready: Callable[[ProcessRecord], None],
+    stop_timeout: float,
+) -> ProcessRecord:
+    """Start a server as `spawn` does, its previous log kept as ``*.log.1`` (one log per
+    start keeps errors easy to find), and return once `wait_ready` does; when it raises,
+    the server is stopped again and the error goes to the caller."""
+    if log_path.exists():
+        log_path.replace(log_path.with_suffix(".log.1"))
+    record = spawn(argv, log_path, marker=marker, cwd=cwd)
+    try:
+        wait_ready(record)
+    except BaseException:
+        terminate(record, timeout=stop_timeout)
+        raise
+    return record
 
 
 def _reap(pid: int) -> None:

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import time
+from functools import partial
 
 from memstream.stack.config import StackConfig, render_redis_conf
 from memstream.stack.errors import StackError
@@ -15,11 +16,10 @@ from memstream.stack.paths import StackPaths
 from memstream.stack.procs import (
     ProcessRecord,
     is_ours,
+    launch,
     port_open,
     read_stat,
-    spawn,
     tail,
-    terminate,
 )
 from memstream.stack.progress import LogReporter, Reporter
 
@@ -84,21 +84,15 @@ def start(paths: StackPaths, cfg: StackConfig, reporter: Reporter | None = None)
     binary = ensure_installed(reporter)
     paths.redis_home.mkdir(parents=True, exist_ok=True)
     paths.redis_config.write_text(render_redis_conf(cfg, paths.redis_home, paths.redis_pidfile))
-    if paths.redis_log.exists():
-        paths.redis_log.replace(paths.redis_log.with_suffix(".log.1"))
-    record = spawn(
-        [binary, str(paths.redis_config)],
-        paths.redis_log,
-        marker=str(paths.redis_config),
-        cwd=paths.redis_home,
-    )
-    try:
-        with reporter.step(f"starting Redis on {cfg.redis_url}"):
-            wait_ready(paths, cfg, record)
-    except BaseException:
-        terminate(record, timeout=5.0)
-        raise
-    return record
+    with reporter.step(f"starting Redis on {cfg.redis_url}"):
+        return launch(
+            [binary, str(paths.redis_config)],
+            paths.redis_log,
+            marker=str(paths.redis_config),
+            cwd=paths.redis_home,
+            wait_ready=partial(wait_ready, paths, cfg),
+            stop_timeout=5.0,
+        )
 
 
 def wait_ready(paths: StackPaths, cfg: StackConfig, record: ProcessRecord) -> None:
