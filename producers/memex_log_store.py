@@ -24,12 +24,18 @@ from typing import Any
 from pydantic import BaseModel
 
 from producers.logs import Log, open_log
-from producers.memex_store import GraphOperation, MemexStore, Mutation, MutationOutcome
-from projector.graph.bulk import apply_many, decay_importance
+from producers.memex_store import MemexStore
+from projector.graph.dispatch import (
+    OPERATIONS,
+    GraphOperation,
+    GraphStates,
+    Mutation,
+    MutationOutcome,
+)
 from projector.graph.intents import IntentState
 from projector.graph.state import GraphState
 from projector.graph.tasks import TaskState
-from projector.log_state import BATCH, LogState, PreconditionFailed
+from projector.record_fold import BATCH, LogState, PreconditionFailed
 from schemas.graph.envelopes import now_iso
 from schemas.graph.ids import uuid7
 from schemas.records import OPERATION_NAMESPACE, GraphEnvelope, Record
@@ -38,8 +44,6 @@ __all__ = ["LogMemexStore", "mutation_envelope", "to_jsonable"]
 
 log = logging.getLogger("memstream.producers.memex")
 
-# Operations resolved here into a batch (their outcome needs a callable or the clock).
-_RESOLVED_HERE = {"apply_many": apply_many, "decay_importance": decay_importance}
 MAX_ATTEMPTS = 8
 
 
@@ -61,7 +65,7 @@ def _envelope(namespace: str, type_: str, payload: Any) -> GraphEnvelope:
 def mutation_envelope(mutation: Mutation) -> GraphEnvelope:
     """The envelope of a command or of an operation decided by the fold."""
     if isinstance(mutation, GraphOperation):
-        if mutation.name in _RESOLVED_HERE:
+        if not OPERATIONS[mutation.name].on_log:
             raise ValueError(f"{mutation.name} is published as a batch, not as an operation")
         return _envelope(
             OPERATION_NAMESPACE, f"memstream.{mutation.name}", to_jsonable(dict(mutation.args))
@@ -71,9 +75,13 @@ def mutation_envelope(mutation: Mutation) -> GraphEnvelope:
     return _envelope(namespace, tag, to_jsonable(mutation))
 
 
-def _batch_commands(state: GraphState, name: str, args: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """What `apply_many` / `decay_importance` would do on `state`, as commands."""
-    _, events = _RESOLVED_HERE[name](state, **args)
+def _batch_commands(
+    states: GraphStates, name: str, args: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """What an operation that cannot travel on a log (`apply_many`, `decay_importance`)
+    would do on `states`, as commands."""
+    _, events, _ = OPERATIONS[name].run(states, args)
+    state = states.memory
     author, reason = args.get("author"), args.get("reason")
     retracted = {e.item.id for e in events if e.type == "memory.retracted"}
     commands: list[dict[str, Any]] = []
@@ -136,11 +144,12 @@ class LogMemexStore(MemexStore):
         return MutationOutcome(events, value)
 
     def _mutate(self, mutation: Mutation) -> MutationOutcome:
-        if isinstance(mutation, GraphOperation) and mutation.name in _RESOLVED_HERE:
+        if isinstance(mutation, GraphOperation) and not OPERATIONS[mutation.name].on_log:
             name, args = mutation.name, dict(mutation.args)
 
             def build(state: LogState) -> tuple[Sequence[Record], None]:
-                commands = _batch_commands(state.graph, name, args)
+                states = GraphStates(state.graph, state.intents, state.tasks)
+                commands = _batch_commands(states, name, args)
                 payload = {"commands": commands, "graph_seq": state.graph_seq, "operation": name}
                 return [_envelope(OPERATION_NAMESPACE, BATCH, payload)], None
 

@@ -11,26 +11,20 @@ else in the facade needs to change.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Any
 
-from projector.graph.bulk import apply_many, bulk_adjust_scores, decay_importance
-from projector.graph.integrity import (
-    cascade_retract,
-    mark_alias,
-    mark_contradiction,
-    resolve_contradiction,
+from projector.graph.dispatch import (
+    GraphOperation,
+    Mutation,
+    MutationOutcome,
+    MutationResult,
+    OperationName,
+    apply_mutation,
+    coerce_mutation,
 )
-from projector.graph.intents import (
-    IntentState,
-    apply_intent_command,
-    create_intent,
-    create_intent_state,
-)
-from projector.graph.reducer import apply_command
+from projector.graph.intents import IntentState, create_intent, create_intent_state
 from projector.graph.state import GraphState, create_graph_state
-from projector.graph.tasks import TaskState, apply_task_command, create_task, create_task_state
-from projector.graph.transplant import import_slice
+from projector.graph.tasks import TaskState, create_task, create_task_state
 from queryd.graph.edges import get_edges
 from queryd.graph.integrity import get_alias_group, get_aliases, get_contradictions, get_stale_items
 from queryd.graph.intents import get_intents
@@ -89,108 +83,6 @@ __all__ = [
     "coerce_mutation",
     "MemexStore",
 ]
-
-OperationName = Literal[
-    "mark_contradiction",
-    "resolve_contradiction",
-    "mark_alias",
-    "cascade_retract",
-    "apply_many",
-    "bulk_adjust_scores",
-    "decay_importance",
-    "import_slice",
-]
-
-
-@dataclass(frozen=True)
-class GraphOperation:
-    """A mutation that is not one command: its outcome depends on the state it meets.
-
-    ``args`` are the keyword arguments of the pure function of the same name, minus the
-    states. All are plain data except ``apply_many``'s ``transform`` (a callable): a log
-    must resolve that one into commands before publishing.
-    """
-
-    name: OperationName
-    args: Mapping[str, Any] = field(default_factory=dict)
-
-
-Mutation = MemoryCommand | IntentCommand | TaskCommand | GraphOperation
-Event = MemoryLifecycleEvent | IntentLifecycleEvent | TaskLifecycleEvent
-
-
-@dataclass(frozen=True)
-class MutationOutcome:
-    """What a mutation emitted, and its value when it has one (retracted ids, a report)."""
-
-    events: list[Any]
-    value: Any = None
-
-
-class MutationResult(NamedTuple):
-    mem: GraphState
-    intents: IntentState
-    tasks: TaskState
-    outcome: MutationOutcome
-
-
-_MEMORY_OPS: dict[str, Callable[..., Any]] = {
-    "mark_contradiction": mark_contradiction,
-    "resolve_contradiction": resolve_contradiction,
-    "mark_alias": mark_alias,
-    "apply_many": apply_many,
-    "bulk_adjust_scores": bulk_adjust_scores,
-    "decay_importance": decay_importance,
-}
-
-
-def coerce_mutation(mutation: Mutation | Mapping[str, Any]) -> Mutation:
-    """A typed mutation; a dict is a command of the graph its ``type`` prefix names."""
-    if not isinstance(mutation, Mapping):
-        return mutation
-    tag = str(mutation.get("type", ""))
-    if tag.startswith("intent."):
-        return IntentCommandAdapter.validate_python(mutation)
-    if tag.startswith("task."):
-        return TaskCommandAdapter.validate_python(mutation)
-    return MemoryCommandAdapter.validate_python(mutation)
-
-
-def apply_mutation(
-    mem: GraphState,
-    intents: IntentState,
-    tasks: TaskState,
-    mutation: Mutation | Mapping[str, Any],
-) -> MutationResult:
-    """Fold one mutation into the three states (pure: the inputs are never modified).
-
-    A dict is validated as a command of the graph its ``type`` prefix names.
-    """
-    mutation = coerce_mutation(mutation)
-    if isinstance(mutation, MEMORY_COMMAND_TYPES):
-        mem, events = apply_command(mem, mutation)  # type: ignore[arg-type]
-        return MutationResult(mem, intents, tasks, MutationOutcome(list(events)))
-    if isinstance(mutation, GraphOperation):
-        args = dict(mutation.args)
-        if mutation.name == "cascade_retract":
-            cascade = cascade_retract(mem, **args)
-            outcome = MutationOutcome(list(cascade.events), list(cascade.retracted))
-            return MutationResult(cascade.state, intents, tasks, outcome)
-        if mutation.name == "import_slice":
-            result = import_slice(mem, intents, tasks, **args)
-            return MutationResult(
-                result.mem_state,
-                result.intent_state,
-                result.task_state,
-                MutationOutcome([], result.report),
-            )
-        mem, events = _MEMORY_OPS[mutation.name](mem, **args)
-        return MutationResult(mem, intents, tasks, MutationOutcome(list(events)))
-    if mutation.type.startswith("intent."):
-        intents, ievents = apply_intent_command(intents, mutation)  # type: ignore[arg-type]
-        return MutationResult(mem, intents, tasks, MutationOutcome(list(ievents)))
-    tasks, tevents = apply_task_command(tasks, mutation)  # type: ignore[arg-type]
-    return MutationResult(mem, intents, tasks, MutationOutcome(list(tevents)))
 
 
 class MemexStore:

@@ -31,7 +31,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from projector.log_state import BATCH, Lifecycle, LogState
+from projector.lifecycle import Lifecycle
+from projector.record_fold import BATCH, LogState
 from schemas.records import OPERATION_NAMESPACE, GraphEnvelope, Record
 
 __all__ = ["MEMEX_TOPIC_SUFFIX", "memex_envelopes", "memex_topic"]

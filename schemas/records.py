@@ -3,7 +3,7 @@
 One log carries both. A `GraphEnvelope` is the @ai2070/memex event envelope: a memory,
 intent or task command (its `type` is the command tag, its `payload` the command), an
 operation that the fold decides in log order (namespace ``memstream``, see
-`projector.log_state`), or a lifecycle event on the lifecycle topic.
+`projector.record_fold`), or a lifecycle event on the lifecycle topic.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Receive, Scope, Send
 
-from projector.log_state import LogState
+from projector.record_fold import LogState
 from queryd.audit import search
 from queryd.audit.events import select_events
 from queryd.audit.state_page import select_state

@@ -18,7 +18,7 @@ import pytest
 from producers.logs.sqlite import LOG_FILE, SqliteLog
 from producers.memex_log_store import LogMemexStore
 from producers.memory import Memory
-from projector.log_state import LogState
+from projector.record_fold import LogState
 from schemas.audit import Deletion, Document, Message, Recall
 from schemas.codec import decode_record, encode_record, record_id, record_kind
 from schemas.errors import CorruptLogError, DecodeError

@@ -23,7 +23,7 @@ import pytest
 from producers.logs.sqlite import LOG_FILE, SqliteLog
 from producers.memex_log_store import LogMemexStore
 from producers.memory import Memory
-from projector.log_state import LogState
+from projector.record_fold import LogState
 from queryd.audit import search
 from schemas.audit import Document, Message
 from schemas.errors import LogNotFoundError, LogUnavailableError, MemstreamError

@@ -29,7 +29,7 @@ from producers.logs.kafka import (
 )
 from producers.logs.location import KafkaLocation, parse_kafka_location
 from producers.memex_store import MemexStore
-from projector.log_state import LogState, fold_log
+from projector.record_fold import LogState, fold_log
 from projector.service import Projector
 from projector.snapshot import SnapshotStore
 from schemas.codec import MAGIC, decode_record, encode_record

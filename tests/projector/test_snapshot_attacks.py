@@ -26,7 +26,7 @@ from producers.logs.kafka import KafkaLog, consumer_conf
 from producers.logs.location import KafkaLocation, parse_kafka_location
 from producers.logs.topic_identity import log_identity
 from producers.memex_store import MemexStore
-from projector.log_state import LogState, empty_state, fold_record
+from projector.record_fold import LogState, empty_state, fold_record
 from projector.service import Projector
 from projector.snapshot import SnapshotStore, decode_chunk, entry_of
 
