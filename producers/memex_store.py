@@ -23,12 +23,12 @@ from projector.graph.dispatch import (
     coerce_mutation,
 )
 from projector.graph.intents import IntentState, create_intent, create_intent_state
+from projector.graph.selection import get_item_by_id, get_items
 from projector.graph.state import GraphState, create_graph_state
 from projector.graph.tasks import TaskState, create_task, create_task_state
 from queryd.graph.edges import get_edges
 from queryd.graph.integrity import get_alias_group, get_aliases, get_contradictions, get_stale_items
 from queryd.graph.intents import get_intents
-from queryd.graph.items import get_item_by_id, get_items
 from queryd.graph.navigation import Direction, get_children, get_parents, get_related_items
 from queryd.graph.retrieval import SupportNode, get_support_set, get_support_tree, smart_retrieve
 from queryd.graph.scoring import get_scored_items

@@ -1,4 +1,9 @@
-"""get_items and the MemoryFilter predicate.
+"""Selection: which items of a memory graph a `MemoryFilter` and `QueryOptions` select, in order.
+
+Both the bulk operations of the fold (`projector.graph.bulk`) and the queries
+(`queryd.graph`, `get_scored_items` among them) select items with these functions:
+`compile_filter` and `matches_filter` (the predicate), `filter_items` (matching items,
+using the state's scope index), `sort_items` and `page`, and `get_items` (all of them).
 
 A filter is compiled once into a list of small predicates, one per present condition, so
 a scan of 100k items evaluates only what the filter asks and never re-validates anything.
@@ -11,10 +16,10 @@ from itertools import chain, compress, repeat
 from operator import attrgetter, eq, is_not
 from typing import Any
 
+from projector.graph.decay import check_decay, decay_at
+from projector.graph.ordering import sort_indexes
 from projector.graph.pmap import HOLE
 from projector.graph.state import GraphState, dense_column
-from queryd.graph.decay import check_decay, decay_at
-from queryd.graph.ordering import sort_indexes
 from schemas.gc_guard import no_cyclic_gc
 from schemas.graph.coerce import coerce, coerce_opt
 from schemas.graph.filters import MemoryFilter, QueryOptions, Range, SortOption
