@@ -24,6 +24,13 @@ from projector.graph.replay import (
     replay_from_envelopes,
 )
 from projector.graph.selection import get_item_by_id, get_items, matches_filter
+from projector.graph.serialization import (
+    SerializedGraphState,
+    from_json,
+    parse,
+    stringify,
+    to_json,
+)
 from projector.graph.state import (
     CommandResult,
     GraphState,
@@ -118,13 +125,6 @@ from schemas.graph.results import (
     StaleItem,
 )
 from schemas.graph.scoring import DecayConfig, ScoreWeights
-from schemas.graph.serialization import (
-    SerializedGraphState,
-    from_json,
-    parse,
-    stringify,
-    to_json,
-)
 
 __all__ = [
     # state

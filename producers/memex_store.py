@@ -24,6 +24,7 @@ from projector.graph.dispatch import (
 )
 from projector.graph.intents import IntentState, create_intent, create_intent_state
 from projector.graph.selection import get_item_by_id, get_items
+from projector.graph.serialization import SerializedGraphState, parse, stringify, to_json
 from projector.graph.state import GraphState, create_graph_state
 from projector.graph.tasks import TaskState, create_task, create_task_state
 from queryd.graph.edges import get_edges
@@ -63,7 +64,6 @@ from schemas.graph.intents import (
 from schemas.graph.items import Edge, MemoryItem, create_edge, create_memory_item
 from schemas.graph.results import Contradiction, GraphStats, ScoredItem, StaleItem
 from schemas.graph.scoring import ScoreWeights
-from schemas.graph.serialization import SerializedGraphState, parse, stringify, to_json
 from schemas.graph.tasks import (
     Task,
     TaskCommand,

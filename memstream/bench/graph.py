@@ -17,9 +17,9 @@ from memstream.bench.report import Row, ms, print_table
 from projector.graph.integrity import cascade_retract
 from projector.graph.replay import replay_commands
 from projector.graph.selection import get_items
+from projector.graph.serialization import to_json
 from queryd.graph.scoring import get_scored_items
 from schemas.graph.ids import uuid7
-from schemas.graph.serialization import to_json
 
 __all__ = ["add_arguments", "run"]
 

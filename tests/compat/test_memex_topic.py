@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from producers.memex_log_store import _batch_commands, mutation_envelope
 from projector.graph.dispatch import GraphOperation, GraphStates
+from projector.graph.serialization import stringify
 from projector.memex_topic import memex_envelopes
 from projector.record_fold import BATCH, LogState, empty_state, fold_decoded
-from schemas.graph.serialization import stringify
 from schemas.records import OPERATION_NAMESPACE, GraphEnvelope
 from tests.compat import graph_scripts as g
 

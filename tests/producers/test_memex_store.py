@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from producers.memex_store import GraphOperation, MemexStore, MutationOutcome, apply_mutation
 from projector.graph.intents import create_intent
+from projector.graph.serialization import stringify
 from projector.graph.state import GraphState
 from schemas.graph.commands import MemoryRetract
 from schemas.graph.errors import (
@@ -19,7 +20,6 @@ from schemas.graph.errors import (
 )
 from schemas.graph.intents import IntentPause
 from schemas.graph.items import create_memory_item
-from schemas.graph.serialization import stringify
 from schemas.graph.transplant import ImportReport, MemexExport
 
 OBS: dict[str, Any] = {"scope": "user:laz", "kind": "observation", "source_kind": "observed"}

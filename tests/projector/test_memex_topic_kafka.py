@@ -12,9 +12,9 @@ import memex
 import pytest
 
 from producers.memex_store import MemexStore
+from projector.graph.serialization import stringify
 from projector.memex_topic import memex_topic
 from projector.service import Projector
-from schemas.graph.serialization import stringify
 from tests.projector.test_projector_kafka import read_topic
 
 OBS = {"scope": "s", "kind": "observation", "author": "agent", "source_kind": "observed"}
