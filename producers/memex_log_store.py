@@ -1,15 +1,15 @@
-"""`MemexStore` on a log: the seed-003 facade whose mutations are published as envelopes.
+"""`LogGraphs`: the backend of a `MemexStore` on a log, whose mutations are published as envelopes.
 
-`LogMemexStore` overrides the facade's one door, `_mutate`: the mutation becomes ONE
-envelope, checked against the state at the log's end and appended through the log's
-`transact`; its outcome (lifecycle events, retracted ids, import report) is what the fold
-of that record gave. Reads answer from the folded state, so they include the caller's
-own writes and, after each call, everything appended before it.
+A mutation becomes ONE envelope, checked against the state at the log's end and appended
+through the log's `transact`; its outcome (lifecycle events, retracted ids, import report)
+is what the fold of that record gave. Reads answer from the folded state, so they include
+the caller's own writes and, after each call, everything appended before it.
 
 Mutations whose outcome depends on the state follow invariant 12 (see
-`projector.log_state`): integrity, score and import operations travel as operation
-envelopes decided by the fold in log order; `apply_many` (a callable transform) and
-`decay_importance` (the clock) are computed here on the state at the log's end and
+`projector.record_fold`): the operations of `projector.graph.dispatch.OPERATIONS` marked
+``on_log`` (integrity, score and import operations) travel as operation envelopes decided
+by the fold in log order; the others, `apply_many` (a callable transform) and
+`decay_importance` (the clock), are computed here on the state at the log's end and
 published as one batch whose precondition is that the graph has not changed since. A batch
 that meets a changed graph is rejected by the fold and recomputed here.
 """
@@ -24,7 +24,6 @@ from typing import Any
 from pydantic import BaseModel
 
 from producers.logs import Log, open_log
-from producers.memex_store import MemexStore
 from projector.graph.dispatch import (
     OPERATIONS,
     GraphOperation,
@@ -32,15 +31,12 @@ from projector.graph.dispatch import (
     Mutation,
     MutationOutcome,
 )
-from projector.graph.intents import IntentState
-from projector.graph.state import GraphState
-from projector.graph.tasks import TaskState
 from projector.record_fold import BATCH, LogState, PreconditionFailed
 from schemas.graph.envelopes import now_iso
 from schemas.graph.ids import uuid7
 from schemas.records import OPERATION_NAMESPACE, GraphEnvelope, Record
 
-__all__ = ["LogMemexStore", "mutation_envelope", "to_jsonable"]
+__all__ = ["LogGraphs", "mutation_envelope", "to_jsonable"]
 
 log = logging.getLogger("memstream.producers.memex")
 
@@ -105,36 +101,24 @@ def _batch_commands(
     return commands
 
 
-class LogMemexStore(MemexStore):
-    """A `MemexStore` over a log location (an embedded path or a kafka:// URL)."""
+class LogGraphs:
+    """The `GraphBackend` of a `MemexStore` on a log location (an embedded path or a
+    kafka:// URL, or an open `Log`): its graphs are the folded log's."""
 
     def __init__(self, location: str | PathLike[str] | Log) -> None:
-        # No super().__init__: the states are the log's, read through the properties.
-        self._log: Log = location if hasattr(location, "transact") else open_log(location)  # type: ignore[arg-type]
-        self.location = self._log.location
-
-    @property
-    def log(self) -> Log:
-        return self._log
+        self.log: Log = open_log(location) if isinstance(location, str | PathLike) else location
+        self.location = self.log.location
 
     def state(self) -> LogState:
         """The folded log: the three graphs, the audit memory, the rejections."""
-        return self._log.state()
+        return self.log.state()
 
-    @property
-    def mem(self) -> GraphState:  # type: ignore[override]
-        return self._log.state().graph
-
-    @property
-    def intents(self) -> IntentState:  # type: ignore[override]
-        return self._log.state().intents
-
-    @property
-    def tasks(self) -> TaskState:  # type: ignore[override]
-        return self._log.state().tasks
+    def graphs(self) -> GraphStates:
+        state = self.log.state()
+        return GraphStates(state.graph, state.intents, state.tasks)
 
     def _publish(self, build: Any) -> MutationOutcome:
-        appended, _ = self._log.transact(build)
+        appended, _ = self.log.transact(build)
         lifecycle = appended[0].lifecycle
         events = [e.subject for e in lifecycle if e.subject is not None]
         value = None
@@ -143,7 +127,7 @@ class LogMemexStore(MemexStore):
                 value = event.extra.get("value")
         return MutationOutcome(events, value)
 
-    def _mutate(self, mutation: Mutation) -> MutationOutcome:
+    def mutate(self, mutation: Mutation) -> MutationOutcome:
         if isinstance(mutation, GraphOperation) and not OPERATIONS[mutation.name].on_log:
             name, args = mutation.name, dict(mutation.args)
 
@@ -165,13 +149,4 @@ class LogMemexStore(MemexStore):
         return self._publish(lambda state: ([envelope], None))
 
     def close(self) -> None:
-        self._log.close()
-
-    def __enter__(self) -> LogMemexStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"MemexStore.open({self.location!r})"
+        self.log.close()

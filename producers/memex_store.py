@@ -1,20 +1,24 @@
 """MemexStore: a mutable facade over the three pure graphs (memory, intent, task).
 
-Every mutation is a ``Mutation`` value (a command of one of the graphs, or a
-``GraphOperation`` naming an integrity, bulk or import operation with its arguments) and
-goes through ONE private method, ``MemexStore._mutate``, which folds it with the pure
-``apply_mutation`` and rebinds the states. Every read uses the current states. A log-backed
-subclass overrides ``_mutate`` to publish the mutation and wait for its projection; nothing
-else in the facade needs to change.
+A store is ONE class over a backend (`GraphBackend`): where its three graphs live and where
+its mutations go. Every mutation is a ``Mutation`` value (a command of one of the graphs,
+or a ``GraphOperation`` naming an integrity, bulk or import operation with its arguments)
+and goes through ONE door, the backend's ``mutate``; every read uses the backend's current
+graphs. `InMemoryGraphs` folds the mutation with the pure ``apply_mutation`` and rebinds
+the graphs; `LogGraphs` (``producers.memex_log_store``, what ``MemexStore.open`` uses)
+publishes it to a log and answers from the folded log.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
+from producers.logs import Log
+from producers.memex_log_store import LogGraphs
 from projector.graph.dispatch import (
     GraphOperation,
+    GraphStates,
     Mutation,
     MutationOutcome,
     MutationResult,
@@ -27,6 +31,7 @@ from projector.graph.selection import get_item_by_id, get_items
 from projector.graph.serialization import SerializedGraphState, parse, stringify, to_json
 from projector.graph.state import GraphState, create_graph_state
 from projector.graph.tasks import TaskState, create_task, create_task_state
+from projector.record_fold import LogState
 from queryd.graph.edges import get_edges
 from queryd.graph.integrity import get_alias_group, get_aliases, get_contradictions, get_stale_items
 from queryd.graph.intents import get_intents
@@ -85,10 +90,44 @@ __all__ = [
 ]
 
 
+class GraphBackend(Protocol):
+    """Where a `MemexStore`'s three graphs live and where its mutations go."""
+
+    def graphs(self) -> GraphStates:
+        """The current memory, intent and task graphs (immutable values)."""
+        ...
+
+    def mutate(self, mutation: Mutation) -> MutationOutcome:
+        """Apply ``mutation``; what it emitted, and its value when it has one."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class InMemoryGraphs:
+    """The three graphs held in this process, rebound on each mutation."""
+
+    def __init__(self, graphs: GraphStates) -> None:
+        self.current = graphs
+
+    def graphs(self) -> GraphStates:
+        return self.current
+
+    def mutate(self, mutation: Mutation) -> MutationOutcome:
+        memory, intents, tasks, outcome = apply_mutation(*self.current, mutation)
+        self.current = GraphStates(memory, intents, tasks)
+        return outcome
+
+    def close(self) -> None:
+        pass
+
+
 class MemexStore:
     """Holds the memory, intent and task states and rebinds them on each mutation.
 
     ``store.mem``, ``store.intents`` and ``store.tasks`` are the live (immutable) states.
+    ``MemexStore()`` keeps them in memory; ``MemexStore.open(location)`` on a log, and
+    ``backend`` puts the store over any `GraphBackend`.
     """
 
     def __init__(
@@ -96,19 +135,92 @@ class MemexStore:
         mem: GraphState | None = None,
         intents: IntentState | None = None,
         tasks: TaskState | None = None,
+        *,
+        backend: GraphBackend | None = None,
     ) -> None:
-        self.mem: GraphState = mem if mem is not None else create_graph_state()
-        self.intents: IntentState = intents if intents is not None else create_intent_state()
-        self.tasks: TaskState = tasks if tasks is not None else create_task_state()
+        if backend is None:
+            backend = InMemoryGraphs(
+                GraphStates(
+                    mem if mem is not None else create_graph_state(),
+                    intents if intents is not None else create_intent_state(),
+                    tasks if tasks is not None else create_task_state(),
+                )
+            )
+        elif mem is not None or intents is not None or tasks is not None:
+            raise TypeError("MemexStore takes initial states or a backend, not both")
+        self._backend = backend
+
+    @property
+    def backend(self) -> GraphBackend:
+        return self._backend
+
+    @property
+    def mem(self) -> GraphState:
+        return self._backend.graphs().memory
+
+    @mem.setter
+    def mem(self, value: GraphState) -> None:
+        self._in_memory().current = self._in_memory().current._replace(memory=value)
+
+    @property
+    def intents(self) -> IntentState:
+        return self._backend.graphs().intents
+
+    @intents.setter
+    def intents(self, value: IntentState) -> None:
+        self._in_memory().current = self._in_memory().current._replace(intents=value)
+
+    @property
+    def tasks(self) -> TaskState:
+        return self._backend.graphs().tasks
+
+    @tasks.setter
+    def tasks(self, value: TaskState) -> None:
+        self._in_memory().current = self._in_memory().current._replace(tasks=value)
+
+    def _in_memory(self) -> InMemoryGraphs:
+        if not isinstance(self._backend, InMemoryGraphs):
+            raise AttributeError("the graphs of a store on a log are the log's; mutate them")
+        return self._backend
+
+    def _on_log(self) -> LogGraphs:
+        if not isinstance(self._backend, LogGraphs):
+            raise AttributeError("an in-memory MemexStore is on no log")
+        return self._backend
+
+    # -- on a log -------------------------------------------------------------------------------
+
+    @property
+    def log(self) -> Log:
+        """The log a store from ``MemexStore.open`` publishes to."""
+        return self._on_log().log
+
+    @property
+    def location(self) -> str:
+        return self._on_log().location
+
+    def state(self) -> LogState:
+        """The folded log: the three graphs, the audit memory, the rejections."""
+        return self._on_log().state()
+
+    def close(self) -> None:
+        self._backend.close()
+
+    def __enter__(self) -> MemexStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        if isinstance(self._backend, LogGraphs):
+            return f"MemexStore.open({self._backend.location!r})"
+        return object.__repr__(self)
 
     # -- the one door for mutations -----------------------------------------------------------
 
     def _mutate(self, mutation: Mutation) -> MutationOutcome:
-        """Apply ``mutation`` to the states. Override to put the store on a log."""
-        self.mem, self.intents, self.tasks, outcome = apply_mutation(
-            self.mem, self.intents, self.tasks, mutation
-        )
-        return outcome
+        return self._backend.mutate(mutation)
 
     def _op(self, name: OperationName, **args: Any) -> MutationOutcome:
         return self._mutate(GraphOperation(name, args))
@@ -122,7 +234,7 @@ class MemexStore:
             if isinstance(cmd, MEMORY_COMMAND_TYPES)
             else MemoryCommandAdapter.validate_python(cmd)
         )
-        return self._mutate(command).events  # type: ignore[arg-type]
+        return self._mutate(command).events
 
     def create(self, **kwargs: Any) -> MemoryItem:
         """``create_memory_item(**kwargs)``, then create it in the graph."""
@@ -215,7 +327,7 @@ class MemexStore:
     def cascade_retract(self, item_id: str, author: str, reason: str | None = None) -> list[str]:
         """Retract the item and its transitive dependents; returns the retracted ids."""
         outcome = self._op("cascade_retract", item_id=item_id, author=author, reason=reason)
-        return outcome.value  # type: ignore[no-any-return]
+        return outcome.value
 
     def contradictions(self) -> list[Contradiction]:
         return get_contradictions(self.mem)
@@ -306,7 +418,7 @@ class MemexStore:
     def import_slice(self, slice: MemexExport | Mapping[str, Any], **kwargs: Any) -> ImportReport:
         """Import ``slice`` into this store's three graphs; returns the report."""
         sl = slice if isinstance(slice, MemexExport) else MemexExport.model_validate(slice)
-        return self._op("import_slice", slice=sl, **kwargs).value  # type: ignore[no-any-return]
+        return self._op("import_slice", slice=sl, **kwargs).value
 
     def to_json(self) -> SerializedGraphState:
         """The memory graph in the TS library's on-disk shape."""
@@ -323,9 +435,7 @@ class MemexStore:
         Mutations are published as envelopes; reads answer from the folded log, own
         writes included (see ``producers.memex_log_store``).
         """
-        from producers.memex_log_store import LogMemexStore
-
-        return LogMemexStore(location)
+        return cls(backend=LogGraphs(location))
 
     @classmethod
     def loads(cls, json_str: str) -> MemexStore:

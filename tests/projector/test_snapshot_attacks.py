@@ -68,7 +68,7 @@ def _fill(location: str) -> KafkaLocation:
     """A log of messages, documents, deletions and graph items, and its snapshot as the
     projector writes it: a chunk every 40 records, graph checkpoints among them."""
     loc = parse_kafka_location(location)
-    with Memory(location) as memory, MemexStore.open(location) as store:  # type: ignore[attr-defined]
+    with Memory(location) as memory, MemexStore.open(location) as store:
         for i in range(120):
             if i % 9 == 4:
                 memory.add_document(Document(name=f"doc {i}", text=f"a document, number {i}"))
