@@ -58,16 +58,6 @@ from queryd.graph.retrieval import (
 )
 from queryd.graph.scoring import compute_score, get_scored_items
 from queryd.graph.stats import get_stats
-from schemas.graph.aliases import (
-    DecayInterval,
-    DecayType,
-    KnownEdgeKind,
-    KnownMemoryKind,
-    KnownNamespace,
-    KnownSourceKind,
-    LifecycleEventType,
-    SortField,
-)
 from schemas.graph.commands import (
     EdgeCreate,
     EdgeRetract,
@@ -125,6 +115,16 @@ from schemas.graph.results import (
     StaleItem,
 )
 from schemas.graph.scoring import DecayConfig, ScoreWeights
+from schemas.graph.vocabulary import (
+    DecayInterval,
+    DecayType,
+    KnownEdgeKind,
+    KnownMemoryKind,
+    KnownNamespace,
+    KnownSourceKind,
+    LifecycleEventType,
+    SortField,
+)
 
 __all__ = [
     # state

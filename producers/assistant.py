@@ -1,4 +1,4 @@
-"""`Assistant` (seed 001): a chat wrapper whose every context is recalled and logged first.
+"""`Assistant`: a chat wrapper whose every context is recalled and logged first.
 
 What a reply may put into a model's context is scoped to the caller (`scope`): by default
 the caller's own session and what the caller wrote, never another speaker's memory. Stored

@@ -1,4 +1,4 @@
-"""What a log record holds: an audit event (seed 001) or a graph envelope (seed 003).
+"""What a log record holds: an audit event, or an envelope of the memory, intent and task graphs.
 
 One log carries both. A `GraphEnvelope` is the @ai2070/memex event envelope: a memory,
 intent or task command (its `type` is the command tag, its `payload` the command), an

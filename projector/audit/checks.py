@@ -1,4 +1,4 @@
-"""What an append must satisfy against the state it lands on (seed 000, invariants 2 and 5).
+"""What an append must satisfy against the state it lands on (invariants 2 and 5).
 
 Shared by every store and by the projector, so the embedded log and Kafka refuse alike.
 """
