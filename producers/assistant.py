@@ -191,6 +191,7 @@ class Assistant:
 
         stored, (recent, matches) = self.memory.transact(build)
         recall = stored[0]
+        assert isinstance(recall, Recall)  # the one event `build` gave
 
         # Stored text is quoted and labelled with its speaker inside the system context: a
         # stored message can neither take the assistant's role nor pass as the caller's.

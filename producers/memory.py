@@ -218,7 +218,9 @@ class Memory:
             return [recall], found
 
         stored, found = self.transact(build)
-        return stored[0], found
+        recall = stored[0]
+        assert isinstance(recall, Recall)  # the one event `build` gave
+        return recall, found
 
     def get(self, event_id: UUID | str) -> AnyEvent | None:
         """One event by id, deleted or not; None if unknown."""

@@ -123,8 +123,8 @@ def _memory_commands(
         elif e.type == "edge.created":
             out.append({"type": "edge.create", "edge": _json(e.edge)})
         elif e.type == "edge.updated":
-            old = before.graph.edges.get(e.edge.edge_id)
-            partial = _partial(old, e.edge, _EDGE_FIXED) if old is not None else {}
+            old_edge = before.graph.edges.get(e.edge.edge_id)
+            partial = _partial(old_edge, e.edge, _EDGE_FIXED) if old_edge is not None else {}
             out.append(
                 {
                     "type": "edge.update",

@@ -30,7 +30,8 @@ def check_targets(
             raise ValueError(f"{field}: unknown id {target}; expected a message or document")
         if not isinstance(event, Message | Document):
             raise ValueError(
-                f"{field}: id {target} is a {event.kind}; expected a message or document"
+                f"{field}: id {target} is a {getattr(event, 'kind', type(event).__name__)}; "
+                "expected a message or document"
             )
 
 

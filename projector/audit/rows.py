@@ -130,7 +130,7 @@ def event_of(row: Row) -> Message | Document | Recall | Deletion:
         seq, _, idi, ts, session_id, source, actor, speaker, content, retain = row
         return _make(
             Message,
-            {  # type: ignore[no-any-return]
+            {
                 "id": uuid_of(idi),
                 "timestamp": _EPOCH + timedelta(microseconds=ts),
                 "seq": seq,
@@ -148,7 +148,7 @@ def event_of(row: Row) -> Message | Document | Recall | Deletion:
         seq, _, idi, ts, session_id, source, actor, name, text, media_type, sha256, retain = row
         return _make(
             Document,
-            {  # type: ignore[no-any-return]
+            {
                 "id": uuid_of(idi),
                 "timestamp": _dt(ts),
                 "seq": seq,
@@ -168,7 +168,7 @@ def event_of(row: Row) -> Message | Document | Recall | Deletion:
         seq, _, idi, ts, session_id, source, actor, query, recalled = row
         return _make(
             Recall,
-            {  # type: ignore[no-any-return]
+            {
                 "id": uuid_of(idi),
                 "timestamp": _dt(ts),
                 "seq": seq,
@@ -184,7 +184,7 @@ def event_of(row: Row) -> Message | Document | Recall | Deletion:
     seq, _, idi, ts, session_id, source, actor, targets, reason, requested_by = row
     return _make(
         Deletion,
-        {  # type: ignore[no-any-return]
+        {
             "id": uuid_of(idi),
             "timestamp": _dt(ts),
             "seq": seq,

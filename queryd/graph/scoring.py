@@ -135,7 +135,7 @@ def scored_item(item: MemoryItem, score: float) -> ScoredItem:
 def scored_items(items: Iterable[MemoryItem], scores: Iterable[float]) -> list[ScoredItem]:
     """``scored_item`` over two sequences, inlined: the all-items query builds 100k."""
     new, setattr_, cls, fs = _new, _setattr, ScoredItem, _SCORED_SET
-    out = []
+    out: list[ScoredItem] = []
     append = out.append
     for item, score in zip(items, scores, strict=True):
         s = new(cls)
