@@ -21,10 +21,8 @@ from projector.graph.dispatch import (
     GraphStates,
     Mutation,
     MutationOutcome,
-    MutationResult,
     OperationName,
     apply_mutation,
-    coerce_mutation,
 )
 from projector.graph.intents import IntentState, create_intent, create_intent_state
 from projector.graph.selection import get_item_by_id, get_items
@@ -79,15 +77,7 @@ from schemas.graph.tasks import (
 )
 from schemas.graph.transplant import ImportReport, MemexExport
 
-__all__ = [
-    "GraphOperation",
-    "Mutation",
-    "MutationOutcome",
-    "MutationResult",
-    "apply_mutation",
-    "coerce_mutation",
-    "MemexStore",
-]
+__all__ = ["GraphBackend", "InMemoryGraphs", "MemexStore"]
 
 
 class GraphBackend(Protocol):

@@ -7,13 +7,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from producers.memex_store import (
-    GraphOperation,
-    InMemoryGraphs,
-    MemexStore,
-    MutationOutcome,
-    apply_mutation,
-)
+from producers.memex_store import InMemoryGraphs, MemexStore
+from projector.graph.dispatch import GraphOperation, MutationOutcome, apply_mutation
 from projector.graph.intents import create_intent
 from projector.graph.serialization import stringify
 from projector.graph.state import GraphState
