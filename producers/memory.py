@@ -1,4 +1,4 @@
-"""`Memory`: the audit-memory API of seed 001 over any log a location string names."""
+"""`Memory`: the audit-memory API over any log a location string names."""
 
 from __future__ import annotations
 
@@ -49,8 +49,8 @@ class Memory:
     """An append-only memory log: a directory path (embedded SQLite) or a kafka:// URL."""
 
     def __init__(self, path: str | PathLike[str], *, create: bool = True) -> None:
-        """Open the log at `path`, creating it when absent (as seed 001's `Memory` does);
-        `create=False` opens an existing log only (readers: queryd, auditors)."""
+        """Open the log at `path`, creating it when absent; `create=False` opens an existing
+        log only (readers: queryd, auditors)."""
         self.location = str(path)
         self._log: Log = open_log(path, create=create)
         # Kafka pipelines asynchronous appends itself; the embedded log group-commits them.
@@ -218,7 +218,9 @@ class Memory:
             return [recall], found
 
         stored, found = self.transact(build)
-        return stored[0], found
+        recall = stored[0]
+        assert isinstance(recall, Recall)  # the one event `build` gave
+        return recall, found
 
     def get(self, event_id: UUID | str) -> AnyEvent | None:
         """One event by id, deleted or not; None if unknown."""

@@ -25,8 +25,9 @@ from producers.logs.kafka import (
     ensure_topic,
 )
 from producers.logs.location import KafkaLocation
-from projector.log_state import MAX_LIFECYCLE_BYTES, Lifecycle, LogState
+from projector.lifecycle import MAX_LIFECYCLE_BYTES, Lifecycle
 from projector.memex_topic import memex_envelopes, memex_topic
+from projector.record_fold import LogState
 from schemas.codec import decode_record
 from schemas.errors import DecodeError
 

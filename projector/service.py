@@ -65,8 +65,9 @@ from producers.logs.location import KafkaLocation, parse_kafka_location
 from producers.logs.topic_identity import LogIdentity, topic_id
 from projector.audit.state import no_gc
 from projector.lease import Lease
-from projector.log_state import LogState, empty_state, encode_lifecycle, fold_record
+from projector.lifecycle import encode_lifecycle
 from projector.memex_publisher import MemexPublisher
+from projector.record_fold import LogState, empty_state, fold_record
 from projector.snapshot import Entry, LeaseLost, SnapshotLost, SnapshotStore, entry_of
 from projector.status import ProjectorStatus, encode_status, status_key
 from schemas.codec import KIND_HEADER

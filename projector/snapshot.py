@@ -61,7 +61,8 @@ from producers.logs.topic_identity import LogIdentity, log_identity
 from projector.audit.index import WordIndex
 from projector.audit.rows import DOCUMENT, MESSAGE, Row, row_of
 from projector.audit.state import Ledger, MemoryState, no_gc
-from projector.log_state import Lifecycle, LogState, Rejection, empty_state, fold_record
+from projector.lifecycle import Lifecycle
+from projector.record_fold import LogState, Rejection, empty_state, fold_record
 from projector.snapshot_format import (
     FORMAT,
     MAX_CHUNK_BYTES,

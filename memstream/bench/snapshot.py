@@ -47,7 +47,7 @@ def _log(events: int, items: int) -> tuple[list[tuple[Any, ...]], Any, Any]:
     """(entries, word index, state of the graphs): the snapshot's content."""
     from projector.audit.index import WordIndex
     from projector.audit.rows import row_of
-    from projector.log_state import empty_state, fold_record
+    from projector.record_fold import empty_state, fold_record
     from projector.snapshot import entry_of
     from schemas.audit import Message
     from schemas.codec import encode_record

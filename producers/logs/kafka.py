@@ -2,7 +2,7 @@
 
 Producers are idempotent with ``acks=all`` and not transactional (invariant 8): a retry
 never duplicates or reorders a record, and offsets stay dense. The state is the same total
-fold as everywhere (`projector.log_state.fold_record`), hydrated from the projector's Redis
+fold as everywhere (`projector.record_fold.fold_record`), hydrated from the projector's Redis
 snapshot when there is one, then following the topic.
 
 Two ways in:
@@ -93,14 +93,8 @@ from producers.logs.base import (
     prepare,
 )
 from producers.logs.location import KafkaLocation
-from projector.log_state import (
-    Lifecycle,
-    LogState,
-    apply_record,
-    check_records,
-    empty_state,
-    fold_record,
-)
+from projector.lifecycle import Lifecycle
+from projector.record_fold import LogState, apply_record, check_records, empty_state, fold_record
 from schemas.audit import BaseEvent
 from schemas.codec import KIND_HEADER, KINDS, MAX_DECODE_BYTES, record_id, record_kind
 from schemas.errors import (

@@ -47,13 +47,8 @@ from producers.logs.base import (
     Transaction,
     prepare,
 )
-from projector.log_state import (
-    FoldResult,
-    LogState,
-    apply_record,
-    empty_state,
-    lifecycle_envelope,
-)
+from projector.lifecycle import lifecycle_envelope
+from projector.record_fold import FoldResult, LogState, apply_record, empty_state
 from schemas.codec import MAX_JSON_DEPTH, decode_record, record_id, record_kind
 from schemas.errors import (
     CorruptLogError,

@@ -28,7 +28,8 @@ from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Receive, Scope, Send
 
-from projector.log_state import LogState
+from projector.graph.selection import filter_items, page, sort_items
+from projector.record_fold import LogState
 from queryd.audit import search
 from queryd.audit.events import select_events
 from queryd.audit.state_page import select_state
@@ -55,7 +56,6 @@ from queryd.graph.integrity import (
     get_stale_items,
 )
 from queryd.graph.intents import get_intent_by_id, get_intents
-from queryd.graph.items import filter_items, page, sort_items
 from queryd.graph.navigation import get_children, get_parents, get_related_items
 from queryd.graph.retrieval import get_support_set, get_support_tree, smart_retrieve
 from queryd.graph.scoring import get_scored_items

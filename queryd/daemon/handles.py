@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
 
 from producers.memory import Memory
-from projector.log_state import LogState
+from projector.record_fold import LogState
 from queryd.daemon.jsonlog import Throttle
 from queryd.daemon.projector_status import ProjectorReport, ProjectorStatusReader
 from schemas.errors import LocationError, LogNotFoundError, MemstreamError

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import redis
 
-from projector.log_state import fold_log, fold_record
+from projector.record_fold import fold_log, fold_record
 from projector.snapshot import SnapshotLost, SnapshotStore, entry_of
 from schemas.audit import Deletion, Document, Message, Recall
 from schemas.codec import encode_record

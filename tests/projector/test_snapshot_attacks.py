@@ -26,7 +26,7 @@ from producers.logs.kafka import KafkaLog, consumer_conf
 from producers.logs.location import KafkaLocation, parse_kafka_location
 from producers.logs.topic_identity import log_identity
 from producers.memex_store import MemexStore
-from projector.log_state import LogState, empty_state, fold_record
+from projector.record_fold import LogState, empty_state, fold_record
 from projector.service import Projector
 from projector.snapshot import SnapshotStore, decode_chunk, entry_of
 
@@ -68,7 +68,7 @@ def _fill(location: str) -> KafkaLocation:
     """A log of messages, documents, deletions and graph items, and its snapshot as the
     projector writes it: a chunk every 40 records, graph checkpoints among them."""
     loc = parse_kafka_location(location)
-    with Memory(location) as memory, MemexStore.open(location) as store:  # type: ignore[attr-defined]
+    with Memory(location) as memory, MemexStore.open(location) as store:
         for i in range(120):
             if i % 9 == 4:
                 memory.add_document(Document(name=f"doc {i}", text=f"a document, number {i}"))

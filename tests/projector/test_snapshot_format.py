@@ -27,7 +27,7 @@ from projector.graph.state import (
     outgoing_edge_ids,
     stale_ids,
 )
-from projector.log_state import LogState, fold_log, fold_record
+from projector.record_fold import LogState, fold_log, fold_record
 from projector.snapshot import (
     Chunk,
     build_chunk,

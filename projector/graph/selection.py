@@ -1,4 +1,9 @@
-"""get_items and the MemoryFilter predicate.
+"""Selection: which items of a memory graph a `MemoryFilter` and `QueryOptions` select, in order.
+
+Both the bulk operations of the fold (`projector.graph.bulk`) and the queries
+(`queryd.graph`, `get_scored_items` among them) select items with these functions:
+`compile_filter` and `matches_filter` (the predicate), `filter_items` (matching items,
+using the state's scope index), `sort_items` and `page`, and `get_items` (all of them).
 
 A filter is compiled once into a list of small predicates, one per present condition, so
 a scan of 100k items evaluates only what the filter asks and never re-validates anything.
@@ -11,10 +16,10 @@ from itertools import chain, compress, repeat
 from operator import attrgetter, eq, is_not
 from typing import Any
 
+from projector.graph.decay import check_decay, decay_at
+from projector.graph.ordering import sort_indexes
 from projector.graph.pmap import HOLE
 from projector.graph.state import GraphState, dense_column
-from queryd.graph.decay import check_decay, decay_at
-from queryd.graph.ordering import sort_indexes
 from schemas.gc_guard import no_cyclic_gc
 from schemas.graph.coerce import coerce, coerce_opt
 from schemas.graph.filters import MemoryFilter, QueryOptions, Range, SortOption
@@ -50,6 +55,11 @@ _EQ_FIELDS = ("scope", "author", "kind", "source_kind", "intent_id", "task_id")
 _SCAN_FIELDS = frozenset({*_EQ_FIELDS, "scope_prefix", "ids"})
 
 
+def _score_in_range(name: str, r: Range) -> Callable[[MemoryItem], bool]:
+    get = attrgetter(name)
+    return lambda it: _in_range(get(it), r)
+
+
 def compile_filter(
     f: MemoryFilter, now: int | None = None, skip: frozenset[str] = frozenset()
 ) -> Predicate:
@@ -78,8 +88,7 @@ def compile_filter(
         for name in ("authority", "conviction", "importance"):
             r = getattr(f.range, name)
             if r is not None:
-                get = attrgetter(name)
-                add(lambda it, get=get, r=r: _in_range(get(it), r))
+                add(_score_in_range(name, r))
     if f.intent_id is not None and "intent_id" not in skip:
         intent_id = f.intent_id
         add(lambda it: it.intent_id == intent_id)
@@ -94,7 +103,7 @@ def compile_filter(
         add(lambda it: it.task_id is not None and it.task_id in task_ids)
     if f.has_parent is not None:
         has_parent = f.has_parent
-        add(lambda it: bool(it.parents) and has_parent in it.parents)
+        add(lambda it: it.parents is not None and has_parent in it.parents)
     if f.is_root is not None:
         is_root = f.is_root
         add(lambda it: (not it.parents) == is_root)
@@ -102,10 +111,10 @@ def compile_filter(
         pf = f.parents
         if pf.includes is not None:
             inc = pf.includes
-            add(lambda it: bool(it.parents) and inc in it.parents)
+            add(lambda it: it.parents is not None and inc in it.parents)
         if pf.includes_any is not None:
             any_of = frozenset(pf.includes_any)
-            add(lambda it: bool(it.parents) and not any_of.isdisjoint(it.parents))
+            add(lambda it: it.parents is not None and not any_of.isdisjoint(it.parents))
         if pf.includes_all is not None:
             all_of = frozenset(pf.includes_all)
             add(lambda it: all_of.issubset(it.parents or ()))
@@ -230,7 +239,10 @@ def _sorted_by_scope(
     the hits' slots are sorted and paged before any item is touched. None: not applicable."""
     if any(getattr(f, n) is not None for n in _OTHER_FIELDS):
         return None
-    keys = opts.sort if isinstance(opts.sort, list) else [opts.sort]
+    sort = opts.sort
+    if sort is None:
+        return None
+    keys = sort if isinstance(sort, list) else [sort]
     if not keys or any(opt.field not in _SORT_FIELDS for opt in keys):
         return None  # the item-by-item path raises the seed's error, if there is an item
     slots, exact = _scope_slots(state, f.scope, f.scope_prefix)
@@ -265,7 +277,7 @@ def filter_items(
     """Items matching ``f``, in insertion order (all items when ``f`` is None)."""
     items: Any = state.items
     if f is None:
-        return items.values_tuple()  # type: ignore[no-any-return]
+        return items.values_tuple()
     source: Sequence[MemoryItem]
     exact = False  # True: the scope conditions are already known to hold
     skip = _SCAN_FIELDS
@@ -311,7 +323,7 @@ def unknown_sort_field(field: str) -> ValueError:
     )
 
 
-def _column(items: Sequence[MemoryItem], field: str) -> list[float]:
+def _column(items: Sequence[MemoryItem], field: str) -> list[Any]:
     """Sort key column of ``field``; a missing score sorts as 0. The caller has checked
     the field and (for recency) that every item has a time."""
     col: list[Any]

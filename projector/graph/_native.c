@@ -6,7 +6,7 @@
  * not take: a value that is not an exact float, a NaN score, a base outside [0, 1]).
  * Results are the Python ones bit for bit: the same IEEE operations in the same order
  * (the build compiles with -ffp-contract=off, so no multiply-add is fused), the same libm
- * pow(), ties ranked in incoming order. tests/queryd/test_native.py pins that.
+ * pow(), ties ranked in incoming order. tests/projector/graph/test_native.py pins that.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

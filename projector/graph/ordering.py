@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from queryd.graph.native import native
+from projector.graph.native import native
 
 
 def sort_indexes(

@@ -1,7 +1,8 @@
-"""Canonical string values of seed 003's open unions, as Literal aliases.
+"""The graph's vocabulary: the known values of its open string fields, as Literal types.
 
-Fields that carry these values accept any ``str`` (the unions are open); the aliases
-document the known values and type-check callers that stick to them.
+Fields that carry these values (kinds, source kinds, edge kinds, namespaces, lifecycle
+event types, sort fields...) accept any ``str``: the sets are open, as in the TypeScript
+library. These types name the known values and type-check callers that stick to them.
 """
 
 from __future__ import annotations

@@ -9,14 +9,15 @@ audit event that fails `check_append`, a command that fails (duplicate id, unkno
 invalid transition, out-of-range score) or an operation whose precondition no longer holds
 becomes a `Rejection` (seq, reason) and changes nothing else.
 
-Operations whose outcome depends on the state (invariant 12) travel as ONE envelope in the
-``memstream`` namespace (types ``memstream.<name>``, which no TypeScript command tag can
-be) and are decided here, in log order:
+Commands and operations are applied with the one graph mutation dispatch
+(`projector.graph.dispatch`). Operations whose outcome depends on the state (invariant 12)
+travel as ONE envelope in the ``memstream`` namespace (types ``memstream.<name>``, which no
+TypeScript command tag can be) and are decided here, in log order:
 
-- ``memstream.cascade_retract``, ``memstream.resolve_contradiction``,
-  ``memstream.mark_contradiction``, ``memstream.mark_alias``,
-  ``memstream.bulk_adjust_scores``, ``memstream.import_slice``: the pure function of the
-  same name runs on the state the record meets. Edges those functions mint get ids derived
+- ``memstream.<name>`` for each operation of `OPERATIONS` marked ``on_log``
+  (``cascade_retract``, ``resolve_contradiction``, ``mark_contradiction``, ``mark_alias``,
+  ``bulk_adjust_scores``, ``import_slice``): the pure function of that name runs on the
+  state the record meets. Edges those functions mint get ids derived
   from the envelope (UUIDv7-shaped, from its ts and a hash of its id), so every fold of
   the log agrees on them.
 - ``memstream.batch``: concrete commands applied all or none, with an optional
@@ -25,8 +26,9 @@ be) and are decided here, in log order:
   rejected, and its publisher recomputes and retries. `apply_many` (whose transform is a
   callable) and `decay_importance` (which reads the clock) are published this way.
 
-The lifecycle events of a record are returned beside the new state; their order and
-content are a function of the log alone, so they can be published exactly once.
+The lifecycle events of a record (`projector.lifecycle`) are returned beside the new state;
+their order and content are a function of the log alone, so they can be published exactly
+once.
 """
 
 from __future__ import annotations
@@ -34,39 +36,33 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections import ChainMap
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields, is_dataclass
-from datetime import datetime
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 from uuid import UUID
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from pyrsistent import PVector, pvector
 
 from projector.audit import MemoryState, check_append, fold
-from projector.graph.bulk import bulk_adjust_scores
-from projector.graph.integrity import (
-    cascade_retract,
-    mark_alias,
-    mark_contradiction,
-    resolve_contradiction,
+from projector.graph.dispatch import (
+    OPERATIONS,
+    Applied,
+    GraphStates,
+    Operation,
+    UnknownCommandError,
+    apply_graph_command,
 )
-from projector.graph.intents import IntentState, apply_intent_command, create_intent_state
-from projector.graph.reducer import Tx, apply_command
+from projector.graph.intents import IntentState, create_intent_state
+from projector.graph.reducer import Tx
 from projector.graph.state import GraphState, create_graph_state
-from projector.graph.tasks import TaskState, apply_task_command, create_task_state
-from projector.graph.transplant import import_slice
-from schemas.audit import BaseEvent, event_to_dict
-from schemas.codec import (
-    MAX_DECODE_BYTES,
-    MAX_JSON_DEPTH,
-    decode_record,
-    encode_envelope_fields,
-    json_text,
-)
+from projector.graph.tasks import TaskState, create_task_state
+from projector.lifecycle import Lifecycle
+from schemas.audit import BaseEvent
+from schemas.codec import MAX_JSON_DEPTH, decode_record
 from schemas.errors import DecodeError, MemstreamError
 from schemas.gc_guard import cyclic_gc_paused
-from schemas.graph.commands import EdgeCreate, EdgeRetract, MemoryCommandAdapter, MemoryUpdate
+from schemas.graph.commands import EdgeCreate, EdgeRetract, MemoryUpdate
 from schemas.graph.envelopes import parse_iso_ms
 from schemas.graph.errors import MemexError
 from schemas.records import OPERATION_NAMESPACE, AuditEvent, GraphEnvelope, Record
@@ -74,11 +70,8 @@ from schemas.records import OPERATION_NAMESPACE, AuditEvent, GraphEnvelope, Reco
 __all__ = [
     "LogState",
     "Rejection",
-    "Lifecycle",
     "FoldResult",
     "PreconditionFailed",
-    "UnknownCommandError",
-    "OPERATIONS",
     "BATCH",
     "empty_state",
     "fold_record",
@@ -86,18 +79,9 @@ __all__ = [
     "apply_record",
     "check_records",
     "fold_log",
-    "lifecycle_payload",
-    "lifecycle_envelope",
-    "encode_lifecycle",
 ]
 
 log = logging.getLogger("memstream.projector.fold")
-
-BATCH = "memstream.batch"
-
-
-class UnknownCommandError(MemstreamError, ValueError):
-    """An envelope whose command or operation type this fold does not know."""
 
 
 class PreconditionFailed(MemstreamError):
@@ -113,26 +97,13 @@ class Rejection:
     error: str
 
 
-class Lifecycle(NamedTuple):
-    """One lifecycle event: the record (seq) that caused it, what happened, to what.
-
-    ``subject`` is the event model (a graph lifecycle event, an audit event) or None;
-    ``extra`` holds fields added beside it. `lifecycle_payload` makes the JSON payload.
-    """
-
-    seq: int
-    namespace: str
-    type: str
-    subject: Any
-    extra: Mapping[str, Any] | None = None
-
-
 @dataclass(frozen=True)
 class LogState:
     """Everything folded from one log up to `last_seq`.
 
-    `memory` is the audit state of seed 001 (its own `last_seq` is that of its last audit
-    event); `graph`, `intents` and `tasks` the three graphs of seed 003; `rejections` the
+    `memory` is the audit state (messages, documents, recalls, deletions; its own
+    `last_seq` is that of its last audit event); `graph`, `intents` and `tasks` the memory,
+    intent and task graphs; `rejections` the
     records refused, in log order; `graph_seq` the seq of the last record that changed a
     graph (the precondition of batches).
     """
@@ -201,12 +172,8 @@ def empty_state() -> LogState:
 
 # --- operations ---------------------------------------------------------------------------------
 
-GraphStates = tuple[GraphState, IntentState, TaskState]
-# (states, payload, envelope, graph_seq) -> (states, lifecycle subjects, value)
-Operation = Callable[
-    [GraphStates, Mapping[str, Any], GraphEnvelope, "int | None"],
-    tuple[GraphStates, list[Any], Any],
-]
+BATCH = "memstream.batch"
+_OPERATION_PREFIX = OPERATION_NAMESPACE + "."
 
 
 def _derived_id(envelope: GraphEnvelope, n: int) -> str:
@@ -265,96 +232,57 @@ def _with_derived_edge_ids(
     return state, renamed
 
 
-def _memory_op(fn: Callable[..., Any], mints_edges: bool = False) -> Operation:
-    def run(
-        states: GraphStates, args: Mapping[str, Any], env: GraphEnvelope, graph_seq: int | None
-    ) -> tuple[GraphStates, list[Any], Any]:
-        mem, intents, tasks = states
-        after, events = fn(mem, **args)
-        events = list(events)
-        if mints_edges:
-            after, events = _with_derived_edge_ids(mem, after, events, env)
-        return (after, intents, tasks), events, None
-
-    return run
-
-
-def _cascade(
-    states: GraphStates, args: Mapping[str, Any], env: GraphEnvelope, graph_seq: int | None
-) -> tuple[GraphStates, list[Any], Any]:
-    mem, intents, tasks = states
-    result = cascade_retract(mem, **args)
-    return (result.state, intents, tasks), list(result.events), list(result.retracted)
-
-
-def _import(
-    states: GraphStates, args: Mapping[str, Any], env: GraphEnvelope, graph_seq: int | None
-) -> tuple[GraphStates, list[Any], Any]:
-    result = import_slice(*states, **args)
-    report = result.report
-    return (result.mem_state, result.intent_state, result.task_state), [], report
-
-
-def _batch(
-    states: GraphStates, args: Mapping[str, Any], env: GraphEnvelope, graph_seq: int | None
-) -> tuple[GraphStates, list[Any], Any]:
+def _batch(states: GraphStates, envelope: GraphEnvelope, graph_seq: int | None) -> Applied:
+    """Concrete commands applied all or none, if the graph is still as of ``graph_seq``."""
+    args = envelope.payload
     expected = args.get("graph_seq", "any")
     if expected != "any" and expected != graph_seq:
         raise PreconditionFailed(
-            f"batch {env.id} was computed on the graph as of seq {expected}; "
+            f"batch {envelope.id} was computed on the graph as of seq {expected}; "
             f"the graph changed at seq {graph_seq}"
         )
     commands = args.get("commands")
     if not isinstance(commands, list):
-        raise UnknownCommandError(f"batch {env.id}: 'commands' must be a list")
+        raise UnknownCommandError(f"batch {envelope.id}: 'commands' must be a list")
     events: list[Any] = []
     for command in commands:
-        states, emitted = _apply_command(states, command)
+        states, emitted, _ = apply_graph_command(states, command)
         events.extend(emitted)
-    return states, events, None
+    return Applied(states, events)
 
 
-OPERATIONS: dict[str, Operation] = {
-    "memstream.cascade_retract": _cascade,
-    "memstream.resolve_contradiction": _memory_op(resolve_contradiction, mints_edges=True),
-    "memstream.mark_contradiction": _memory_op(mark_contradiction, mints_edges=True),
-    "memstream.mark_alias": _memory_op(mark_alias, mints_edges=True),
-    "memstream.bulk_adjust_scores": _memory_op(bulk_adjust_scores),
-    "memstream.import_slice": _import,
-    BATCH: _batch,
-}
-
-
-def _apply_command(states: GraphStates, command: Any) -> tuple[GraphStates, list[Any]]:
-    """One memory, intent or task command (a JSON dict) on the three graphs."""
-    if not isinstance(command, Mapping) or not isinstance(command.get("type"), str):
-        raise UnknownCommandError("a command must be an object with a string 'type'")
-    mem, intents, tasks = states
-    tag: str = command["type"]
-    if tag.startswith(("memory.", "edge.")):
-        mem, events = apply_command(mem, MemoryCommandAdapter.validate_python(command))
-        return (mem, intents, tasks), list(events)
-    if tag.startswith("intent."):
-        intents, ievents = apply_intent_command(intents, command)
-        return (mem, intents, tasks), list(ievents)
-    if tag.startswith("task."):
-        tasks, tevents = apply_task_command(tasks, command)
-        return (mem, intents, tasks), list(tevents)
-    raise UnknownCommandError(f"unknown command type {tag!r}")
-
-
-def _apply_envelope(
+def _apply_operation(
     states: GraphStates, envelope: GraphEnvelope, graph_seq: int | None
-) -> tuple[GraphStates, list[Any], Any]:
+) -> Applied:
+    """An operation envelope: a batch, or an operation of the table that may travel on a log."""
+    is_batch = envelope.type == BATCH
+    operation = None if is_batch else _logged_operation(envelope.type)
+    if operation is None and not is_batch:
+        raise UnknownCommandError(f"unknown operation {envelope.type!r}")
+    if not isinstance(envelope.payload, Mapping):
+        raise UnknownCommandError(f"operation {envelope.type}: payload must be an object")
+    if operation is None:
+        return _batch(states, envelope, graph_seq)
+    applied = operation.run(states, envelope.payload)
+    if not operation.mints_edges:
+        return applied
+    memory, events = _with_derived_edge_ids(
+        states.memory, applied.states.memory, applied.events, envelope
+    )
+    return Applied(applied.states._replace(memory=memory), events, applied.value)
+
+
+def _logged_operation(type_: str) -> Operation | None:
+    if not type_.startswith(_OPERATION_PREFIX):
+        return None
+    operation = OPERATIONS.get(type_[len(_OPERATION_PREFIX) :])
+    return operation if operation is not None and operation.on_log else None
+
+
+def _apply_envelope(states: GraphStates, envelope: GraphEnvelope, graph_seq: int | None) -> Applied:
     if envelope.namespace == OPERATION_NAMESPACE:
-        operation = OPERATIONS.get(envelope.type)
-        if operation is None:
-            raise UnknownCommandError(f"unknown operation {envelope.type!r}")
-        if not isinstance(envelope.payload, Mapping):
-            raise UnknownCommandError(f"operation {envelope.type}: payload must be an object")
-        return operation(states, envelope.payload, envelope, graph_seq)
-    states, events = _apply_command(states, envelope.payload)
-    return states, events, None
+        return _apply_operation(states, envelope, graph_seq)
+    return apply_graph_command(states, envelope.payload)
 
 
 # --- the fold -----------------------------------------------------------------------------------
@@ -388,7 +316,7 @@ def apply_record(state: LogState, seq: int, record: Record, *, checked: bool = F
         )
     if not isinstance(record, GraphEnvelope):
         raise DecodeError(f"seq {seq}: not a record: {type(record).__name__}")
-    states = (state.graph, state.intents, state.tasks)
+    states = GraphStates(state.graph, state.intents, state.tasks)
     (graph, intents, tasks), events, value = _apply_envelope(states, record, state.graph_seq)
     changed = graph is not state.graph or intents is not state.intents or tasks is not state.tasks
     cause = {"cause_id": record.id, "cause_ts": record.ts}
@@ -485,7 +413,7 @@ def check_records(
         return
     batch: dict[UUID, BaseEvent] = {}
     seen: Mapping[UUID, BaseEvent] = ChainMap(batch, pending) if pending else batch  # type: ignore[arg-type]
-    states = (state.graph, state.intents, state.tasks)
+    states = GraphStates(state.graph, state.intents, state.tasks)
     graph_seq = state.graph_seq
     seq = state.next_seq
     for record in records:
@@ -500,140 +428,3 @@ def check_records(
         else:
             raise TypeError(f"expected an audit event or a GraphEnvelope, got {record!r}")
         seq += 1
-
-
-_EPOCH_TS = "1970-01-01T00:00:00.000Z"
-
-
-def lifecycle_envelope(event: Lifecycle, index: int) -> GraphEnvelope:
-    """The envelope a lifecycle event is published as: a function of the log alone.
-
-    `index` is its position among its record's lifecycle events. The id is a UUID derived
-    from (seq, index) and ts is the cause's own time, so publishing the same event twice
-    gives the same bytes.
-    """
-    subject = event.subject
-    if isinstance(subject, BaseEvent):
-        ts = _ms_iso(subject.timestamp)
-    else:
-        ts = (event.extra or {}).get("cause_ts") or _EPOCH_TS
-    return GraphEnvelope.model_construct(
-        id=_lifecycle_id(event.seq, index),
-        namespace=event.namespace,
-        type=event.type,
-        ts=ts,
-        trace_id=None,
-        payload=lifecycle_payload(event),
-    )
-
-
-_LIFECYCLE_NS = UUID("6d656d73-7472-6561-6d2e-6c6966656379")
-_LIFECYCLE_NS_BYTES = _LIFECYCLE_NS.bytes
-
-
-def _lifecycle_id(seq: int, index: int) -> str:
-    """`str(uuid5(_LIFECYCLE_NS, f"{seq}:{index}"))` without building UUID objects."""
-    digest = bytearray(hashlib.sha1(_LIFECYCLE_NS_BYTES + f"{seq}:{index}".encode()).digest())
-    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
-    digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
-    h = digest[:16].hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
-
-
-def _ms_iso(when: datetime) -> str:
-    """ISO-8601 in UTC to the millisecond, as the memex envelopes write `ts`."""
-    if when.year < 1000:  # strftime's %Y does not pad those; keep its exact form
-        return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
-    return (
-        f"{when.year}-{when.month:02d}-{when.day:02d}T{when.hour:02d}:{when.minute:02d}:"
-        f"{when.second:02d}.{when.microsecond // 1000:03d}Z"
-    )
-
-
-# A lifecycle event's encoding may be several times its record's (an audit event's Avro
-# strings become JSON, where a control character takes six bytes). Over this bound, which
-# every reader decodes, the event is published as `oversize_lifecycle` says.
-MAX_LIFECYCLE_BYTES = MAX_DECODE_BYTES - 64 * 1024
-
-
-def encode_lifecycle(event: Lifecycle, index: int) -> bytes:
-    """The bytes the lifecycle event is published as: `encode_full_lifecycle`'s, or, when
-    those are over `MAX_LIFECYCLE_BYTES`, `oversize_lifecycle`'s (the same id, namespace,
-    type and ts; its payload says the event was left out, and names the record's seq, from
-    which a reader of the log can fold it)."""
-    data = encode_full_lifecycle(event, index)
-    if len(data) > MAX_LIFECYCLE_BYTES:
-        return oversize_lifecycle(event, index, len(data))
-    return data
-
-
-def oversize_lifecycle(event: Lifecycle, index: int, size: int) -> bytes:
-    """The stand-in for a lifecycle event encoded in `size` bytes, too many to publish."""
-    envelope = lifecycle_envelope(
-        Lifecycle(event.seq, event.namespace, event.type, None, _cause_ts(event)), index
-    )
-    payload = {"omitted": {"bytes": size, "limit": MAX_LIFECYCLE_BYTES}, "seq": event.seq}
-    return encode_envelope_fields(
-        envelope.id, envelope.namespace, envelope.type, envelope.ts, None, json_text(payload)
-    )
-
-
-def _cause_ts(event: Lifecycle) -> dict[str, Any] | None:
-    subject = event.subject
-    if isinstance(subject, BaseEvent):
-        return {"cause_ts": _ms_iso(subject.timestamp)}
-    ts = (event.extra or {}).get("cause_ts")
-    return {"cause_ts": ts} if ts else None
-
-
-def encode_full_lifecycle(event: Lifecycle, index: int) -> bytes:
-    """`encode_record(lifecycle_envelope(event, index))`, byte for byte, made directly.
-
-    The projector publishes one of these per record; building the envelope model and the
-    payload dict first, then JSON and Avro through the generic paths, costs several times
-    more. Audit subjects are serialized by pydantic's JSON serializer (the same output as
-    `json.dumps` of `model_dump(mode="json")`, compact, non-ASCII kept); the tests check
-    both forms agree.
-    """
-    subject = event.subject
-    if isinstance(subject, BaseEvent) and not event.extra:
-        payload = f'{{"event":{subject.model_dump_json()},"seq":{event.seq}}}'
-        ts = _ms_iso(subject.timestamp)
-    else:
-        envelope = lifecycle_envelope(event, index)
-        return encode_envelope_fields(
-            envelope.id,
-            envelope.namespace,
-            envelope.type,
-            envelope.ts,
-            None,
-            json_text(envelope.payload),
-        )
-    return encode_envelope_fields(
-        _lifecycle_id(event.seq, index), event.namespace, event.type, ts, None, payload
-    )
-
-
-def lifecycle_payload(event: Lifecycle) -> dict[str, Any]:
-    """The JSON payload of a lifecycle event: the subject's fields, then the extras."""
-    subject = event.subject
-    payload: dict[str, Any]
-    if subject is None:
-        payload = {}
-    elif isinstance(subject, BaseEvent):
-        payload = {"event": event_to_dict(subject)}
-    elif isinstance(subject, BaseModel):
-        payload = subject.model_dump(mode="json", by_alias=True, exclude_none=True)
-    else:
-        payload = {"value": subject}
-    if event.extra:
-        for key, value in event.extra.items():
-            if key == "cause_ts":
-                continue
-            if isinstance(value, BaseModel):
-                value = value.model_dump(mode="json", by_alias=True, exclude_none=True)
-            elif is_dataclass(value) and not isinstance(value, type):
-                value = asdict(value)  # an import report
-            payload[key] = value
-    payload["seq"] = event.seq
-    return payload

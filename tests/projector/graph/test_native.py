@@ -1,4 +1,4 @@
-"""The C loops (queryd/graph/_native.c) against their Python reference in
+"""The C loops (projector/graph/_native.c) against their Python reference in
 queryd/graph/scoring.py and ordering.py: the same scores bit for bit, the same order,
 the same models."""
 
@@ -15,11 +15,12 @@ from typing import Any
 import pytest
 from pyrsistent import pvector
 
+from projector.graph import _native, ordering  # _native: built by `pip install` (setup.py)
+from projector.graph.ordering import sort_indexes
 from projector.graph.replay import replay_commands
+from projector.graph.selection import get_items
 from projector.graph.state import COLUMN_NAMES, dense_column
-from queryd.graph import _native, ordering, scoring  # _native: built by `pip install` (setup.py)
-from queryd.graph.items import get_items
-from queryd.graph.ordering import sort_indexes
+from queryd.graph import scoring
 from queryd.graph.scoring import get_scored_items, scored_items
 from schemas.graph.errors import InvalidTimestampError
 from schemas.graph.ids import uuid7

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from projector.graph.pmap import OrderedPMap
+from projector.graph.state import GraphState
 from schemas.graph.items import Edge, MemoryItem
-
-if TYPE_CHECKING:
-    from projector.graph.state import GraphState
 
 SerializedGraphState = dict[str, list[list[Any]]]
 
@@ -32,10 +31,6 @@ def to_json(state: GraphState) -> SerializedGraphState:
 def from_json(data: Mapping[str, Any]) -> GraphState:
     """A GraphState from ``to_json`` output (validated; missing keys mean empty). Each entry
     is kept under its key, as the seed keeps it, even if the key is not the entity's id."""
-    # Imported here: projector depends on schemas, not the other way round at import time.
-    from projector.graph.pmap import OrderedPMap
-    from projector.graph.state import GraphState
-
     items = [(key, MemoryItem.model_validate(raw)) for key, raw in data.get("items") or []]
     edges = [(key, Edge.model_validate(raw)) for key, raw in data.get("edges") or []]
     return GraphState(items=OrderedPMap(items), edges=OrderedPMap(edges))

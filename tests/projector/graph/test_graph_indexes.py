@@ -13,13 +13,13 @@ from projector.graph.integrity import cascade_order, cascade_retract
 from projector.graph.pmap import HOLE, OrderedPMap
 from projector.graph.reducer import Tx, apply_command
 from projector.graph.replay import replay_commands
+from projector.graph.selection import get_items, matches_filter
 from projector.graph.state import (
     GraphState,
     build_columns,
     build_index,
     create_graph_state,
 )
-from queryd.graph.items import get_items, matches_filter
 from queryd.graph.scoring import compute_score, get_scored_items
 from schemas.graph.commands import MemoryCommandAdapter
 from schemas.graph.errors import DuplicateMemoryError, InvalidTimestampError

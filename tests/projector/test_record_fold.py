@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from projector.audit import replay
-from projector.log_state import (
+from projector.lifecycle import lifecycle_payload
+from projector.record_fold import (
     BATCH,
     LogState,
     PreconditionFailed,
@@ -16,7 +17,6 @@ from projector.log_state import (
     empty_state,
     fold_log,
     fold_record,
-    lifecycle_payload,
 )
 from schemas.audit import Deletion, Message, Recall
 from schemas.codec import MAGIC, encode_envelope_json, encode_record

@@ -1,4 +1,4 @@
-"""The compiled loops (queryd/graph/_native.c), or None where the extension was not built
+"""The compiled loops (projector/graph/_native.c), or None where the extension was not built
 (no compiler at install, another interpreter). Each of its functions returns None for an
 input it leaves to Python; the Python beside each call is the reference it matches."""
 
@@ -8,7 +8,7 @@ from types import ModuleType
 
 native: ModuleType | None
 try:
-    from queryd.graph import _native as native
+    from projector.graph import _native as native
 except ImportError:
     native = None
 

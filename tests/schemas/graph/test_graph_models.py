@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from projector.graph.reducer import apply_command
+from projector.graph.serialization import from_json, parse, stringify, to_json
 from projector.graph.state import create_graph_state
 from schemas.graph.commands import EdgeCreate, MemoryCommandAdapter, MemoryCreate, MemoryUpdate
 from schemas.graph.envelopes import (
@@ -31,7 +32,6 @@ from schemas.graph.filters import EdgeFilter, MemoryFilter, QueryOptions, SortOp
 from schemas.graph.ids import extract_timestamp, safe_extract_timestamp, uuid7
 from schemas.graph.items import Edge, MemoryItem, create_edge, create_memory_item
 from schemas.graph.scoring import DecayConfig, ScoreWeights
-from schemas.graph.serialization import from_json, parse, stringify, to_json
 
 ITEM_ID = "01890a5d-ac96-774b-bcce-b302099a8057"  # a v7 id at ms 1688096058518
 EDGE_ID = "01890a5d-ac96-7000-8000-000000000001"

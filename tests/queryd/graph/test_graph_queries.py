@@ -6,13 +6,13 @@ import math
 
 import pytest
 
+from projector.graph.decay import compute_decay_multiplier
 from projector.graph.reducer import apply_command
 from projector.graph.replay import replay_commands
+from projector.graph.selection import get_item_by_id, get_items, matches_filter
 from projector.graph.state import GraphState
-from queryd.graph.decay import compute_decay_multiplier
 from queryd.graph.edges import get_edge_by_id, get_edges
 from queryd.graph.integrity import get_alias_group, get_aliases, get_dependents
-from queryd.graph.items import get_item_by_id, get_items, matches_filter
 from queryd.graph.navigation import get_children, get_parents, get_related_items
 from queryd.graph.retrieval import (
     apply_diversity,
