@@ -18,7 +18,7 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
-from producers.logs.kafka import (
+from producers.logs.kafka_client import (
     DERIVED_TOPIC_MAX_MESSAGE_BYTES,
     INDEX_HEADER,
     SEQ_HEADER,

@@ -50,7 +50,7 @@ import redis
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from producers.logs.kafka import (
+from producers.logs.kafka_client import (
     DERIVED_PRODUCER_MESSAGE_MAX_BYTES,
     DERIVED_TOPIC_MAX_MESSAGE_BYTES,
     KafkaLogError,

@@ -33,7 +33,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Message as KafkaMessage
 
 from producers.logs.base import LifecycleRecord, StopFlag
-from producers.logs.kafka import (
+from producers.logs.kafka_client import (
     INDEX_HEADER,
     SEQ_HEADER,
     KafkaLogError,

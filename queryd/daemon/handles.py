@@ -282,15 +282,7 @@ class LogHandle:
     @staticmethod
     def _read_head(memory: Memory) -> int | None:
         """The seq of the log's last record (blocking: one round trip on Kafka)."""
-        head = getattr(memory.log, "head", None)
-        if head is not None:
-            return head()  # type: ignore[no-any-return]
-        end_offset = getattr(memory.log, "end_offset", None)  # a Kafka log's high watermark
-        if end_offset is not None:
-            end = int(end_offset())
-            return end - 1 if end > 0 else None
-        state = memory.log.state()
-        return state.last_seq
+        return memory.log.head()
 
     def stop(self) -> None:
         """Stop following and close the log; `start` may open it again afterwards.

@@ -23,7 +23,7 @@ from confluent_kafka.admin import AdminClient
 
 from memstream import Memory, Message
 from producers.logs.base import LifecycleRecord, fold_lifecycle
-from producers.logs.kafka import INDEX_HEADER, SEQ_HEADER, consumer_conf
+from producers.logs.kafka_client import INDEX_HEADER, SEQ_HEADER, consumer_conf
 from producers.logs.location import KafkaLocation, parse_kafka_location
 from projector.log_state import fold_log
 from projector.service import Projector

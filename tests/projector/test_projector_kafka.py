@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from memstream import Memory, Message, Recall
 from producers.logs.base import fold_lifecycle
-from producers.logs.kafka import (
+from producers.logs.kafka_client import (
     SEQ_HEADER,
     TopicConfigError,
     consumer_conf,
