@@ -62,6 +62,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from functools import partial
+from os import PathLike
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -69,6 +70,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka import Message as KafkaMessage
 from confluent_kafka.admin import AdminClient
 
+from producers.logs.adapters import register_opener
 from producers.logs.base import (
     Appended,
     LifecycleRecord,
@@ -89,7 +91,7 @@ from producers.logs.kafka_client import (
     error_cause,
     producer_conf,
 )
-from producers.logs.location import KafkaLocation
+from producers.logs.location import KAFKA_SCHEME, KafkaLocation, parse_kafka_location
 from projector.log_state import (
     Lifecycle,
     LogState,
@@ -1047,3 +1049,10 @@ class KafkaLog:
         # Outside the lock: a future's callback on the poller thread may still want it.
         if self._poller is not None and self._poller is not threading.current_thread():
             self._poller.join()
+
+
+def _open(location: str | PathLike[str], *, create: bool) -> KafkaLog:
+    return KafkaLog(parse_kafka_location(str(location)), create=create)
+
+
+register_opener(KAFKA_SCHEME, _open)

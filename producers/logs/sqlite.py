@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 from urllib.parse import quote
 
+from producers.logs.adapters import register_opener
 from producers.logs.base import (
     Appended,
     LifecycleRecord,
@@ -47,6 +48,7 @@ from producers.logs.base import (
     Transaction,
     prepare,
 )
+from producers.logs.location import PATH_SCHEME
 from projector.log_state import (
     FoldResult,
     LogState,
@@ -645,3 +647,10 @@ class SqliteLog:
                     self._folder.stop()
                     self._folder.thread.join()
                     self._folder = None
+
+
+def _open(location: str | PathLike[str], *, create: bool) -> SqliteLog:
+    return SqliteLog(location, create=create)
+
+
+register_opener(PATH_SCHEME, _open)
