@@ -67,7 +67,7 @@ from projector.audit.state import no_gc
 from projector.lease import Lease
 from projector.log_state import LogState, empty_state, encode_lifecycle, fold_record
 from projector.memex_publisher import MemexPublisher
-from projector.snapshot import Entry, LeaseLost, SnapshotLost, SnapshotStore, entry_of
+from projector.snapshot_store import Entry, LeaseLost, SnapshotLost, SnapshotStore, entry_of
 from projector.status import ProjectorStatus, encode_status, status_key
 from schemas.codec import KIND_HEADER
 from schemas.errors import LogNotFoundError

@@ -104,7 +104,7 @@ Checkpoint = tuple[int, GraphState, IntentState, TaskState, "int | None"]
 
 
 class Decoded(NamedTuple):
-    """A chunk's content, in the order of `projector.snapshot.Chunk`'s fields."""
+    """A chunk's content, in the order of `projector.snapshot_store.Chunk`'s fields."""
 
     first: int
     last: int

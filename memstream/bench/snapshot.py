@@ -39,7 +39,7 @@ def _log(events: int, items: int) -> tuple[list[tuple[Any, ...]], Any, Any]:
     from projector.audit.index import WordIndex
     from projector.audit.rows import row_of
     from projector.log_state import empty_state, fold_record
-    from projector.snapshot import entry_of
+    from projector.snapshot_store import entry_of
     from schemas.audit import Message
     from schemas.codec import encode_record
     from schemas.graph.envelopes import now_iso
@@ -108,7 +108,7 @@ def _pickled(chunk: Any) -> bytes:
 
 
 def _unpickled(data: bytes) -> Any:
-    from projector.snapshot import Chunk
+    from projector.snapshot_store import Chunk
 
     value = pickle.loads(data)  # noqa: S301 - bytes this process made a moment ago
     return Chunk(*value[1:])
@@ -119,7 +119,7 @@ def _load(
 ) -> Any:
     """What `SnapshotStore.load` does: read the chunks' bytes, decode, hydrate."""
     from projector.audit.state import no_gc
-    from projector.snapshot import hydrate
+    from projector.snapshot_store import hydrate
 
     with no_gc(1 << 30):
         chunks = [decode(b) for b in read()]
@@ -157,7 +157,7 @@ def _wall_and_cpu(fn: Callable[[], Any]) -> tuple[float, float]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from projector.snapshot import build_chunk, decode_chunk, encode_chunk
+    from projector.snapshot_store import build_chunk, decode_chunk, encode_chunk
 
     console = Console(width=160)
     events, items, runs = args.snapshot_events, args.snapshot_items, args.snapshot_runs

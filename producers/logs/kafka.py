@@ -91,7 +91,9 @@ from producers.logs.kafka_client import (
     error_cause,
     producer_conf,
 )
+from producers.logs.lifecycle_topic import follow_lifecycle
 from producers.logs.location import KAFKA_SCHEME, KafkaLocation, parse_kafka_location
+from producers.logs.topic_identity import LogIdentity, admin_for, topic_id
 from projector.log_state import (
     Lifecycle,
     LogState,
@@ -100,6 +102,7 @@ from projector.log_state import (
     empty_state,
     fold_record,
 )
+from projector.snapshot_store import SnapshotStore
 from schemas.audit import BaseEvent
 from schemas.codec import KIND_HEADER, KINDS, record_id, record_kind
 from schemas.errors import (
@@ -451,9 +454,6 @@ class KafkaLog:
             raise KafkaUnavailableError(f"{exc} (the client's last error: {errors[-1]})") from None
 
     def _hydrate(self) -> LogState:
-        from producers.logs.topic_identity import LogIdentity, admin_for, topic_id
-        from projector.snapshot import SnapshotStore
-
         try:
             store = SnapshotStore.connect(self.loc)
             # Only a snapshot of this topic (its id now), within the partition's end (asked
@@ -1025,8 +1025,6 @@ class KafkaLog:
     def lifecycle(
         self, from_offset: int = 0, *, timeout: float | None = None, stop: StopFlag | None = None
     ) -> Iterator[LifecycleRecord]:
-        from producers.logs.lifecycle_topic import follow_lifecycle
-
         # Lifecycle offsets (not topic offsets), checked records of this topic id only.
         yield from follow_lifecycle(self.loc, from_offset, timeout=timeout, stop=stop)
 

@@ -29,7 +29,7 @@ from producers.logs.topic_identity import log_identity
 from producers.memex_store import MemexStore
 from projector.log_state import LogState, empty_state, fold_record
 from projector.service import Projector
-from projector.snapshot import SnapshotStore, decode_chunk, entry_of
+from projector.snapshot_store import SnapshotStore, decode_chunk, entry_of
 
 pytestmark = pytest.mark.kafka
 
