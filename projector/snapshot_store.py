@@ -51,7 +51,7 @@ import uuid
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 import redis
 from pyrsistent import pvector
@@ -494,7 +494,8 @@ class SnapshotStore:
                     if raw is None:
                         return None
                     try:
-                        chunk = decode_chunk(raw)
+                        # The client does not decode responses: values are bytes.
+                        chunk = decode_chunk(cast(bytes, raw))
                     except SnapshotFormatError as exc:
                         raise SnapshotFormatError(f"{key}: {exc}") from None
                     if (chunk.first, chunk.last) != tuple(span):

@@ -63,7 +63,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from functools import partial
 from os import PathLike
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from uuid import UUID
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -82,6 +82,7 @@ from producers.logs.base import (
 from producers.logs.kafka_client import (
     BATCH_HEADER_BYTES,
     PRODUCER_MESSAGE_MAX_BYTES,
+    KafkaHeaders,
     KafkaLogError,
     KafkaUnavailableError,
     client_conf,
@@ -202,7 +203,7 @@ class _Delivery:
         self.log = owner
         self.records = records
         self.offsets: list[int | None] = [None] * len(records)
-        self.stored: list[Record | None] = [None] * len(records)
+        self.stored: list[BaseEvent | None] = [None] * len(records)
         self.failures: dict[int, tuple[bool, str]] = {}
         self.remaining = len(records)
         self.future = future
@@ -376,7 +377,7 @@ class KafkaLog:
         append_timeout: float | None = None,
         read_timeout: float | None = None,
     ) -> None:
-        self.loc = location
+        self.kafka_location = location
         self.location = str(location)
         self.topic = location.topic
         self._tp = TopicPartition(self.topic, 0)
@@ -402,14 +403,14 @@ class KafkaLog:
         # Own audit appends acknowledged but not folded yet (checked against, see `append`),
         # and those produced but not acknowledged yet; both guarded by `_dr_lock`.
         self._pending: dict[UUID, BaseEvent] = {}
-        self._inflight: dict[UUID, Record] = {}
+        self._inflight: dict[UUID | str, Record] = {}
         self._outstanding = 0  # pipelined batches not fully acknowledged
         self._open: deque[_Delivery] = deque()  # batches produced, oldest first
         self._poller: threading.Thread | None = None
         self._closed = False
 
     def _ensure_topics(self, create: bool) -> None:
-        location = self.loc
+        location = self.kafka_location
         errors: list[str] = []  # the client's own errors, e.g. a refused connection
         conf = {
             **client_conf(location.bootstrap),
@@ -455,10 +456,10 @@ class KafkaLog:
 
     def _hydrate(self) -> LogState:
         try:
-            store = SnapshotStore.connect(self.loc)
+            store = SnapshotStore.connect(self.kafka_location)
             # Only a snapshot of this topic (its id now), within the partition's end (asked
             # after the snapshot's position was read), is this log's.
-            tid = topic_id(admin_for(self.loc.bootstrap), self.topic)
+            tid = topic_id(admin_for(self.kafka_location.bootstrap), self.topic)
             store.identify = lambda: LogIdentity(tid, self.end_offset())
             loaded = store.load()
         except Exception as exc:  # a cache: without it, the log is folded from seq 0
@@ -470,7 +471,7 @@ class KafkaLog:
 
     def _new_producer(self) -> Producer:
         conf = producer_conf(
-            self.loc.bootstrap,
+            self.kafka_location.bootstrap,
             **{
                 "message.timeout.ms": int(self._append_timeout * _MESSAGE_TIMEOUT_SHARE * 1000),
                 "message.max.bytes": PRODUCER_MESSAGE_MAX_BYTES,
@@ -486,7 +487,7 @@ class KafkaLog:
 
     def _new_consumer(self, topic: str) -> Consumer:
         try:
-            return Consumer(consumer_conf(self.loc.bootstrap))
+            return Consumer(consumer_conf(self.kafka_location.bootstrap))
         except KafkaException as exc:
             raise KafkaUnavailableError(
                 f"log {topic}: cannot create a consumer: {error_cause(exc)}"
@@ -537,8 +538,9 @@ class KafkaLog:
             )
         except KafkaException as exc:
             raise KafkaUnavailableError(
-                f"log {topic}: {doing}: no answer from the broker ({self.loc.bootstrap}) "
-                f"within {self._read_timeout:g} s: {error_cause(exc)}"
+                f"log {topic}: {doing}: no answer from the broker "
+                f"({self.kafka_location.bootstrap}) within {self._read_timeout:g} s: "
+                f"{error_cause(exc)}"
             ) from None
         return int(low), int(high)
 
@@ -607,7 +609,7 @@ class KafkaLog:
         with self._dr_lock:
             if track:
                 for record in records:
-                    self._inflight[record.id] = record  # type: ignore[union-attr,index]
+                    self._inflight[record.id] = record
                 self._outstanding += 1
             self._open.append(delivery)
         self._send(delivery, encoded)
@@ -627,7 +629,7 @@ class KafkaLog:
         topic = self.topic
         n = len(delivery.records)
         for i, (record, data) in enumerate(zip(delivery.records, encoded, strict=True)):
-            headers = [(KIND_HEADER, _KIND_BYTES[record_kind(record)])]
+            headers: KafkaHeaders = [(KIND_HEADER, _KIND_BYTES[record_kind(record)])]
             while True:
                 try:
                     produce(
@@ -733,13 +735,14 @@ class KafkaLog:
             inflight, pending = self._inflight, self._pending
             for i, record in enumerate(delivery.records):
                 if delivery.track:
-                    inflight.pop(record.id, None)  # type: ignore[union-attr]
+                    inflight.pop(record.id, None)
                 seq = delivery.offsets[i]
-                if seq is not None and delivery.track:
-                    stored = record.with_seq(seq)  # type: ignore[union-attr]
+                # Tracked batches hold audit events only (`submit` and `append` check).
+                if seq is not None and delivery.track and isinstance(record, BaseEvent):
+                    stored = record.with_seq(seq)
                     delivery.stored[i] = stored
                     if seq > last:
-                        pending[stored.id] = stored  # type: ignore[index]
+                        pending[stored.id] = stored
             if delivery.track:
                 self._outstanding -= 1
 
@@ -809,7 +812,9 @@ class KafkaLog:
                         raise KafkaUnavailableError(
                             f"log {self.topic}: reading seq {state.next_seq}: {message.error()}"
                         )
-                    seq = message.offset()
+                    # A consumed message that is not an error has an offset (the stubs
+                    # type it optional for every message).
+                    seq = cast(int, message.offset())
                     if seq != state.next_seq:
                         if seq < state.next_seq:  # folded already
                             continue
@@ -817,7 +822,8 @@ class KafkaLog:
                         self._rewind(state.next_seq)
                         break
                     before = state
-                    state, events = fold_record(state, seq, message.value())
+                    # A null value (None) is folded as a refused record: the fold is total.
+                    state, events = fold_record(state, seq, cast(bytes, message.value()))
                     if seq not in watch:
                         continue
                     lifecycle[seq] = events
@@ -851,7 +857,7 @@ class KafkaLog:
         last = f"; its last error: {self._last_error}" if self._last_error else ""
         return KafkaUnavailableError(
             f"log {self.topic}: seq {seq} did not arrive within {self._read_timeout:g} s "
-            f"(the log ends at seq {end - 1}; broker {self.loc.bootstrap}{last})"
+            f"(the log ends at seq {end - 1}; broker {self.kafka_location.bootstrap}{last})"
         )
 
     def _prune_pending(self) -> None:
@@ -863,7 +869,7 @@ class KafkaLog:
     def _check(self, records: list[Record]) -> None:
         """Raise what the fold would refuse (see the module's docstring). Under `_lock`."""
         inflight = self._inflight
-        if not inflight or not any(r.id in inflight for r in records):  # type: ignore[union-attr]
+        if not inflight or not any(r.id in inflight for r in records):
             try:
                 check_records(self._state, records, self._pending)
                 return
@@ -993,7 +999,7 @@ class KafkaLog:
                             f"log {topic}: reading offset {expected}: {message.error()}"
                         )
                     if dense:
-                        seq = message.offset()
+                        seq = cast(int, message.offset())  # consumed, not an error
                         if seq != expected:
                             if seq < expected:
                                 continue
@@ -1020,13 +1026,14 @@ class KafkaLog:
         self, from_seq: int = 0, *, timeout: float | None = None, stop: StopFlag | None = None
     ) -> Iterator[tuple[int, bytes]]:
         for message in self._follow(self.topic, from_seq, timeout, stop, dense=True):
-            yield message.offset(), message.value()
+            # As `_fold_until`: an offset, and a value that may be null (folded as refused).
+            yield cast(int, message.offset()), cast(bytes, message.value())
 
     def lifecycle(
         self, from_offset: int = 0, *, timeout: float | None = None, stop: StopFlag | None = None
     ) -> Iterator[LifecycleRecord]:
         # Lifecycle offsets (not topic offsets), checked records of this topic id only.
-        yield from follow_lifecycle(self.loc, from_offset, timeout=timeout, stop=stop)
+        yield from follow_lifecycle(self.kafka_location, from_offset, timeout=timeout, stop=stop)
 
     def close(self) -> None:
         with self._lock:

@@ -46,6 +46,7 @@ __all__ = [
     "DERIVED_PRODUCER_MESSAGE_MAX_BYTES",
     "DERIVED_TOPIC_MAX_MESSAGE_BYTES",
     "TOPIC_CONFIG",
+    "KafkaHeaders",
 ]
 
 log = logging.getLogger("memstream.producers.kafka")
@@ -54,6 +55,8 @@ _client_log = logging.getLogger("memstream.kafka.client")
 # Lifecycle records name the log record that caused them, and their index among its events.
 SEQ_HEADER = "memstream.seq"
 INDEX_HEADER = "memstream.index"
+# A message's headers as the producer takes them: (name, value) in order.
+KafkaHeaders = list[tuple[str, str | bytes | None]]
 # The size limits that let Kafka take every record under `MAX_RECORD_BYTES` (see
 # `schemas.limits`): the producer refuses a message over PRODUCER_MESSAGE_MAX_BYTES and
 # never sends a batch over it plus the batch header; topics take batches up to

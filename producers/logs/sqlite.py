@@ -579,7 +579,7 @@ class SqliteLog:
             if self._rows_sql is None:
                 return None
             try:
-                return self._conn.execute("SELECT max(seq) FROM events").fetchone()[0]  # type: ignore[no-any-return]
+                return self._conn.execute("SELECT max(seq) FROM events").fetchone()[0]
             except _DRIVER_ERRORS as exc:
                 raise _driver_error(self.location, "read", exc) from exc
 
