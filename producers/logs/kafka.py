@@ -1,5 +1,9 @@
 """The distributed log: one Kafka topic with one partition; a record's offset is its seq.
 
+`KafkaLog` is the adapter of ``kafka://`` locations (registered with
+`producers.logs.adapters`); the client configurations, headers, size limits, topic creation
+and error types it shares with the projector are in `producers.logs.kafka_client`.
+
 Producers are idempotent with ``acks=all`` and not transactional (invariant 8): a retry
 never duplicates or reorders a record, and offsets stay dense. The state is the same total
 fold as everywhere (`projector.log_state.fold_record`), hydrated from the projector's Redis
