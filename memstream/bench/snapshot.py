@@ -22,8 +22,7 @@ import pickle
 import time
 import uuid
 from collections.abc import Callable
-from functools import partial
-from typing import Any, cast
+from typing import Any
 
 import redis
 from rich.console import Console
@@ -35,20 +34,12 @@ __all__ = ["run", "add_arguments"]
 _CHUNK = 1 << 18
 
 
-def _first(blobs: list[bytes], count: int) -> list[bytes]:
-    return blobs[:count]
-
-
-def _mget(client: redis.Redis, keys: list[str], count: int) -> list[bytes]:
-    return cast(list[bytes], client.mget(keys[:count]))
-
-
 def _log(events: int, items: int) -> tuple[list[tuple[Any, ...]], Any, Any]:
     """(entries, word index, state of the graphs): the snapshot's content."""
     from projector.audit.index import WordIndex
     from projector.audit.rows import row_of
     from projector.record_fold import empty_state, fold_record
-    from projector.snapshot import entry_of
+    from projector.snapshot_store import entry_of
     from schemas.audit import Message
     from schemas.codec import encode_record
     from schemas.graph.envelopes import now_iso
@@ -90,7 +81,7 @@ def _log(events: int, items: int) -> tuple[list[tuple[Any, ...]], Any, Any]:
                 speaker="agent", content=f"event {made} of {events // 8} from pid {pid}"
             )
             event = message.with_seq(seq)
-            index.add(seq, (message.speaker, message.content))
+            index.add(seq, (event.speaker, event.content))
             entries.append(row_of(seq, event))
             made += 1
     return entries, index, graph
@@ -117,7 +108,7 @@ def _pickled(chunk: Any) -> bytes:
 
 
 def _unpickled(data: bytes) -> Any:
-    from projector.snapshot import Chunk
+    from projector.snapshot_store import Chunk
 
     value = pickle.loads(data)  # noqa: S301 - bytes this process made a moment ago
     return Chunk(*value[1:])
@@ -128,7 +119,7 @@ def _load(
 ) -> Any:
     """What `SnapshotStore.load` does: read the chunks' bytes, decode, hydrate."""
     from projector.audit.state import no_gc
-    from projector.snapshot import hydrate
+    from projector.snapshot_store import hydrate
 
     with no_gc(1 << 30):
         chunks = [decode(b) for b in read()]
@@ -166,7 +157,7 @@ def _wall_and_cpu(fn: Callable[[], Any]) -> tuple[float, float]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from projector.snapshot import build_chunk, decode_chunk, encode_chunk
+    from projector.snapshot_store import build_chunk, decode_chunk, encode_chunk
 
     console = Console(width=160)
     events, items, runs = args.snapshot_events, args.snapshot_items, args.snapshot_runs
@@ -201,11 +192,11 @@ def run(args: argparse.Namespace) -> int:
     reads: list[Callable[[int], list[bytes]]] = []
     for name, blobs in (("old", old), ("new", new)):
         if client is None:
-            reads.append(partial(_first, blobs))
+            reads.append(lambda count, b=blobs: b[:count])
             continue
         keys = [f"{prefix}{name}:{i}" for i in range(len(blobs))]
         client.mset(dict(zip(keys, blobs, strict=True)))
-        reads.append(partial(_mget, client, keys))
+        reads.append(lambda count, k=keys: client.mget(k[:count]))
     where = "from Redis" if client is not None else "in memory"
     try:
         # The two formats take turns, so drift on the machine falls on both; the best of

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 from urllib.parse import quote
 
+from producers.logs.adapters import register_opener
 from producers.logs.base import (
     Appended,
     LifecycleRecord,
@@ -47,8 +48,14 @@ from producers.logs.base import (
     Transaction,
     prepare,
 )
+from producers.logs.location import PATH_SCHEME
 from projector.lifecycle import lifecycle_envelope
-from projector.record_fold import FoldResult, LogState, apply_record, empty_state
+from projector.record_fold import (
+    FoldResult,
+    LogState,
+    apply_record,
+    empty_state,
+)
 from schemas.codec import MAX_JSON_DEPTH, decode_record, record_id, record_kind
 from schemas.errors import (
     CorruptLogError,
@@ -572,7 +579,7 @@ class SqliteLog:
             if self._rows_sql is None:
                 return None
             try:
-                return self._conn.execute("SELECT max(seq) FROM events").fetchone()[0]  # type: ignore[no-any-return]
+                return self._conn.execute("SELECT max(seq) FROM events").fetchone()[0]
             except _DRIVER_ERRORS as exc:
                 raise _driver_error(self.location, "read", exc) from exc
 
@@ -640,3 +647,10 @@ class SqliteLog:
                     self._folder.stop()
                     self._folder.thread.join()
                     self._folder = None
+
+
+def _open(location: str | PathLike[str], *, create: bool) -> SqliteLog:
+    return SqliteLog(location, create=create)
+
+
+register_opener(PATH_SCHEME, _open)

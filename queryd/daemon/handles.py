@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
-from urllib.parse import urlsplit
 
+from producers.logs.location import is_kafka_location, parse_kafka_location
 from producers.memory import Memory
 from projector.record_fold import LogState
 from queryd.daemon.jsonlog import Throttle
@@ -95,11 +95,8 @@ class Health:
 def log_name(location: str) -> str:
     """The name a log is served under: the Kafka topic, or the directory's name."""
     text = str(location)
-    if text.startswith("kafka://"):
-        topic = urlsplit(text).path.strip("/")
-        if not topic or "/" in topic:
-            raise LocationError(f"location {text!r}: expected kafka://HOST:PORT/LOG")
-        return topic
+    if is_kafka_location(text):
+        return parse_kafka_location(text).topic
     name = Path(text).expanduser().resolve().name
     if not name:
         raise LocationError(f"location {text!r}: a log directory needs a name")
@@ -137,7 +134,7 @@ class LogHandle:
     ) -> None:
         self.location = str(location)
         self.name = name or log_name(self.location)
-        self.mode = "kafka" if self.location.startswith("kafka://") else "embedded"
+        self.mode = "kafka" if is_kafka_location(self.location) else "embedded"
         self.poll_interval = poll_interval
         self.probe_interval = probe_interval
         self.probe_timeout = probe_timeout
@@ -157,8 +154,6 @@ class LogHandle:
         self.projector: ProjectorReport | None = None
         self._status_reader: ProjectorStatusReader | None = None
         if self.mode == "kafka":
-            from producers.logs.location import parse_kafka_location
-
             self._status_reader = ProjectorStatusReader(
                 parse_kafka_location(self.location), timeout=min(1.0, probe_timeout)
             )
@@ -282,15 +277,7 @@ class LogHandle:
     @staticmethod
     def _read_head(memory: Memory) -> int | None:
         """The seq of the log's last record (blocking: one round trip on Kafka)."""
-        head = getattr(memory.log, "head", None)
-        if head is not None:
-            return head()  # type: ignore[no-any-return]
-        end_offset = getattr(memory.log, "end_offset", None)  # a Kafka log's high watermark
-        if end_offset is not None:
-            end = int(end_offset())
-            return end - 1 if end > 0 else None
-        state = memory.log.state()
-        return state.last_seq
+        return memory.log.head()
 
     def stop(self) -> None:
         """Stop following and close the log; `start` may open it again afterwards.
@@ -404,7 +391,7 @@ class LogHandle:
 
     def _storage(self) -> str:
         if self.mode == "kafka":
-            return f"the Kafka broker at {urlsplit(self.location).netloc}"
+            return f"the Kafka broker at {parse_kafka_location(self.location).bootstrap}"
         return "the log file"
 
     def not_ready_message(self) -> str:

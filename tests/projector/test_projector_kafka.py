@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from memstream import Memory, Message, Recall
 from producers.logs.base import fold_lifecycle
-from producers.logs.kafka import (
+from producers.logs.kafka_client import (
     SEQ_HEADER,
     TopicConfigError,
     consumer_conf,
@@ -31,7 +31,7 @@ from producers.logs.location import KafkaLocation, parse_kafka_location
 from producers.memex_store import MemexStore
 from projector.record_fold import LogState, fold_log
 from projector.service import Projector
-from projector.snapshot import SnapshotStore
+from projector.snapshot_store import SnapshotStore
 from schemas.codec import MAGIC, decode_record, encode_record
 from schemas.graph.envelopes import now_iso
 from schemas.graph.ids import uuid7

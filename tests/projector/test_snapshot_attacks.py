@@ -22,13 +22,14 @@ from confluent_kafka import Consumer, TopicPartition
 
 import projector.snapshot_format as fmt
 from memstream import Document, Memory, Message
-from producers.logs.kafka import KafkaLog, consumer_conf
+from producers.logs.kafka import KafkaLog
+from producers.logs.kafka_client import consumer_conf
 from producers.logs.location import KafkaLocation, parse_kafka_location
 from producers.logs.topic_identity import log_identity
 from producers.memex_store import MemexStore
 from projector.record_fold import LogState, empty_state, fold_record
 from projector.service import Projector
-from projector.snapshot import SnapshotStore, decode_chunk, entry_of
+from projector.snapshot_store import SnapshotStore, decode_chunk, entry_of
 
 pytestmark = pytest.mark.kafka
 

@@ -19,6 +19,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from producers.logs.location import is_kafka_location
 from producers.memory import Memory
 from queryd.daemon import DaemonSettings, create_app
 from schemas.audit import Document, Message
@@ -312,7 +313,7 @@ def serve(
 def projector_for(location: str) -> Iterator[None]:
     """On Kafka, the projector service running beside the daemon (it publishes the
     lifecycle topic and the Redis snapshots); on the embedded log, nothing to run."""
-    if not location.startswith("kafka://"):
+    if not is_kafka_location(location):
         yield
         return
     import threading

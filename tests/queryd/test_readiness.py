@@ -23,7 +23,7 @@ from daemon_support import FAST
 from fastapi.testclient import TestClient
 from test_outages import write_status
 
-from producers.logs.location import parse_kafka_location
+from producers.logs.location import is_kafka_location, parse_kafka_location
 from producers.memory import Memory
 from projector.status import status_key
 from queryd.daemon import create_app, log_name
@@ -125,7 +125,7 @@ def test_an_embedded_log_has_no_projector(embedded_location: str) -> None:
 
 
 def _nothing_created(location: str, request: pytest.FixtureRequest) -> None:
-    if location.startswith("kafka://"):
+    if is_kafka_location(location):
         loc = parse_kafka_location(location)
         admin = AdminClient({"bootstrap.servers": loc.bootstrap})
         topics = admin.list_topics(timeout=10).topics

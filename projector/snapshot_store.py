@@ -51,7 +51,7 @@ import uuid
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 import redis
 from pyrsistent import pvector
@@ -480,11 +480,13 @@ class SnapshotStore:
             log.warning("%s: not a snapshot position (unreadable or forged); ignored", self.pos_key)
         return position
 
-    def _read_chunks(self, pos: Position, spans: Sequence[tuple[int, int]]) -> list[Chunk] | None:
+    def _read_chunks(
+        self, position: Position, spans: Sequence[tuple[int, int]]
+    ) -> list[Chunk] | None:
         """The chunks of `spans`; None if one is missing (a merge replaced it: read the
         position again). `SnapshotFormatError` naming the key of a chunk that fails its
         checks, or holds other seqs than its key says."""
-        keys = [self.chunk_key(pos.epoch, span) for span in spans]
+        keys = [self.chunk_key(position.epoch, span) for span in spans]
         chunks: list[Chunk] = []
         with no_gc(spans[-1][1] - spans[0][0] if spans else 0):
             for start in range(0, len(keys), 64):
@@ -495,7 +497,8 @@ class SnapshotStore:
                     if raw is None:
                         return None
                     try:
-                        chunk = decode_chunk(raw)
+                        # The client does not decode responses: values are bytes.
+                        chunk = decode_chunk(cast(bytes, raw))
                     except SnapshotFormatError as exc:
                         raise SnapshotFormatError(f"{key}: {exc}") from None
                     if (chunk.first, chunk.last) != tuple(span):
@@ -505,36 +508,36 @@ class SnapshotStore:
                     chunks.append(chunk)
         return chunks
 
-    def _belongs(self, pos: Position) -> bool:
-        """Whether `pos` is a snapshot of this store's log (`identify`; none: unchecked).
+    def _belongs(self, position: Position) -> bool:
+        """Whether `position` is a snapshot of this store's log (`identify`; none: unchecked).
 
         The identity is asked after the position was read, so the partition's end it gives
         is at or past every record the snapshot can have folded."""
-        if pos.chunks and pos.chunks[-1][1] != pos.last_seq:
+        if position.chunks and position.chunks[-1][1] != position.last_seq:
             log.warning(
                 "%s: snapshot position ends at %s, its last chunk at %s; ignored",
                 self.prefix,
-                pos.last_seq,
-                pos.chunks[-1][1],
+                position.last_seq,
+                position.chunks[-1][1],
             )
             return False
         if self.identify is None:
             return True
         identity = self.identify()
-        if pos.topic_id != identity.topic_id:
+        if position.topic_id != identity.topic_id:
             log.warning(
                 "%s: the snapshot is of topic id %s, the log's topic is %s (deleted "
                 "and created again?); ignored",
                 self.prefix,
-                pos.topic_id,
+                position.topic_id,
                 identity.topic_id,
             )
             return False
-        if pos.last_seq is None or pos.last_seq >= identity.end:
+        if position.last_seq is None or position.last_seq >= identity.end:
             log.warning(
                 "%s: the snapshot reaches seq %s, the log ends before seq %d; ignored",
                 self.prefix,
-                pos.last_seq,
+                position.last_seq,
                 identity.end,
             )
             return False
@@ -543,28 +546,28 @@ class SnapshotStore:
     def load_position(self) -> Position | None:
         """The position of the log's snapshot, None if absent or not of this log (see
         `load`)."""
-        pos = self.read_position()
-        if pos is None or not pos.chunks or not self._belongs(pos):
+        position = self.read_position()
+        if position is None or not position.chunks or not self._belongs(position):
             return None
-        return pos
+        return position
 
     def load_chunks(self, up_to_seq: int | None = None) -> list[Chunk] | None:
         """The snapshot's chunks (cut at `up_to_seq` when given); None if absent, or not
         a snapshot of the log (see `load`)."""
         for _ in range(3):  # a merge may replace chunks while we read: read again
-            pos = self.load_position()
-            if pos is None:
+            position = self.load_position()
+            if position is None:
                 return None
-            spans = [s for s in pos.chunks if up_to_seq is None or s[0] <= up_to_seq]
+            spans = [s for s in position.chunks if up_to_seq is None or s[0] <= up_to_seq]
             if not spans:
                 return None
             try:
-                chunks = self._read_chunks(pos, spans)
+                chunks = self._read_chunks(position, spans)
             except SnapshotFormatError as exc:  # a cache: a refused chunk means no snapshot
                 log.warning("snapshot chunk refused, folding the log instead: %s", exc)
                 return None
             if chunks is not None:
-                self.loaded = pos
+                self.loaded = position
                 break
             log.info("%s: a snapshot chunk is missing; reading the position again", self.prefix)
         else:
@@ -752,20 +755,20 @@ class SnapshotStore:
         `epoch`: merge only in that epoch (the writer's); `stop`: checked between merges."""
         merges = 0
         while stop is None or not stop.is_set():
-            pos = self.read_position()
-            if pos is None or (epoch is not None and pos.epoch != epoch):
+            position = self.read_position()
+            if position is None or (epoch is not None and position.epoch != epoch):
                 return merges
             with self.redis.pipeline(transaction=False) as pipe:
-                for span in pos.chunks:
-                    pipe.strlen(self.chunk_key(pos.epoch, span))
+                for span in position.chunks:
+                    pipe.strlen(self.chunk_key(position.epoch, span))
                 nbytes = pipe.execute()
-            picked = self._pick_run(pos.chunks, nbytes)
+            picked = self._pick_run(position.chunks, nbytes)
             if picked is None:
                 return merges
             i, j = picked
-            run = pos.chunks[i:j]
+            run = position.chunks[i:j]
             try:
-                chunks = self._read_chunks(pos, run)
+                chunks = self._read_chunks(position, run)
                 if chunks is None:
                     return merges
                 merged = merge_chunks(chunks)
@@ -774,14 +777,14 @@ class SnapshotStore:
             except SnapshotFormatError as exc:  # readers refuse it too: nothing to merge
                 log.warning("not merging snapshot chunks: %s", exc)
                 return merges
-            old_keys = [self.chunk_key(pos.epoch, s) for s in run]
+            old_keys = [self.chunk_key(position.epoch, s) for s in run]
             done = False
             for _ in range(50):
                 with self.redis.pipeline(transaction=True) as pipe:
                     try:
                         pipe.watch(self.pos_key)
                         current = Position.loads(pipe.get(self.pos_key))
-                        if current is None or current.epoch != pos.epoch:
+                        if current is None or current.epoch != position.epoch:
                             return merges
                         spans = current.chunks
                         try:
@@ -792,7 +795,7 @@ class SnapshotStore:
                             return merges
                         new = replace(current, chunks=(*spans[:at], span, *spans[at + len(run) :]))
                         pipe.multi()
-                        pipe.set(self.chunk_key(pos.epoch, span), data)
+                        pipe.set(self.chunk_key(position.epoch, span), data)
                         pipe.set(self.pos_key, new.dumps())
                         for key in old_keys:
                             pipe.pexpire(key, _REPLACED_TTL_MS)
