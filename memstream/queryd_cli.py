@@ -100,7 +100,7 @@ def serve(args: argparse.Namespace) -> int:
             settings.max_streams,
             max_connections,
         )
-    app.state.metrics.logs.connections = lambda: guard
+    app.state.daemon.metrics.logs.connections = lambda: guard
     log.info(
         "serving %s on http://%s:%d (at most %d connections, %d lifecycle streams; Host: %s)",
         ", ".join(f"{h.name} ({h.mode})" for h in registry.handles.values()),

@@ -78,6 +78,7 @@ class SeqTimeout(MemstreamError):
 
 
 Status = Literal["hydrating", "missing", "ready", "unavailable"]
+Mode = Literal["embedded", "kafka"]
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,7 @@ class LogHandle:
     ) -> None:
         self.location = str(location)
         self.name = name or log_name(self.location)
-        self.mode = "kafka" if self.location.startswith("kafka://") else "embedded"
+        self.mode: Mode = "kafka" if self.location.startswith("kafka://") else "embedded"
         self.poll_interval = poll_interval
         self.probe_interval = probe_interval
         self.probe_timeout = probe_timeout
@@ -284,7 +285,7 @@ class LogHandle:
         """The seq of the log's last record (blocking: one round trip on Kafka)."""
         head = getattr(memory.log, "head", None)
         if head is not None:
-            return head()  # type: ignore[no-any-return]
+            return head()
         end_offset = getattr(memory.log, "end_offset", None)  # a Kafka log's high watermark
         if end_offset is not None:
             end = int(end_offset())

@@ -225,7 +225,7 @@ FAST = DaemonSettings(
 def in_process(locations: list[str], settings: DaemonSettings = FAST) -> Iterator[TestClient]:
     app = create_app(locations, settings)
     with TestClient(app, base_url="http://localhost") as client:
-        assert app.state.registry.wait_ready(60), "the logs did not hydrate"
+        assert app.state.daemon.registry.wait_ready(60), "the logs did not hydrate"
         yield client
 
 

@@ -54,7 +54,7 @@ def test_readyz_and_metrics_report_the_projector(
     app = create_app([location], FAST)
     try:
         with TestClient(app, base_url="http://localhost") as client:
-            assert app.state.registry.wait_ready(60)
+            assert app.state.daemon.registry.wait_ready(60)
 
             def report() -> dict[str, Any]:
                 return client.get("/readyz").json()["logs"][0]["projector"]  # type: ignore[no-any-return]
@@ -117,7 +117,7 @@ def test_an_embedded_log_has_no_projector(embedded_location: str) -> None:
         writer.add_message(Message(speaker="u", content="x"))
     app = create_app([embedded_location], FAST)
     with TestClient(app, base_url="http://localhost") as client:
-        assert app.state.registry.wait_ready(30)
+        assert app.state.daemon.registry.wait_ready(30)
         body = wait_until(lambda: (r := client.get("/readyz")).status_code == 200 and r, 5, "ok")
         (summary,) = body.json()["logs"]
         assert summary["projector"] is None and summary["status"] == "ready"

@@ -1,0 +1,336 @@
+"""The epistemic graph's routes: items, scoring and retrieval, integrity, edges, intents,
+tasks, stats and slices, all at the head of the log.
+
+The routes that differ only in the lookup or query they run are rows of tables
+(`queryd.daemon.routes.families`); the others are written out. The table rows sit where
+their routes were registered by hand before, which keeps the order in which routes match.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query, Response
+
+from queryd.daemon.dependencies import Served, query_or_422
+from queryd.daemon.models import (
+    Contradiction,
+    ContradictionsAnswer,
+    EdgeAnswer,
+    EdgesAnswer,
+    EdgesQuery,
+    ExportAnswer,
+    ExportQuery,
+    GraphStats,
+    IntentAnswer,
+    IntentsAnswer,
+    IntentsQuery,
+    ItemAnswer,
+    ItemListAnswer,
+    ItemsAnswer,
+    ItemsQuery,
+    ScoredAnswer,
+    ScoredQuery,
+    SmartRetrieveQuery,
+    StaleAnswer,
+    StaleItem,
+    StatsAnswer,
+    StrictBody,
+    SupportNodeOut,
+    SupportTreeAnswer,
+    TaskAnswer,
+    TasksAnswer,
+    TasksQuery,
+)
+from queryd.daemon.params import ItemId, MinSeq
+from queryd.daemon.routes.families import (
+    ById,
+    FilterQuery,
+    ItemList,
+    PagedList,
+    add_by_id,
+    add_filter_query,
+    add_item_list,
+    add_paged_list,
+)
+from queryd.daemon.seq import stamp_seq
+from queryd.graph.costs import cost_function
+from queryd.graph.edges import get_edge_by_id, get_edges
+from queryd.graph.integrity import (
+    get_alias_group,
+    get_aliases,
+    get_contradictions,
+    get_dependents,
+    get_stale_items,
+)
+from queryd.graph.intents import get_intent_by_id, get_intents
+from queryd.graph.items import filter_items, page, sort_items
+from queryd.graph.navigation import get_children, get_parents, get_related_items
+from queryd.graph.retrieval import get_support_set, get_support_tree, smart_retrieve
+from queryd.graph.scoring import get_scored_items
+from queryd.graph.stats import get_stats
+from queryd.graph.tasks import get_task_by_id, get_tasks
+from queryd.graph.transplant import export_slice
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["graph"])
+
+
+@router.post("/logs/{log}/graph/items/query", summary="get_items")
+async def query_items(
+    served: Served,
+    body: StrictBody[ItemsQuery],
+    response: Response,
+    min_seq: MinSeq = None,
+) -> ItemsAnswer:
+    state = await served.state(min_seq)
+    options = body.options
+    matched = query_or_422(filter_items, state.graph, body.filter)
+    ordered = matched
+    if options is not None and options.sort is not None:
+        ordered = query_or_422(sort_items, matched, options.sort)
+    chosen = page(ordered, options.offset, options.limit) if options is not None else list(ordered)
+    return ItemsAnswer.model_construct(
+        seq=stamp_seq(response, state.last_seq), items=chosen, total=len(matched)
+    )
+
+
+add_by_id(
+    router,
+    ById(
+        path="/logs/{log}/graph/items/{item_id}",
+        name="get_item",
+        summary="one item",
+        param="item_id",
+        key_type=str,
+        description="a memory item id",
+        what="memory item",
+        lookup=lambda state, item_id: state.graph.items.get(item_id),
+        answer=ItemAnswer,
+        field="item",
+    ),
+)
+
+
+@router.post("/logs/{log}/graph/scored", summary="get_scored_items")
+async def scored(
+    served: Served,
+    body: StrictBody[ScoredQuery],
+    response: Response,
+    min_seq: MinSeq = None,
+) -> ScoredAnswer:
+    state = await served.state(min_seq)
+    items = query_or_422(get_scored_items, state.graph, body.weights, body.options)
+    return ScoredAnswer.model_construct(seq=stamp_seq(response, state.last_seq), items=items)
+
+
+@router.post(
+    "/logs/{log}/graph/smart_retrieve",
+    summary="score, contradiction policy, diversity, budget pack (named cost function)",
+)
+async def smart(
+    served: Served,
+    body: StrictBody[SmartRetrieveQuery],
+    response: Response,
+    min_seq: MinSeq = None,
+) -> ScoredAnswer:
+    state = await served.state(min_seq)
+    items = query_or_422(
+        smart_retrieve,
+        state.graph,
+        budget=body.budget,
+        cost_fn=cost_function(body.cost),
+        weights=body.weights,
+        filter=body.filter,
+        contradictions=body.contradictions,
+        diversity=body.diversity,
+    )
+    return ScoredAnswer.model_construct(seq=stamp_seq(response, state.last_seq), items=items)
+
+
+@router.get(
+    "/logs/{log}/graph/items/{item_id}/support_tree",
+    summary="the provenance tree of an item, flat in pre-order",
+)
+async def support_tree(
+    served: Served, item_id: ItemId, response: Response, min_seq: MinSeq = None
+) -> SupportTreeAnswer:
+    state = await served.state(min_seq)
+    served.item(state, item_id)
+    root = get_support_tree(state.graph, item_id)
+    nodes: list[SupportNodeOut] = []
+    stack = [root] if root is not None else []
+    while stack:
+        node = stack.pop()
+        nodes.append(
+            SupportNodeOut.model_construct(
+                item=node.item, parents=[p.item.id for p in node.parents]
+            )
+        )
+        stack.extend(reversed(node.parents))
+    return SupportTreeAnswer.model_construct(
+        seq=stamp_seq(response, state.last_seq), root=item_id, nodes=nodes
+    )
+
+
+for item_list in (
+    ItemList("support_set", "get_support_set: the item, then its ancestors", get_support_set),
+    ItemList("aliases", "get_aliases: direct alias targets", get_aliases),
+    ItemList("alias_group", "get_alias_group: the whole alias component", get_alias_group),
+    ItemList("parents", "get_parents", get_parents),
+    ItemList("children", "get_children", get_children),
+):
+    add_item_list(router, item_list)
+
+
+@router.get(
+    "/logs/{log}/graph/items/{item_id}/dependents",
+    summary="get_dependents: children, or all descendants",
+)
+async def dependents(
+    served: Served,
+    item_id: ItemId,
+    response: Response,
+    transitive: Annotated[bool, Query()] = False,
+    min_seq: MinSeq = None,
+) -> ItemListAnswer:
+    state = await served.state(min_seq)
+    served.item(state, item_id)
+    items = get_dependents(state.graph, item_id, transitive=transitive)
+    return ItemListAnswer.model_construct(seq=stamp_seq(response, state.last_seq), items=items)
+
+
+@router.get(
+    "/logs/{log}/graph/items/{item_id}/related",
+    summary="get_related_items: items joined by active edges",
+)
+async def related(
+    served: Served,
+    item_id: ItemId,
+    response: Response,
+    direction: Annotated[Literal["from", "to", "both"], Query()] = "both",
+    min_seq: MinSeq = None,
+) -> ItemListAnswer:
+    state = await served.state(min_seq)
+    served.item(state, item_id)
+    items = get_related_items(state.graph, item_id, direction)
+    return ItemListAnswer.model_construct(seq=stamp_seq(response, state.last_seq), items=items)
+
+
+for paged_list in (
+    PagedList(
+        path="/logs/{log}/graph/contradictions",
+        name="contradictions",
+        summary="get_contradictions",
+        rows=lambda state: get_contradictions(state.graph),
+        out=lambda found: Contradiction.model_construct(**found._asdict()),
+        answer=ContradictionsAnswer,
+        field="contradictions",
+    ),
+    PagedList(
+        path="/logs/{log}/graph/stale",
+        name="stale",
+        summary="get_stale_items",
+        rows=lambda state: get_stale_items(state.graph),
+        out=lambda found: StaleItem.model_construct(**found._asdict()),
+        answer=StaleAnswer,
+        field="stale",
+    ),
+):
+    add_paged_list(router, paged_list)
+
+# Each kind of record: its filter query, then one of it by id.
+for query, by_id in (
+    (
+        FilterQuery(
+            path="/logs/{log}/graph/edges/query",
+            name="query_edges",
+            summary="get_edges",
+            body=EdgesQuery,
+            source=lambda state: state.graph,
+            query=get_edges,
+            answer=EdgesAnswer,
+            field="edges",
+        ),
+        ById(
+            path="/logs/{log}/graph/edges/{edge_id}",
+            name="get_edge",
+            summary="one edge",
+            param="edge_id",
+            key_type=str,
+            what="edge",
+            lookup=lambda state, edge_id: get_edge_by_id(state.graph, edge_id),
+            answer=EdgeAnswer,
+            field="edge",
+        ),
+    ),
+    (
+        FilterQuery(
+            path="/logs/{log}/graph/intents/query",
+            name="query_intents",
+            summary="get_intents",
+            body=IntentsQuery,
+            source=lambda state: state.intents,
+            query=get_intents,
+            answer=IntentsAnswer,
+            field="intents",
+        ),
+        ById(
+            path="/logs/{log}/graph/intents/{intent_id}",
+            name="get_intent",
+            summary="one intent",
+            param="intent_id",
+            key_type=str,
+            what="intent",
+            lookup=lambda state, intent_id: get_intent_by_id(state.intents, intent_id),
+            answer=IntentAnswer,
+            field="intent",
+        ),
+    ),
+    (
+        FilterQuery(
+            path="/logs/{log}/graph/tasks/query",
+            name="query_tasks",
+            summary="get_tasks",
+            body=TasksQuery,
+            source=lambda state: state.tasks,
+            query=get_tasks,
+            answer=TasksAnswer,
+            field="tasks",
+        ),
+        ById(
+            path="/logs/{log}/graph/tasks/{task_id}",
+            name="get_task",
+            summary="one task",
+            param="task_id",
+            key_type=str,
+            what="task",
+            lookup=lambda state, task_id: get_task_by_id(state.tasks, task_id),
+            answer=TaskAnswer,
+            field="task",
+        ),
+    ),
+):
+    add_filter_query(router, query)
+    add_by_id(router, by_id)
+
+
+@router.get("/logs/{log}/graph/stats", summary="get_stats")
+async def stats(served: Served, response: Response, min_seq: MinSeq = None) -> StatsAnswer:
+    state = await served.state(min_seq)
+    return StatsAnswer.model_construct(
+        seq=stamp_seq(response, state.last_seq), stats=GraphStats.of(get_stats(state.graph))
+    )
+
+
+@router.post("/logs/{log}/graph/export_slice", summary="export_slice")
+async def export(
+    served: Served,
+    body: StrictBody[ExportQuery],
+    response: Response,
+    min_seq: MinSeq = None,
+) -> ExportAnswer:
+    state = await served.state(min_seq)
+    found = query_or_422(export_slice, state.graph, state.intents, state.tasks, options=body)
+    return ExportAnswer.model_construct(seq=stamp_seq(response, state.last_seq), slice=found)
