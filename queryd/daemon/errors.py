@@ -22,11 +22,22 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from queryd.daemon.handles import NotReady, Unavailable
 from queryd.daemon.jsonlog import printable
+from queryd.daemon.models import ErrorBody
 from queryd.daemon.seq import SEQ_HEADER, seq_text
 
-__all__ = ["ApiError", "error_response", "install_error_handlers"]
+__all__ = ["ERROR_RESPONSES", "ApiError", "error_response", "install_error_handlers"]
 
 log = logging.getLogger("memstream.queryd")
+
+# The error answers any route may give, as the OpenAPI document lists them (every router).
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorBody, "description": "unknown log, id or endpoint"},
+    422: {"model": ErrorBody, "description": "a malformed parameter or body"},
+    503: {
+        "model": ErrorBody,
+        "description": "the log is hydrating, does not exist, or is unavailable",
+    },
+}
 
 
 class ApiError(Exception):

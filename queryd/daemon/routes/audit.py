@@ -15,7 +15,7 @@ from queryd.audit import search
 from queryd.audit.events import select_events
 from queryd.audit.state_page import select_state
 from queryd.daemon.dependencies import Served
-from queryd.daemon.errors import ApiError
+from queryd.daemon.errors import ERROR_RESPONSES, ApiError
 from queryd.daemon.heavy import json_answer
 from queryd.daemon.models import (
     DeletedItem,
@@ -38,7 +38,7 @@ from schemas.errors import MemstreamError
 
 __all__ = ["router"]
 
-router = APIRouter(tags=["audit"])
+router = APIRouter(tags=["audit"], responses=ERROR_RESPONSES)
 
 add_by_id(
     router,

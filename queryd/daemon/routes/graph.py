@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Response
 
 from queryd.daemon.dependencies import Served, query_or_422
+from queryd.daemon.errors import ERROR_RESPONSES
 from queryd.daemon.models import (
     Contradiction,
     ContradictionsAnswer,
@@ -74,7 +75,7 @@ from queryd.graph.transplant import export_slice
 
 __all__ = ["router"]
 
-router = APIRouter(tags=["graph"])
+router = APIRouter(tags=["graph"], responses=ERROR_RESPONSES)
 
 
 @router.post("/logs/{log}/graph/items/query", summary="get_items")

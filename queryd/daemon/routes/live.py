@@ -14,13 +14,13 @@ from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from queryd.daemon.dependencies import Served
-from queryd.daemon.errors import ApiError
+from queryd.daemon.errors import ERROR_RESPONSES, ApiError
 from queryd.daemon.models import ErrorBody
 from queryd.daemon.streams import hub_stream
 
 __all__ = ["router"]
 
-router = APIRouter(tags=["live"])
+router = APIRouter(tags=["live"], responses=ERROR_RESPONSES)
 
 
 @router.get(

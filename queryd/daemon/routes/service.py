@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from queryd.daemon.dependencies import Served, daemon_of
+from queryd.daemon.errors import ERROR_RESPONSES
 from queryd.daemon.handles import LogHandle
 from queryd.daemon.models import LogAnswer, LogsAnswer, LogSummary, ProjectorOut, ReadyAnswer
 from queryd.daemon.params import MinSeq
@@ -16,7 +17,7 @@ from queryd.daemon.seq import stamp_seq
 
 __all__ = ["router", "summary"]
 
-router = APIRouter(tags=["service"])
+router = APIRouter(tags=["service"], responses=ERROR_RESPONSES)
 
 
 @router.get(
