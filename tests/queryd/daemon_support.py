@@ -264,8 +264,8 @@ def serve(
         "0.01",
         *extra,
     ]
-    for loc in locations:
-        args += ["--log", loc]
+    for location in locations:
+        args += ["--log", location]
     with tempfile.TemporaryDirectory() as scratch:
         out_path = output or Path(scratch) / "queryd.log"
         with open(out_path, "wb") as out:

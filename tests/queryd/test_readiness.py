@@ -126,12 +126,12 @@ def test_an_embedded_log_has_no_projector(embedded_location: str) -> None:
 
 def _nothing_created(location: str, request: pytest.FixtureRequest) -> None:
     if location.startswith("kafka://"):
-        loc = parse_kafka_location(location)
-        admin = AdminClient({"bootstrap.servers": loc.bootstrap})
+        kafka = parse_kafka_location(location)
+        admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
         topics = admin.list_topics(timeout=10).topics
-        assert loc.topic not in topics and loc.lifecycle_topic not in topics
-        with redis.Redis.from_url(loc.redis_url) as store:
-            assert store.keys(f"{loc.key_prefix}*") == []
+        assert kafka.topic not in topics and kafka.lifecycle_topic not in topics
+        with redis.Redis.from_url(kafka.redis_url) as store:
+            assert store.keys(f"{kafka.key_prefix}*") == []
     else:
         assert not Path(location).exists(), f"{location} was created by a reader"
 
