@@ -8,10 +8,16 @@ their routes were registered by hand before, which keeps the order in which rout
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import Callable
+from functools import partial
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Response
 
+from projector.graph.intents import IntentState
+from projector.graph.state import GraphState
+from projector.graph.tasks import TaskState
+from projector.log_state import LogState
 from queryd.daemon.dependencies import Served, query_or_422
 from queryd.daemon.errors import ERROR_RESPONSES
 from queryd.daemon.models import (
@@ -76,6 +82,25 @@ from queryd.graph.transplant import export_slice
 __all__ = ["router"]
 
 router = APIRouter(tags=["graph"], responses=ERROR_RESPONSES)
+
+
+def _graph(state: LogState) -> GraphState:
+    return state.graph
+
+
+def _intents(state: LogState) -> IntentState:
+    return state.intents
+
+
+def _tasks(state: LogState) -> TaskState:
+    return state.tasks
+
+
+def _in(
+    source: Callable[[LogState], Any], by_id: Callable[[Any, str], Any], state: LogState, key: str
+) -> Any:
+    """`by_id(source(state), key)`: one record of the part of the state `source` gives."""
+    return by_id(source(state), key)
 
 
 @router.post("/logs/{log}/graph/items/query", summary="get_items")
@@ -241,80 +266,49 @@ for paged_list in (
 ):
     add_paged_list(router, paged_list)
 
-# Each kind of record: its filter query, then one of it by id.
-for query, by_id in (
+# Edges, intents and tasks: a filter query (POST .../KINDS/query), then one by id
+# (GET .../KINDS/{KIND_id}); one row a kind.
+for kinds, kind, source, query, by_id, body, answers, answer in (
+    ("edges", "edge", _graph, get_edges, get_edge_by_id, EdgesQuery, EdgesAnswer, EdgeAnswer),
     (
-        FilterQuery(
-            path="/logs/{log}/graph/edges/query",
-            name="query_edges",
-            summary="get_edges",
-            body=EdgesQuery,
-            source=lambda state: state.graph,
-            query=get_edges,
-            answer=EdgesAnswer,
-            field="edges",
-        ),
-        ById(
-            path="/logs/{log}/graph/edges/{edge_id}",
-            name="get_edge",
-            summary="one edge",
-            param="edge_id",
-            key_type=str,
-            what="edge",
-            lookup=lambda state, edge_id: get_edge_by_id(state.graph, edge_id),
-            answer=EdgeAnswer,
-            field="edge",
-        ),
+        "intents",
+        "intent",
+        _intents,
+        get_intents,
+        get_intent_by_id,
+        IntentsQuery,
+        IntentsAnswer,
+        IntentAnswer,
     ),
-    (
-        FilterQuery(
-            path="/logs/{log}/graph/intents/query",
-            name="query_intents",
-            summary="get_intents",
-            body=IntentsQuery,
-            source=lambda state: state.intents,
-            query=get_intents,
-            answer=IntentsAnswer,
-            field="intents",
-        ),
-        ById(
-            path="/logs/{log}/graph/intents/{intent_id}",
-            name="get_intent",
-            summary="one intent",
-            param="intent_id",
-            key_type=str,
-            what="intent",
-            lookup=lambda state, intent_id: get_intent_by_id(state.intents, intent_id),
-            answer=IntentAnswer,
-            field="intent",
-        ),
-    ),
-    (
-        FilterQuery(
-            path="/logs/{log}/graph/tasks/query",
-            name="query_tasks",
-            summary="get_tasks",
-            body=TasksQuery,
-            source=lambda state: state.tasks,
-            query=get_tasks,
-            answer=TasksAnswer,
-            field="tasks",
-        ),
-        ById(
-            path="/logs/{log}/graph/tasks/{task_id}",
-            name="get_task",
-            summary="one task",
-            param="task_id",
-            key_type=str,
-            what="task",
-            lookup=lambda state, task_id: get_task_by_id(state.tasks, task_id),
-            answer=TaskAnswer,
-            field="task",
-        ),
-    ),
+    ("tasks", "task", _tasks, get_tasks, get_task_by_id, TasksQuery, TasksAnswer, TaskAnswer),
 ):
-    add_filter_query(router, query)
-    add_by_id(router, by_id)
+    add_filter_query(
+        router,
+        FilterQuery(
+            path=f"/logs/{{log}}/graph/{kinds}/query",
+            name=f"query_{kinds}",
+            summary=f"get_{kinds}",
+            body=body,
+            source=source,
+            query=query,
+            answer=answers,
+            field=kinds,
+        ),
+    )
+    add_by_id(
+        router,
+        ById(
+            path=f"/logs/{{log}}/graph/{kinds}/{{{kind}_id}}",
+            name=f"get_{kind}",
+            summary=f"one {kind}",
+            param=f"{kind}_id",
+            key_type=str,
+            what=kind,
+            lookup=partial(_in, source, by_id),
+            answer=answer,
+            field=kind,
+        ),
+    )
 
 
 @router.get("/logs/{log}/graph/stats", summary="get_stats")
