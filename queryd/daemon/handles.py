@@ -23,20 +23,19 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Any, Literal
 
+from producers.logs.base import LifecycleRecord
 from producers.logs.location import is_kafka_location, parse_kafka_location
 from producers.memory import Memory
 from projector.record_fold import LogState
 from queryd.daemon.jsonlog import Throttle
 from queryd.daemon.projector_status import ProjectorReport, ProjectorStatusReader
+from queryd.daemon.streams import HubSettings, LifecycleHub
 from schemas.errors import LocationError, LogNotFoundError, MemstreamError
-
-if TYPE_CHECKING:
-    from queryd.daemon.streams import HubSettings, LifecycleHub
 
 __all__ = [
     "Health",
@@ -78,6 +77,7 @@ class SeqTimeout(MemstreamError):
 
 
 Status = Literal["hydrating", "missing", "ready", "unavailable"]
+Mode = Literal["embedded", "kafka"]
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ class LogHandle:
     ) -> None:
         self.location = str(location)
         self.name = name or log_name(self.location)
-        self.mode = "kafka" if is_kafka_location(self.location) else "embedded"
+        self.mode: Mode = "kafka" if is_kafka_location(self.location) else "embedded"
         self.poll_interval = poll_interval
         self.probe_interval = probe_interval
         self.probe_timeout = probe_timeout
@@ -320,12 +320,17 @@ class LogHandle:
 
     def lifecycle_hub(self, settings: HubSettings | None = None) -> LifecycleHub:
         """The one lifecycle hub of this log (its reader starts with its first stream)."""
-        from queryd.daemon.streams import LifecycleHub
-
         with self._hub_lock:
             if self._hub is None:
-                self._hub = LifecycleHub(self, settings)
+                self._hub = LifecycleHub(self.name, self._read_lifecycle, settings)
             return self._hub
+
+    def _read_lifecycle(self, from_offset: int, stop: threading.Event) -> Iterator[LifecycleRecord]:
+        """The log's lifecycle stream from `from_offset` on, until `stop` is set."""
+        memory = self.memory
+        if memory is None:
+            raise RuntimeError(f"log {self.name!r} is not open")
+        return memory.lifecycle(from_offset, stop=stop)
 
     @property
     def hub(self) -> LifecycleHub | None:
@@ -482,8 +487,9 @@ class LogRegistry:
             self.handles[handle.name] = handle
 
     @classmethod
-    def from_locations(cls, locations: Iterable[str], **kwargs: object) -> LogRegistry:
-        return cls(LogHandle(loc, **kwargs) for loc in locations)  # type: ignore[arg-type]
+    def from_locations(cls, locations: Iterable[str], **handle_options: Any) -> LogRegistry:
+        """A handle for each location, made with `handle_options` (`LogHandle`'s)."""
+        return cls(LogHandle(location, **handle_options) for location in locations)
 
     def get(self, name: str) -> LogHandle | None:
         return self.handles.get(name)

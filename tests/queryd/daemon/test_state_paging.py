@@ -26,7 +26,7 @@ from schemas.audit import Document, Message
 def whole(memory: MemoryState) -> dict[str, Any]:
     """The state's lists as the daemon answers them, straight from the fold."""
     return {
-        "visible_messages": sorted(str(m.id) for m in memory.visible_messages),
+        "visible_messages": sorted(str(message.id) for message in memory.visible_messages),
         "visible_documents": sorted(str(d.id) for d in memory.visible_documents),
         "deleted": sorted(str(k) for k in memory.deleted),
         "recall_stats": sorted((str(k), v.num_recalled) for k, v in memory.recall_stats.items()),
@@ -148,7 +148,7 @@ def test_chunked_serialization_writes_the_models_own_json(embedded_location: str
     import json
 
     from queryd.audit.state_page import select_state
-    from queryd.daemon import models as m
+    from queryd.daemon import models
     from queryd.daemon.jsonbody import dump_chunked
 
     with Memory(embedded_location) as writer:
@@ -158,21 +158,21 @@ def test_chunked_serialization_writes_the_models_own_json(embedded_location: str
         writer.recall("n1", limit=20)
         state = writer.replay()
     page = select_state(state, limit=1000)
-    answer = m.StateAnswer.model_construct(
+    answer = models.StateAnswer.model_construct(
         seq=state.last_seq,
         up_to_seq=state.last_seq,
         visible_messages=page.visible_messages,
         visible_documents=page.visible_documents,
-        deleted=[m.DeletedItem.model_construct(id=k, tombstone=v) for k, v in page.deleted],
+        deleted=[models.DeletedItem.model_construct(id=k, tombstone=v) for k, v in page.deleted],
         recall_stats=[
-            m.RecallStat.model_construct(
+            models.RecallStat.model_construct(
                 id=k, num_recalled=v.num_recalled, last_recalled_at=v.last_recalled_at
             )
             for k, v in page.recall_stats
         ],
         next_after_seq=None,
     )
-    events = m.EventsAnswer.model_construct(seq=1, events=state.events, next_after_seq=None)
+    events = models.EventsAnswer.model_construct(seq=1, events=state.events, next_after_seq=None)
     for model in (answer, events):
         own = type(model).__pydantic_serializer__.to_json(model, by_alias=True)
         chunked = dump_chunked(model, chunk=64)

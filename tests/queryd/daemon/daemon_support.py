@@ -17,10 +17,12 @@ from typing import Any
 
 import httpx
 import pytest
+import redis
 from fastapi.testclient import TestClient
 
-from producers.logs.location import is_kafka_location
+from producers.logs.location import is_kafka_location, parse_kafka_location
 from producers.memory import Memory
+from projector.status import ProjectorStatus, encode_status, status_key
 from queryd.daemon import DaemonSettings, create_app
 from schemas.audit import Document, Message
 from schemas.graph.envelopes import now_iso
@@ -28,7 +30,7 @@ from schemas.graph.ids import uuid7
 from schemas.graph.items import create_edge, create_memory_item
 from schemas.records import GraphEnvelope
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 MEMSTREAM = Path(sys.executable).with_name("memstream")
 
 
@@ -226,7 +228,7 @@ FAST = DaemonSettings(
 def in_process(locations: list[str], settings: DaemonSettings = FAST) -> Iterator[TestClient]:
     app = create_app(locations, settings)
     with TestClient(app, base_url="http://localhost") as client:
-        assert app.state.registry.wait_ready(60), "the logs did not hydrate"
+        assert app.state.daemon.registry.wait_ready(60), "the logs did not hydrate"
         yield client
 
 
@@ -265,8 +267,8 @@ def serve(
         "0.01",
         *extra,
     ]
-    for loc in locations:
-        args += ["--log", loc]
+    for location in locations:
+        args += ["--log", location]
     with tempfile.TemporaryDirectory() as scratch:
         out_path = output or Path(scratch) / "queryd.log"
         with open(out_path, "wb") as out:
@@ -329,3 +331,44 @@ def projector_for(location: str) -> Iterator[None]:
     finally:
         stop.set()
         thread.join(30)
+
+
+# --- waiting, and the projector's status ------------------------------------------------------
+
+
+def wait_until(check: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
+    """What `check` returns once it is true, asked every `interval` s; fails after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = check()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout} s")
+        time.sleep(interval)
+
+
+def write_status(
+    redis_url: str,
+    location: str,
+    *,
+    folded: int | None,
+    published: int | None,
+    log_end: int,
+    age_s: float = 0.0,
+    lease_ms: int = 60_000,
+) -> None:
+    """Write to Redis the status record a running projector writes."""
+    status = ProjectorStatus(
+        owner="test-projector",
+        host="here",
+        pid=1,
+        folded_seq=folded,
+        log_end=log_end,
+        published_seq=published,
+        heartbeat_ms=int((time.time() - age_s) * 1000),
+        lease_ms=lease_ms,
+    )
+    key = status_key(parse_kafka_location(location).key_prefix)
+    with redis.Redis.from_url(redis_url, socket_timeout=5) as client:
+        client.set(key, encode_status(status))

@@ -18,13 +18,10 @@ from typing import Any
 
 import httpx
 import pytest
-import redis
-from daemon_support import serve
+from daemon_support import serve, wait_until, write_status
 from private_stack import PrivateStack, private_stack
 
-from producers.logs.location import parse_kafka_location
 from producers.memory import Memory
-from projector.status import ProjectorStatus, encode_status, status_key
 from schemas.audit import Message
 
 pytestmark = pytest.mark.kafka
@@ -42,43 +39,6 @@ def timed(http: httpx.Client, path: str, **kwargs: Any) -> tuple[httpx.Response,
     started = time.monotonic()
     response = http.get(path, **kwargs)
     return response, time.monotonic() - started
-
-
-def write_status(
-    redis_url: str,
-    location: str,
-    *,
-    folded: int | None,
-    published: int | None,
-    log_end: int,
-    age_s: float = 0.0,
-    lease_ms: int = 60_000,
-) -> None:
-    """What a running projector writes to Redis (until the projector's branch writes it)."""
-    status = ProjectorStatus(
-        owner="test-projector",
-        host="here",
-        pid=1,
-        folded_seq=folded,
-        log_end=log_end,
-        published_seq=published,
-        heartbeat_ms=int((time.time() - age_s) * 1000),
-        lease_ms=lease_ms,
-    )
-    key = status_key(parse_kafka_location(location).key_prefix)
-    with redis.Redis.from_url(redis_url, socket_timeout=5) as client:
-        client.set(key, encode_status(status))
-
-
-def wait_for(check: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout} s")
-        time.sleep(0.2)
 
 
 def assert_serving_through_outage(http: httpx.Client, name: str, seq: int) -> dict[str, Any]:
@@ -134,7 +94,7 @@ def test_a_broker_outage_does_not_freeze_queryd(stack: PrivateStack, unique_name
             stack.resume_kafka()
             with Memory(location) as writer:
                 stored = writer.add_message(Message(speaker="u", content="after the outage"))
-            wait_for(lambda: http.get("/readyz").status_code == 200, 60, "ready again")
+            wait_until(lambda: http.get("/readyz").status_code == 200, 60, "ready again")
             got = http.get(f"/logs/{name}/search", params={"q": "after", "min_seq": stored.seq})
             assert got.status_code == 200 and got.json()["seq"] >= stored.seq
             assert [i["content"] for i in got.json()["items"]] == ["after the outage"]
@@ -146,7 +106,7 @@ def test_a_broker_outage_does_not_freeze_queryd(stack: PrivateStack, unique_name
             stack.restart_kafka()
             with Memory(location) as writer:
                 again = writer.add_message(Message(speaker="u", content="after the restart"))
-            wait_for(lambda: http.get("/readyz").status_code == 200, 90, "ready after restart")
+            wait_until(lambda: http.get("/readyz").status_code == 200, 90, "ready after restart")
             got = http.get(f"/logs/{name}/search", params={"q": "restart", "min_seq": again.seq})
             assert got.status_code == 200, got.text
             assert [i["content"] for i in got.json()["items"]] == ["after the restart"]
@@ -169,7 +129,7 @@ def test_a_redis_outage_reports_the_projector_unknown_and_stays_ready(
             def projector() -> dict[str, Any]:
                 return http.get("/readyz").json()["logs"][0]["projector"]  # type: ignore[no-any-return]
 
-            up = wait_for(lambda: (p := projector())["state"] == "up" and p, 10, "projector up")
+            up = wait_until(lambda: (p := projector())["state"] == "up" and p, 10, "projector up")
             assert up["folded_seq"] == 1 and up["published_seq"] == 0
             assert up["lag"] == 0 and up["lifecycle_lag"] == 1
             stack.pause_redis()
@@ -188,7 +148,7 @@ def test_a_redis_outage_reports_the_projector_unknown_and_stays_ready(
             metrics = http.get("/metrics").text
             assert f'memstream_queryd_projector_up{{log="{name}"}} 0.0' in metrics
             stack.resume_redis()
-            wait_for(lambda: projector()["state"] == "up", 15, "projector up again")
+            wait_until(lambda: projector()["state"] == "up", 15, "projector up again")
     finally:
         stack.resume_redis()
 

@@ -20,7 +20,7 @@ from memstream.stack.config import StackConfig
 from memstream.stack.paths import StackPaths
 from memstream.stack.procs import ProcessRecord, terminate
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 def free_ports(n: int) -> list[int]:

@@ -12,33 +12,20 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 from confluent_kafka.admin import AdminClient
-from daemon_support import FAST
+from daemon_support import FAST, wait_until, write_status
 from fastapi.testclient import TestClient
-from test_outages import write_status
 
 from producers.logs.location import is_kafka_location, parse_kafka_location
 from producers.memory import Memory
 from projector.status import status_key
 from queryd.daemon import create_app, log_name
 from schemas.audit import Message
-
-
-def wait_until(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout} s")
-        time.sleep(0.05)
 
 
 @pytest.mark.kafka
@@ -54,20 +41,22 @@ def test_readyz_and_metrics_report_the_projector(
     app = create_app([location], FAST)
     try:
         with TestClient(app, base_url="http://localhost") as client:
-            assert app.state.registry.wait_ready(60)
+            assert app.state.daemon.registry.wait_ready(60)
 
             def report() -> dict[str, Any]:
                 return client.get("/readyz").json()["logs"][0]["projector"]  # type: ignore[no-any-return]
 
             # no record: no projector has run
-            missing = wait_until(lambda: (r := report())["state"] == "missing" and r, 5, "missing")
+            missing = wait_until(
+                lambda: (r := report())["state"] == "missing" and r, 5, "missing", interval=0.05
+            )
             assert key in missing["cause"]
             assert client.get("/readyz").status_code == 200  # reads do not need it
             assert client.get("/readyz", params={"require_projector": True}).status_code == 503
 
             # a fresh heartbeat: up, with its lag and the lifecycle lag against our head (2)
             write_status(redis_url, location, folded=1, published=0, log_end=2)
-            up = wait_until(lambda: (r := report())["state"] == "up" and r, 5, "up")
+            up = wait_until(lambda: (r := report())["state"] == "up" and r, 5, "up", interval=0.05)
             assert up["owner"] == "test-projector" and up["heartbeat_age_s"] < 5
             assert (up["folded_seq"], up["lag"], up["published_seq"], up["lifecycle_lag"]) == (
                 1,
@@ -92,7 +81,9 @@ def test_readyz_and_metrics_report_the_projector(
             write_status(
                 redis_url, location, folded=2, published=2, log_end=3, age_s=10, lease_ms=1000
             )
-            stale = wait_until(lambda: (r := report())["state"] == "stale" and r, 5, "stale")
+            stale = wait_until(
+                lambda: (r := report())["state"] == "stale" and r, 5, "stale", interval=0.05
+            )
             assert re.search(r"heartbeat was 1\d\.\d s ago \(stale after 3 s", stale["cause"])
             ready = client.get("/readyz")
             assert ready.status_code == 200 and ready.json()["ready"] is True
@@ -102,10 +93,14 @@ def test_readyz_and_metrics_report_the_projector(
 
             # bytes that are not a status (Redis is untrusted): reported, never raised
             store.set(key, b"\x80not json" * 10)
-            bad = wait_until(lambda: (r := report())["state"] == "unknown" and r, 5, "malformed")
+            bad = wait_until(
+                lambda: (r := report())["state"] == "unknown" and r, 5, "malformed", interval=0.05
+            )
             assert "malformed" in bad["cause"]
             store.set(key, b"{" * 5000)
-            wait_until(lambda: "malformed" in (report()["cause"] or ""), 5, "oversized")
+            wait_until(
+                lambda: "malformed" in (report()["cause"] or ""), 5, "oversized", interval=0.05
+            )
             assert client.get("/healthz").status_code == 200
     finally:
         store.delete(key)
@@ -117,8 +112,10 @@ def test_an_embedded_log_has_no_projector(embedded_location: str) -> None:
         writer.add_message(Message(speaker="u", content="x"))
     app = create_app([embedded_location], FAST)
     with TestClient(app, base_url="http://localhost") as client:
-        assert app.state.registry.wait_ready(30)
-        body = wait_until(lambda: (r := client.get("/readyz")).status_code == 200 and r, 5, "ok")
+        assert app.state.daemon.registry.wait_ready(30)
+        body = wait_until(
+            lambda: (r := client.get("/readyz")).status_code == 200 and r, 5, "ok", interval=0.05
+        )
         (summary,) = body.json()["logs"]
         assert summary["projector"] is None and summary["status"] == "ready"
         assert client.get("/readyz", params={"require_projector": True}).status_code == 200
@@ -126,12 +123,12 @@ def test_an_embedded_log_has_no_projector(embedded_location: str) -> None:
 
 def _nothing_created(location: str, request: pytest.FixtureRequest) -> None:
     if is_kafka_location(location):
-        loc = parse_kafka_location(location)
-        admin = AdminClient({"bootstrap.servers": loc.bootstrap})
+        kafka = parse_kafka_location(location)
+        admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
         topics = admin.list_topics(timeout=10).topics
-        assert loc.topic not in topics and loc.lifecycle_topic not in topics
-        with redis.Redis.from_url(loc.redis_url) as store:
-            assert store.keys(f"{loc.key_prefix}*") == []
+        assert kafka.topic not in topics and kafka.lifecycle_topic not in topics
+        with redis.Redis.from_url(kafka.redis_url) as store:
+            assert store.keys(f"{kafka.key_prefix}*") == []
     else:
         assert not Path(location).exists(), f"{location} was created by a reader"
 
@@ -146,6 +143,7 @@ def test_a_log_that_does_not_exist_is_reported_and_not_created(
             lambda: (r := client.get("/readyz")).json()["logs"][0]["status"] == "missing" and r,
             30,
             "reported missing",
+            interval=0.05,
         )
         assert ready.status_code == 503 and ready.json()["ready"] is False
         (summary,) = ready.json()["logs"]
@@ -164,6 +162,11 @@ def test_a_log_that_does_not_exist_is_reported_and_not_created(
         # a writer creates it later: the daemon, still checking, serves it
         with Memory(location) as writer:
             stored = writer.add_message(Message(speaker="u", content="created later"))
-        wait_until(lambda: client.get("/readyz").status_code == 200, 30, "served once created")
+        wait_until(
+            lambda: client.get("/readyz").status_code == 200,
+            30,
+            "served once created",
+            interval=0.05,
+        )
         got = client.get(f"/logs/{name}/search", params={"q": "later", "min_seq": stored.seq})
         assert got.status_code == 200 and got.json()["items"][0]["content"] == "created later"
