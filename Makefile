@@ -24,6 +24,7 @@ test: $(BIN)/.installed
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 bench: $(BIN)/.installed
 	$(BIN)/python -m pip install -q -e '.[bench]'

@@ -22,7 +22,8 @@ import pickle
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from functools import partial
+from typing import Any, cast
 
 import redis
 from rich.console import Console
@@ -32,6 +33,14 @@ from memstream.bench.report import Row, print_table
 __all__ = ["run", "add_arguments"]
 
 _CHUNK = 1 << 18
+
+
+def _first(blobs: list[bytes], count: int) -> list[bytes]:
+    return blobs[:count]
+
+
+def _mget(client: redis.Redis, keys: list[str], count: int) -> list[bytes]:
+    return cast(list[bytes], client.mget(keys[:count]))
 
 
 def _log(events: int, items: int) -> tuple[list[tuple[Any, ...]], Any, Any]:
@@ -81,7 +90,7 @@ def _log(events: int, items: int) -> tuple[list[tuple[Any, ...]], Any, Any]:
                 speaker="agent", content=f"event {made} of {events // 8} from pid {pid}"
             )
             event = message.with_seq(seq)
-            index.add(seq, (event.speaker, event.content))
+            index.add(seq, (message.speaker, message.content))
             entries.append(row_of(seq, event))
             made += 1
     return entries, index, graph
@@ -192,11 +201,11 @@ def run(args: argparse.Namespace) -> int:
     reads: list[Callable[[int], list[bytes]]] = []
     for name, blobs in (("old", old), ("new", new)):
         if client is None:
-            reads.append(lambda count, b=blobs: b[:count])
+            reads.append(partial(_first, blobs))
             continue
         keys = [f"{prefix}{name}:{i}" for i in range(len(blobs))]
         client.mset(dict(zip(keys, blobs, strict=True)))
-        reads.append(lambda count, k=keys: client.mget(k[:count]))
+        reads.append(partial(_mget, client, keys))
     where = "from Redis" if client is not None else "in memory"
     try:
         # The two formats take turns, so drift on the machine falls on both; the best of
