@@ -29,7 +29,11 @@ EVENT_TYPE = "MemoryEvent"
 REQUIRED_PROPERTIES = ("id", "seq", "kind", "payload")
 _COLUMNS = ("seq", "id", "kind", "payload")
 MAX_SCHEMA_BYTES = 1024 * 1024  # schema.json of a one-type database is about 1 KB
-SUPPORTED_SCHEMA_VERSIONS = range(1, 11)  # ArcadeDB's schemaVersion up to 26.10's
+# The ArcadeDB releases whose databases this reader opens: those of the engine it runs
+# (audit-ready-memory 0.0.2 requires arcadedb-embedded 26.8.1 or later). schema.json's
+# "schemaVersion" is a change counter, not a format version; "dbmsVersion" names the
+# release that wrote the database.
+SUPPORTED_DBMS_MAJOR = 26
 
 
 def check_layout(path: Path) -> dict[str, Any]:
@@ -64,13 +68,13 @@ def check_layout(path: Path) -> dict[str, Any]:
         raise CorruptSourceError(
             f"audit-ready-memory database {path}: schema.json is not an object"
         )
-    version = schema.get("schemaVersion")
-    dbms = schema.get("dbmsVersion", "unknown")
-    if not isinstance(version, int) or version not in SUPPORTED_SCHEMA_VERSIONS:
+    dbms = schema.get("dbmsVersion")
+    major = dbms.split(".", 1)[0] if isinstance(dbms, str) else None
+    if major != str(SUPPORTED_DBMS_MAJOR):
         raise UnsupportedSourceError(
-            f"audit-ready-memory database {path}: ArcadeDB schemaVersion {version!r} "
-            f"(written by ArcadeDB {dbms}); this importer reads schemaVersion "
-            f"{SUPPORTED_SCHEMA_VERSIONS.start} to {SUPPORTED_SCHEMA_VERSIONS.stop - 1}"
+            f"audit-ready-memory database {path}: written by ArcadeDB {dbms!r}; this "
+            f"importer reads databases of ArcadeDB {SUPPORTED_DBMS_MAJOR}.x (as "
+            "audit-ready-memory 0.0.x writes them)"
         )
     types = schema.get("types")
     event_type = types.get(EVENT_TYPE) if isinstance(types, dict) else None

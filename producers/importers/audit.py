@@ -263,7 +263,7 @@ def _existing(
     """Which source events the log already holds (an earlier run), how many of its
     records are foreign, and source events skipped because the log holds their id with
     other content."""
-    head = memory.log.head()
+    head = memory.log.state().last_seq  # the last record of any kind
     if head is None:
         return set(), 0, []
     by_id = {item.event.id: item for item in kept}
@@ -349,7 +349,8 @@ def _check_against(memory: Memory, pending: Sequence[AnyEvent], source: str) -> 
     """Check the events against the log's own state (it holds foreign records), so that a
     refusal comes before the first batch is appended."""
     state = memory.replay()
-    seq = (memory.log.head() or 0) + 1
+    last = memory.log.state().last_seq
+    seq = 0 if last is None else last + 1
     for event in pending:
         try:
             check_append(state, event)

@@ -343,7 +343,7 @@ def _reason(exc: BaseException) -> str:
 
 def _log_envelope_ids(log_: Log) -> tuple[set[str], int]:
     """The envelope ids in the log, and how many of its records are not envelopes."""
-    head = log_.head()
+    head = log_.state().last_seq
     ids: set[str] = set()
     other = 0
     if head is None:
