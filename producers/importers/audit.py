@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -312,9 +313,11 @@ def import_audit_ready_memory(
     """
     source = str(path)
     report = ImportReport(source=source, location=str(location), kind="audit-ready-memory")
+    clock = time.perf_counter()
     if rows is None:
         rows = read_memory_events(path)
     report.read = len(rows)
+    report.timings["read"] = -clock + (clock := time.perf_counter())
     events, skips = parse_rows(rows, skip_bad=skip_bad, source=source)
     kept, check_skips, source_state = check_source(events, skip_bad=skip_bad, source=source)
     report.skipped = skips + check_skips
@@ -332,6 +335,7 @@ def import_audit_ready_memory(
         pending = [item.event for item in kept if item.event.id not in present]
         if foreign and pending:
             _check_against(memory, pending, source)
+        report.timings["check"] = -clock + (clock := time.perf_counter())
         append_batches(
             pending,
             lambda batch: [cast(int, e.seq) for e in memory.append_many(batch)],
@@ -339,8 +343,10 @@ def import_audit_ready_memory(
             progress=progress,
             report=report,
         )
+        report.timings["append"] = -clock + (clock := time.perf_counter())
         if verify:
             report.verified = _verify(memory, kept, source_state)
+        report.timings["verify"] = time.perf_counter() - clock
     log.info("imported %s into %s: %d appended", source, location, report.appended)
     return report
 

@@ -28,6 +28,7 @@ import json
 import logging
 import os
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -412,8 +413,10 @@ def import_memex(
     source's: for a log that held no graph before, ``stringify`` must give the same text.
     """
     source = str(path)
+    clock = time.perf_counter()
     kind, data = read_memex_source(path)
     report = ImportReport(source=source, location=str(location), kind=f"memex {kind}")
+    report.timings["read"] = -clock + (clock := time.perf_counter())
     if kind == "snapshot":
         entries, skips = snapshot_entries(data, source=source, skip_bad=skip_bad)
         report.read = sum(len(data.get(k) or []) for k in ("items", "edges"))
@@ -463,6 +466,8 @@ def import_memex(
                 entries = [e for e in entries if id(e) not in dropped]
                 source_graphs, _ = _fold(entries, empty, envelopes=kind == "envelopes")
 
+        report.timings["check"] = -clock + (clock := time.perf_counter())
+
         def append_batch(batch: list[Entry]) -> list[int]:
             records = [e.envelope for e in batch]
             appended, _ = store.log.transact(lambda state: (records, None))
@@ -471,10 +476,12 @@ def import_memex(
         append_batches(
             pending, append_batch, batch_size=batch_size, progress=progress, report=report
         )
+        report.timings["append"] = -clock + (clock := time.perf_counter())
         if verify:
             after = store.state()
             got = _Graphs(after.graph, after.intents, after.tasks)
             report.verified = _same_graphs(source_graphs, got, whole=whole)
+        report.timings["verify"] = time.perf_counter() - clock
     return report
 
 

@@ -39,6 +39,8 @@ class ImportReport:
     verified: str | None = None
     first_seq: int | None = None
     last_seq: int | None = None
+    # Seconds spent in each phase: read, check, append, verify.
+    timings: dict[str, float] = field(default_factory=dict)
 
     def lines(self, max_skips: int = 20) -> list[str]:
         """The report as lines of text, at most `max_skips` skips listed one by one."""

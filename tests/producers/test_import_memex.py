@@ -236,7 +236,8 @@ def test_dangling_edge_is_named_and_nothing_is_appended(snapshot, tmp_path):  # 
     location = tmp_path / "log"
     with pytest.raises(
         CorruptSourceError,
-        match=f"edges\\[0\\] \\(edge_id {edge_id}\\): 'to' names item '0190ffff-.*not in the snapshot",
+        match=f"edges\\[0\\] \\(edge_id {edge_id}\\): 'to' names item '0190ffff-.*"
+        "not in the snapshot",
     ):
         import_memex(path, str(location))
     assert not location.exists()
