@@ -41,12 +41,14 @@ from projector.audit import MemoryState, check_append, fold, replay
 from queryd.audit import search
 from schemas.audit import Deletion, Document, Message, Recall, event_from_dict
 from schemas.codec import MAX_DECODE_BYTES, MAX_JSON_DEPTH, encode_record, json_depth
+from schemas.gc_guard import no_cyclic_gc
 from schemas.limits import MAX_RECORD_BYTES, check_record_size
 
 __all__ = [
     "import_audit_ready_memory",
     "parse_rows",
     "check_source",
+    "source_state",
     "summarize",
     "sample_queries",
     "DEFAULT_BATCH",
@@ -65,6 +67,7 @@ class SourceEvent:
 
     seq: int
     event: AnyEvent
+    size: int = 0  # characters of the source's JSON, a bound of the record's size
 
 
 def _where(row: dict[str, Any], index: int) -> str:
@@ -75,21 +78,32 @@ def _where(row: dict[str, Any], index: int) -> str:
 
 
 def _parse_row(row: dict[str, Any], index: int) -> AnyEvent:
+    """The event of one row, its seq cleared; every column checked against the payload."""
     where = _where(row, index)
     payload = row.get("payload")
     if not isinstance(payload, str):
         raise CorruptSourceError(f"{where}: payload is {type(payload).__name__}, not JSON text")
-    data = payload.encode()
-    if len(data) > MAX_DECODE_BYTES:
-        raise CorruptSourceError(f"{where}: payload of {len(data):,} bytes is over the limit")
-    if json_depth(data) > MAX_JSON_DEPTH:
-        raise CorruptSourceError(f"{where}: payload nests deeper than {MAX_JSON_DEPTH}")
+    if len(payload) * 4 > MAX_DECODE_BYTES and len(payload.encode()) > MAX_DECODE_BYTES:
+        raise CorruptSourceError(
+            f"{where}: payload of {len(payload):,} characters is over the limit"
+        )
+    # Depth is at most the number of brackets: count them (in C) before measuring it.
+    if payload.count("[") + payload.count("{") > MAX_JSON_DEPTH:
+        if json_depth(payload.encode()) > MAX_JSON_DEPTH:
+            raise CorruptSourceError(f"{where}: payload nests deeper than {MAX_JSON_DEPTH}")
     try:
         value = json.loads(payload)
     except ValueError as exc:
         raise CorruptSourceError(f"{where}: payload is not JSON ({exc})") from None
     if not isinstance(value, dict):
         raise CorruptSourceError(f"{where}: payload is not a JSON object")
+    for column in ("id", "seq", "kind"):
+        if row.get(column) != value.get(column):
+            raise CorruptSourceError(
+                f"{where}: column {column} is {row.get(column)!r} but the payload says "
+                f"{value.get(column)!r}"
+            )
+    value["seq"] = None  # the target log gives seqs
     try:
         event = event_from_dict(value)
     except ValidationError as exc:
@@ -98,12 +112,9 @@ def _parse_row(row: dict[str, Any], index: int) -> AnyEvent:
         raise CorruptSourceError(
             f"{where}: payload does not validate: {field}: {first['msg']}"
         ) from None
-    for column, stored in (("id", str(event.id)), ("seq", event.seq), ("kind", event.kind)):
-        if row.get(column) != stored:
-            raise CorruptSourceError(
-                f"{where}: column {column} is {row.get(column)!r} but the payload says {stored!r}"
-            )
-    return event.model_copy(update={"seq": None})
+    if str(event.id) != row.get("id"):  # e.g. an upper-case UUID in the payload
+        raise CorruptSourceError(f"{where}: column id is not the payload's id {event.id}")
+    return event
 
 
 def parse_rows(
@@ -117,7 +128,6 @@ def parse_rows(
     """
     events: list[SourceEvent] = []
     skips: list[Skip] = []
-    expected = 0
     seen: set[int] = set()
 
     def bad(where: str, reason: str) -> None:
@@ -125,6 +135,18 @@ def parse_rows(
             raise CorruptSourceError(f"{source}: {where}: {reason}")
         skips.append(Skip(where, reason))
 
+    with no_cyclic_gc():  # 100k events are 100k acyclic models: no cycle hunting
+        _parse_all(rows, events, seen, bad)
+    return events, skips
+
+
+def _parse_all(
+    rows: Sequence[dict[str, Any]],
+    events: list[SourceEvent],
+    seen: set[int],
+    bad: Any,
+) -> None:
+    expected = 0
     for index, row in enumerate(rows):
         seq = row.get("seq")
         if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
@@ -145,50 +167,53 @@ def parse_rows(
             where = _where(row, index)
             bad(where, text[len(where) + 2 :] if text.startswith(where) else text)
             continue
-        events.append(SourceEvent(seq, event))
-    return events, skips
+        events.append(SourceEvent(seq, event, len(row["payload"])))
 
 
-def _check_size(event: AnyEvent) -> None:
-    """`RecordTooLargeError` for an event over the log's record size limit. Only events
-    whose text could come near it are encoded here (a character is at most 4 bytes)."""
-    rough = 0
-    for value in event.__dict__.values():
-        if isinstance(value, str):
-            rough += len(value)
-        elif isinstance(value, tuple):
-            rough += 40 * len(value)
-    if rough * 4 + 4096 > MAX_RECORD_BYTES:
-        check_record_size(event, encode_record(event))
+def _check_size(item: SourceEvent) -> None:
+    """`RecordTooLargeError` for an event over the log's record size limit. The record
+    (Avro: raw UTF-8 strings, no keys) is smaller than the event's JSON (ASCII-escaped,
+    keyed) but for a few bytes; only events whose JSON comes near the limit are encoded."""
+    if item.size * 4 + 4096 > MAX_RECORD_BYTES:
+        check_record_size(item.event, encode_record(item.event))
 
 
 def check_source(
     events: Sequence[SourceEvent], *, skip_bad: bool = False, source: str = "source"
-) -> tuple[list[SourceEvent], list[Skip], MemoryState]:
-    """Check the events as a memstream log would take them, in order, and fold them.
+) -> tuple[list[SourceEvent], list[Skip]]:
+    """Check the events as a memstream log would take them, in order.
 
-    Returns the events kept, the skips, and the source's state (the replay of the kept
-    events at their source seqs). A recall or deletion naming an event that is not in
+    Returns the events kept and the skips. A recall or deletion naming an event that is not in
     the source, an event over the record size limit: `CorruptSourceError` unless
     `skip_bad` (then the events that depend on a skipped one are skipped in turn).
     """
-    state = MemoryState()
     kept: list[SourceEvent] = []
     skips: list[Skip] = []
-    for item in events:
-        event = item.event
-        try:
-            check_append(state, event)
-            _check_size(event)
-        except (ValueError, TypeError) as exc:
-            where = f"seq {item.seq} (id {event.id})"
-            if not skip_bad:
-                raise CorruptSourceError(f"{source}: {where}: {exc}") from None
-            skips.append(Skip(where, str(exc)))
-            continue
-        state = fold(state, cast(AnyEvent, event.with_seq(item.seq)))
-        kept.append(item)
-    return kept, skips, state
+    with no_cyclic_gc():
+        # Checked as one batch on an empty log (what `check_records` does), then folded
+        # at once: a state per event would cost more than the check.
+        empty = MemoryState()
+        before: dict[UUID, AnyEvent] = {}
+        for item in events:
+            event = item.event
+            try:
+                check_append(empty, event, before)
+                _check_size(item)
+            except (ValueError, TypeError) as exc:
+                where = f"seq {item.seq} (id {event.id})"
+                if not skip_bad:
+                    raise CorruptSourceError(f"{source}: {where}: {exc}") from None
+                skips.append(Skip(where, str(exc)))
+                continue
+            before[event.id] = event
+            kept.append(item)
+    return kept, skips
+
+
+def source_state(kept: Sequence[SourceEvent]) -> MemoryState:
+    """The source's replay: the kept events folded at their source seqs."""
+    with no_cyclic_gc():
+        return replay(cast(AnyEvent, item.event.with_seq(item.seq)) for item in kept)
 
 
 def summarize(state: MemoryState) -> dict[str, Any]:
@@ -222,31 +247,43 @@ def sample_queries(state: MemoryState, count: int = DEFAULT_SAMPLES) -> list[str
     return queries
 
 
-def _strip(event: AnyEvent) -> AnyEvent:
-    return event if event.seq is None else event.model_copy(update={"seq": None})
+def _same(a: AnyEvent, b: AnyEvent) -> bool:
+    """The same event but for its seq (what `model_copy` and `==` say, without copies)."""
+    return a.__class__ is b.__class__ and {**a.__dict__, "seq": None} == {
+        **b.__dict__,
+        "seq": None,
+    }
 
 
-def _verify(memory: Memory, kept: Sequence[SourceEvent], source_state: MemoryState) -> str:
+def _verify(memory: Memory, kept: Sequence[SourceEvent], *, whole: bool) -> str:
+    """Compare the log with the source: every imported event, in order, then the replay.
+
+    `whole`: the log holds nothing but this source's events, so its own state is the
+    replay of the import; otherwise the imported events are picked out and replayed.
+    """
     ids = {item.event.id for item in kept}
-    imported = [e for e in memory.events() if e.id in ids]
-    if len(imported) != len(kept):
-        raise VerificationError(
-            f"the log holds {len(imported):,} of the {len(kept):,} source events after the import"
-        )
-    for item, event in zip(kept, imported, strict=True):
-        if _strip(event) != item.event:
+    source = source_state(kept)
+    with no_cyclic_gc():
+        imported = [e for e in memory.events() if e.id in ids]
+        if len(imported) != len(kept):
             raise VerificationError(
-                f"seq {event.seq} (id {event.id}) differs from source seq {item.seq} "
-                f"(id {item.event.id}): the log's order or content is not the source's"
+                f"the log holds {len(imported):,} of the {len(kept):,} source events after "
+                "the import"
             )
-    log_state = replay(imported)
-    want, got = summarize(source_state), summarize(log_state)
+        for item, event in zip(kept, imported, strict=True):
+            if not _same(event, item.event):
+                raise VerificationError(
+                    f"seq {event.seq} (id {event.id}) differs from source seq {item.seq} "
+                    f"(id {item.event.id}): the log's order or content is not the source's"
+                )
+        log_state = memory.replay() if whole else replay(imported)
+        want, got = summarize(source), summarize(log_state)
     for key in want:
         if want[key] != got[key]:
             raise VerificationError(f"replay summary differs from the source's in {key!r}")
-    queries = sample_queries(source_state)
+    queries = sample_queries(source)
     for query in queries:
-        a = [x.id for x in search(source_state, query, limit=5)]
+        a = [x.id for x in search(source, query, limit=5)]
         b = [x.id for x in search(log_state, query, limit=5)]
         if a != b:
             raise VerificationError(f"search {query!r}: the source answers {a}, the log {b}")
@@ -276,7 +313,7 @@ def _existing(
         item = by_id.get(event.id)
         if item is None:
             foreign += 1
-        elif _strip(event) != item.event:
+        elif not _same(event, item.event):
             where = f"seq {item.seq} (id {event.id})"
             reason = f"the log holds event {event.id} at seq {event.seq} with other content"
             if not skip_bad:
@@ -319,7 +356,7 @@ def import_audit_ready_memory(
     report.read = len(rows)
     report.timings["read"] = -clock + (clock := time.perf_counter())
     events, skips = parse_rows(rows, skip_bad=skip_bad, source=source)
-    kept, check_skips, source_state = check_source(events, skip_bad=skip_bad, source=source)
+    kept, check_skips = check_source(events, skip_bad=skip_bad, source=source)
     report.skipped = skips + check_skips
     with Memory(location) as memory:
         present, foreign, conflicts = _existing(
@@ -329,7 +366,7 @@ def import_audit_ready_memory(
             report.skipped += conflicts
             dropped = {s.where for s in conflicts}
             kept = [k for k in kept if f"seq {k.seq} (id {k.event.id})" not in dropped]
-            kept, more, source_state = check_source(kept, skip_bad=True, source=source)
+            kept, more = check_source(kept, skip_bad=True, source=source)
             report.skipped += more
         report.already = len(present)
         pending = [item.event for item in kept if item.event.id not in present]
@@ -345,7 +382,7 @@ def import_audit_ready_memory(
         )
         report.timings["append"] = -clock + (clock := time.perf_counter())
         if verify:
-            report.verified = _verify(memory, kept, source_state)
+            report.verified = _verify(memory, kept, whole=not foreign)
         report.timings["verify"] = time.perf_counter() - clock
     log.info("imported %s into %s: %d appended", source, location, report.appended)
     return report
