@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
             higher_is_better=True,
         ),
         Row("  reading the ArcadeDB directory (JVM start included)", None, read_s, "s"),
-        Row("  checking the source (parse, validate, fold)", None, timings["check"], "s"),
+        Row("  checking the source (parse, validate, targets, sizes)", None, timings["check"], "s"),
         Row(f"  appending in batches of 2,000 ({report.appended:,})", None, timings["append"], "s"),
         Row("  verifying", None, timings["verify"], "s"),
         Row(

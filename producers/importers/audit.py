@@ -220,14 +220,13 @@ def summarize(state: MemoryState) -> dict[str, Any]:
     """What two replays must agree on: every content id in order, what is visible, what
     was deleted (by which tombstone), and the recall statistics."""
     return {
-        "messages": [str(m.id) for m in state.messages],
-        "documents": [str(d.id) for d in state.documents],
-        "visible_messages": [str(m.id) for m in state.visible_messages],
-        "visible_documents": [str(d.id) for d in state.visible_documents],
-        "deleted": {str(k): str(v.id) for k, v in state.deleted.items()},
+        "messages": [m.id for m in state.messages],
+        "documents": [d.id for d in state.documents],
+        "visible_messages": [m.id for m in state.visible_messages],
+        "visible_documents": [d.id for d in state.visible_documents],
+        "deleted": {k: v.id for k, v in state.deleted.items()},
         "recall_stats": {
-            str(k): (v.num_recalled, v.last_recalled_at.isoformat() if v.last_recalled_at else None)
-            for k, v in state.recall_stats.items()
+            k: (v.num_recalled, v.last_recalled_at) for k, v in state.recall_stats.items()
         },
         "events": len(state.events),
     }

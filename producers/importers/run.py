@@ -9,6 +9,7 @@ from typing import Any
 from producers.importers.errors import ImportInterruptedError
 from producers.importers.report import ImportReport, Progress
 from schemas.errors import MemstreamError
+from schemas.gc_guard import no_cyclic_gc
 
 __all__ = ["append_batches"]
 
@@ -34,6 +35,21 @@ def append_batches(
     total = len(records)
     if progress is not None:
         progress(0, total)
+    # The cycle detector off while the log folds what it appends: with the whole source
+    # in memory, each of its collections would walk all of it, and they cost more than
+    # the appends (measured: 12.7 s against 6.0 s for 100k events).
+    with no_cyclic_gc():
+        _append_all(records, append, batch_size, progress, report)
+
+
+def _append_all(
+    records: Sequence[Any],
+    append: Callable[[list[Any]], list[int]],
+    batch_size: int,
+    progress: Progress | None,
+    report: ImportReport,
+) -> None:
+    total = len(records)
     for start in range(0, total, batch_size):
         batch = list(records[start : start + batch_size])
         try:
