@@ -82,9 +82,16 @@ def _run_import(args: argparse.Namespace) -> int:
             _print_report(exc.report, time.perf_counter() - start)
         print(f"memstream import: {exc}", file=sys.stderr)
         return 1
-    except (MemstreamError, OSError) as exc:
+    except (MemstreamError, OSError, ValueError) as exc:
         print(f"memstream import: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print(
+            "memstream import: interrupted; the batches appended stay in the log, and the "
+            "same command resumes after them",
+            file=sys.stderr,
+        )
+        return 130
     _print_report(report, time.perf_counter() - start)
     return 0
 
@@ -99,6 +106,13 @@ def _run_export(args: argparse.Namespace) -> int:
         return 1
     print(f"exported {items:,} items and {edges:,} edges from {args.location} to {args.file}")
     return 0
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def _import_options(parser: argparse.ArgumentParser, default_batch: int) -> None:
@@ -118,7 +132,7 @@ def _import_options(parser: argparse.ArgumentParser, default_batch: int) -> None
     )
     parser.add_argument(
         "--batch-size",
-        type=int,
+        type=_positive,
         default=default_batch,
         help=f"records per append, each batch all or none (default {default_batch})",
     )

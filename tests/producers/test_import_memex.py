@@ -290,3 +290,48 @@ def test_bad_envelope_lines_are_named(tmp_path: Path) -> None:
 def test_missing_source(tmp_path: Path) -> None:
     with pytest.raises(SourceNotFoundError, match="no such file"):
         import_memex(tmp_path / "nope.json", str(tmp_path / "log"))
+
+
+def test_a_full_disk_interrupts_and_the_same_import_resumes(tmp_path: Path) -> None:
+    """A real fault in the middle: the log's disk fills up (a small tmpfs). The batches
+    appended before stay; after the disk grows, the same import appends the rest."""
+    import subprocess
+
+    from producers.importers import ImportInterruptedError
+
+    source = memex.MemexStore()
+    for i in range(3000):
+        source.create(
+            scope="s",
+            kind="observation",
+            content={"i": i, "pad": "x" * 200},
+            author="a",
+            source_kind="observed",
+            authority=0.5,
+        )
+    path = tmp_path / "snap.json"
+    path.write_text(source.dumps())
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    try:
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=600k", "tmpfs", str(disk)],
+            check=True,
+            capture_output=True,
+        )
+    except (OSError, subprocess.CalledProcessError) as exc:
+        pytest.skip(f"needs root and mount(8) for a small tmpfs: {exc}")
+    try:
+        location = str(disk / "log")
+        with pytest.raises(ImportInterruptedError, match="run the same import again") as info:
+            import_memex(path, location, batch_size=100)
+        done = info.value.report.appended  # type: ignore[attr-defined]
+        assert 0 < done < 3000 and done % 100 == 0
+        subprocess.run(["mount", "-o", "remount,size=64m", str(disk)], check=True)
+        report = import_memex(path, location, batch_size=100)
+        assert report.already == done and report.appended == 3000 - done
+        with MemexStore.open(location) as store:
+            assert store.dumps() == source.dumps()
+            assert len(store.state().rejections) == 0
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
