@@ -146,6 +146,6 @@ def read_memory_events(path: str | Path) -> list[dict[str, Any]]:
             db.close()
         except Exception:  # closing a read-only database has nothing to lose
             log.debug("closing %s failed", path, exc_info=True)
-    out = [{c: row.get(c) for c in _COLUMNS} for row in rows]
-    out.sort(key=lambda r: r["seq"] if isinstance(r["seq"], int) else -1)
-    return out
+    # The rows are dicts of the selected columns (a column a record lacks reads as None).
+    rows.sort(key=lambda r: r.get("seq") if isinstance(r.get("seq"), int) else -1)
+    return rows
