@@ -16,7 +16,6 @@ counts as this import's own (resumed without ``append``); any other record makes
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Sequence
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import Any, cast
 from uuid import UUID
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from producers.importers.arcadedb_source import read_memory_events
 from producers.importers.errors import (
@@ -39,7 +38,7 @@ from producers.importers.run import append_batches
 from producers.memory import Memory
 from projector.audit import MemoryState, check_append, fold, replay
 from queryd.audit import search
-from schemas.audit import Deletion, Document, Message, Recall, event_from_dict
+from schemas.audit import Deletion, Document, Event, Message, Recall
 from schemas.codec import MAX_DECODE_BYTES, MAX_JSON_DEPTH, encode_record, json_depth
 from schemas.gc_guard import no_cyclic_gc
 from schemas.limits import MAX_RECORD_BYTES, check_record_size
@@ -77,6 +76,22 @@ def _where(row: dict[str, Any], index: int) -> str:
     return f"{place} (id {ident})" if isinstance(ident, str) else place
 
 
+_EVENTS: TypeAdapter[AnyEvent] = TypeAdapter(Event)
+
+
+def _without_seq(event: AnyEvent) -> AnyEvent:
+    """The event with its seq cleared, built as `BaseEvent.with_seq` builds a copy (what
+    `model_copy(update={"seq": None})` gives, without its generic path)."""
+    copy = object.__new__(type(event))
+    values = event.__dict__.copy()
+    values["seq"] = None
+    object.__setattr__(copy, "__dict__", values)
+    object.__setattr__(copy, "__pydantic_fields_set__", event.__pydantic_fields_set__)
+    object.__setattr__(copy, "__pydantic_extra__", None)
+    object.__setattr__(copy, "__pydantic_private__", None)
+    return copy
+
+
 def _parse_row(row: dict[str, Any], index: int) -> AnyEvent:
     """The event of one row, its seq cleared; every column checked against the payload."""
     where = _where(row, index)
@@ -92,29 +107,22 @@ def _parse_row(row: dict[str, Any], index: int) -> AnyEvent:
         if json_depth(payload.encode()) > MAX_JSON_DEPTH:
             raise CorruptSourceError(f"{where}: payload nests deeper than {MAX_JSON_DEPTH}")
     try:
-        value = json.loads(payload)
-    except ValueError as exc:
-        raise CorruptSourceError(f"{where}: payload is not JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise CorruptSourceError(f"{where}: payload is not a JSON object")
-    for column in ("id", "seq", "kind"):
-        if row.get(column) != value.get(column):
-            raise CorruptSourceError(
-                f"{where}: column {column} is {row.get(column)!r} but the payload says "
-                f"{value.get(column)!r}"
-            )
-    value["seq"] = None  # the target log gives seqs
-    try:
-        event = event_from_dict(value)
+        # Parsed and validated in one pass (pydantic's JSON parser).
+        event = _EVENTS.validate_json(payload)
     except ValidationError as exc:
         first = exc.errors()[0]
+        if first["type"].startswith("json_"):
+            raise CorruptSourceError(f"{where}: payload is not JSON ({first['msg']})") from None
         field = ".".join(str(p) for p in first["loc"]) or "event"
         raise CorruptSourceError(
             f"{where}: payload does not validate: {field}: {first['msg']}"
         ) from None
-    if str(event.id) != row.get("id"):  # e.g. an upper-case UUID in the payload
-        raise CorruptSourceError(f"{where}: column id is not the payload's id {event.id}")
-    return event
+    for column, stored in (("id", str(event.id)), ("seq", event.seq), ("kind", event.kind)):
+        if row.get(column) != stored:
+            raise CorruptSourceError(
+                f"{where}: column {column} is {row.get(column)!r} but the payload says {stored!r}"
+            )
+    return _without_seq(event)
 
 
 def parse_rows(
