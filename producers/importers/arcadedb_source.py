@@ -112,9 +112,16 @@ def _open_read_only(path: Path) -> Any:
         # opens for writing).
         return arcadedb_embedded.core.Database(factory._java_factory.open(mode))
     except Exception as exc:  # the engine raises Java exceptions through JPype
+        cause = _first_line(exc)
+        hint = ""
+        if "needs recovery" in cause:
+            # What a database open in a running audit-ready-memory looks like, too.
+            hint = (
+                " (it is open in another process, or was not closed cleanly: close it, or "
+                "open and close it once with audit-ready-memory to recover it, then import)"
+            )
         raise CorruptSourceError(
-            f"audit-ready-memory database {path}: ArcadeDB cannot open it read-only: "
-            f"{_first_line(exc)}"
+            f"audit-ready-memory database {path}: ArcadeDB cannot open it read-only: {cause}{hint}"
         ) from None
 
 

@@ -112,3 +112,37 @@ def test_import_audit_ready_memory_command(tmp_path: Path) -> None:
         [sys.executable, "-m", "memstream", "import", "--help"], capture_output=True, text=True
     ).stdout
     assert "audit-ready-memory" in help_text and "memex" in help_text
+
+
+def test_a_source_open_in_audit_ready_memory_is_refused_and_left_intact(tmp_path: Path) -> None:
+    pytest.importorskip("audit_ready_memory")
+    pytest.importorskip("arcadedb_embedded")
+    from audit_ready_memory import Memory as SeedMemory
+
+    from tests.producers.seed_sources import write_audit_ready_memory
+
+    src = tmp_path / "src"
+    write_audit_ready_memory(src, messages=8)
+    with SeedMemory(src) as seed:
+        before = [e.id for e in seed.events()]
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "memstream",
+                "import",
+                "audit-ready-memory",
+                str(src),
+                str(tmp_path / "log"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+        assert done.returncode == 1
+        assert "cannot open it read-only" in done.stderr
+        assert "open in another process" in done.stderr
+        assert [e.id for e in seed.events()] == before
+    assert not (tmp_path / "log").exists()
+    with SeedMemory(src) as seed:
+        assert [e.id for e in seed.events()] == before
