@@ -394,6 +394,29 @@ def _same_graphs(source: _Graphs, got: _Graphs, *, whole: bool) -> str:
     )
 
 
+def _without_edges_to(
+    failed: Sequence[tuple[Entry, str]], entries: list[Entry], report: ImportReport
+) -> list[Entry]:
+    """A snapshot's edges to an item left out would dangle in the log: left out too."""
+    gone = {
+        e.envelope.payload["item"].get("id")
+        for e, _ in failed
+        if e.envelope.payload.get("type") == "memory.create"
+    }
+    kept: list[Entry] = []
+    for entry in entries:
+        edge = entry.envelope.payload.get("edge")
+        if isinstance(edge, dict):
+            ends = [(end, edge.get(end)) for end in ("from", "to") if edge.get(end) in gone]
+            if ends:
+                end, target = ends[0]
+                reason = f"{end!r} names item {target!r}, which was skipped"
+                report.skipped.append(Skip(entry.where, reason))
+                continue
+        kept.append(entry)
+    return kept
+
+
 def import_memex(
     path: str | Path,
     location: str,
@@ -435,6 +458,9 @@ def import_memex(
         report.skipped += [Skip(e.where, why + r) for e, r in failed]
         dropped = {id(e) for e, _ in failed}
         entries = [e for e in entries if id(e) not in dropped]
+        if kind == "snapshot":
+            entries = _without_edges_to(failed, entries, report)
+            source_graphs, _ = _fold(entries, empty, envelopes=False)
     with LogMemexStore(location) as store:
         ids, other = _log_envelope_ids(store.log)
         ours = {e.envelope.id for e in entries}

@@ -201,3 +201,43 @@ def test_skip_bad_reports_each_skip_and_what_depended_on_it(seed_db, seed_view, 
     assert f"seq {deletion.seq} (id {deletion.id})" in wheres  # its tombstone names it
     assert report.appended == report.read - len(report.skipped)
     assert report.verified is not None
+
+
+def _payload(src: Path, seq: int) -> dict:  # type: ignore[type-arg]
+    import json
+
+    from tests.producers.seed_sources import audit_rows
+
+    row = next(r for r in audit_rows(src) if r["seq"] == seq)
+    return json.loads(row["payload"])
+
+
+def _set_payload(src: Path, seq: int, payload: dict) -> None:  # type: ignore[type-arg]
+    import json
+
+    text = json.dumps(payload).replace("\\", "\\\\").replace("'", "\\'")
+    sql(src, f"UPDATE MemoryEvent SET payload = '{text}' WHERE seq = {seq}")
+
+
+def test_a_recall_naming_an_unknown_id_is_named(seed_db, seed_view, tmp_path):  # type: ignore[no-untyped-def]
+    recall = next(e for e in seed_view[0] if e.kind == "recall")
+    src = copy_db(seed_db, tmp_path / "src")
+    payload = _payload(src, recall.seq)
+    payload["recalled"] = ["00000000-0000-4000-8000-000000000001"]
+    _set_payload(src, recall.seq, payload)
+    with pytest.raises(
+        CorruptSourceError,
+        match=f"seq {recall.seq} \\(id {recall.id}\\): recalled: unknown id 00000000-",
+    ):
+        import_audit_ready_memory(src, str(tmp_path / "log"))
+    _nothing_appended(tmp_path / "log")
+
+
+def test_an_event_over_the_record_size_limit_is_named(seed_db, tmp_path):  # type: ignore[no-untyped-def]
+    src = copy_db(seed_db, tmp_path / "src")
+    payload = _payload(src, 9)
+    payload["content"] = "x" * (1024 * 1024)
+    _set_payload(src, 9, payload)
+    with pytest.raises(CorruptSourceError, match=r"seq 9 \(id .*over the limit of 983,040 bytes"):
+        import_audit_ready_memory(src, str(tmp_path / "log"))
+    _nothing_appended(tmp_path / "log")

@@ -335,3 +335,37 @@ def test_a_full_disk_interrupts_and_the_same_import_resumes(tmp_path: Path) -> N
             assert len(store.state().rejections) == 0
     finally:
         subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def test_skip_bad_also_skips_the_edges_of_a_skipped_item(snapshot, tmp_path):  # type: ignore[no-untyped-def]
+    path, text = snapshot
+    data = json.loads(text)
+    edge = data["edges"][0][1]
+    bad_id = edge["from"]
+    index = next(i for i, (ident, _) in enumerate(data["items"]) if ident == bad_id)
+    data["items"][index][1]["authority"] = 7.5  # out of range: the item does not validate
+    path.write_text(json.dumps(data))
+    with pytest.raises(
+        CorruptSourceError, match=f"items\\[{index}\\] \\(id {bad_id}\\): .*authority"
+    ):
+        import_memex(path, str(tmp_path / "log"))
+    report = import_memex(path, str(tmp_path / "log"), skip_bad=True)
+    reasons = {s.where: s.reason for s in report.skipped}
+    assert f"items[{index}] (id {bad_id})" in reasons
+    assert reasons[f"edges[0] (edge_id {data['edges'][0][0]})"] == (
+        f"'from' names item '{bad_id}', which was skipped"
+    )
+    with MemexStore.open(str(tmp_path / "log")) as store:
+        assert store.item(bad_id) is None
+        assert all(bad_id not in (e.from_, e.to) for e in store.edges())
+
+
+def test_an_envelope_of_another_namespace_is_unsupported(tmp_path: Path) -> None:
+    path, envelopes = _envelope_log(tmp_path)
+    lines = path.read_text().splitlines()
+    op = {**envelopes[1], "namespace": "memstream", "type": "memstream.cascade_retract"}
+    lines[1] = json.dumps(op)
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(UnsupportedSourceError, match="line 2: namespace 'memstream'"):
+        import_memex(path, str(tmp_path / "log"))
+    assert not (tmp_path / "log").exists()
