@@ -241,3 +241,18 @@ def test_an_event_over_the_record_size_limit_is_named(seed_db, tmp_path):  # typ
     with pytest.raises(CorruptSourceError, match=r"seq 9 \(id .*over the limit of 983,040 bytes"):
         import_audit_ready_memory(src, str(tmp_path / "log"))
     _nothing_appended(tmp_path / "log")
+
+
+def test_without_the_import_extra_the_error_says_what_to_install(seed_db, tmp_path):  # type: ignore[no-untyped-def]
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['arcadedb_embedded'] = None\n"  # as if not installed
+        "from producers.importers import import_audit_ready_memory, MissingExtraError\n"
+        f"try: import_audit_ready_memory({str(seed_db)!r}, {str(tmp_path / 'log')!r})\n"
+        "except MissingExtraError as exc: print(exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert "pip install 'memstream[import]'" in done.stdout, done.stderr[-1000:]
+    _nothing_appended(tmp_path / "log")
