@@ -355,6 +355,8 @@ def import_audit_ready_memory(
     and those depending on them are left out and reported). `rows` replaces reading `path`
     (tests, benchmarks: the rows as `read_memory_events` gives them).
     """
+    if batch_size < 1:  # before the log is opened (a writer creates it)
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     source = str(path)
     report = ImportReport(source=source, location=str(location), kind="audit-ready-memory")
     clock = time.perf_counter()

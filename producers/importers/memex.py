@@ -435,6 +435,8 @@ def import_memex(
     (`LogNotEmptyError`) unless `append`. Afterwards the log's graph is compared with the
     source's: for a log that held no graph before, ``stringify`` must give the same text.
     """
+    if batch_size < 1:  # before the log is opened (a writer creates it)
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     source = str(path)
     clock = time.perf_counter()
     kind, data = read_memex_source(path)

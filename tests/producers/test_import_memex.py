@@ -369,3 +369,10 @@ def test_an_envelope_of_another_namespace_is_unsupported(tmp_path: Path) -> None
     with pytest.raises(UnsupportedSourceError, match="line 2: namespace 'memstream'"):
         import_memex(path, str(tmp_path / "log"))
     assert not (tmp_path / "log").exists()
+
+
+def test_a_bad_batch_size_creates_no_log(snapshot, tmp_path):  # type: ignore[no-untyped-def]
+    path, _ = snapshot
+    with pytest.raises(ValueError, match="batch_size must be at least 1, got 0"):
+        import_memex(path, str(tmp_path / "log"), batch_size=0)
+    assert not (tmp_path / "log").exists()
