@@ -376,3 +376,39 @@ def test_a_bad_batch_size_creates_no_log(snapshot, tmp_path):  # type: ignore[no
     with pytest.raises(ValueError, match="batch_size must be at least 1, got 0"):
         import_memex(path, str(tmp_path / "log"), batch_size=0)
     assert not (tmp_path / "log").exists()
+
+
+def test_append_onto_another_graph_checks_against_it(snapshot, tmp_path):  # type: ignore[no-untyped-def]
+    from producers.importers import ImportConflictError
+
+    path, text = snapshot
+    data = json.loads(text)
+    location = str(tmp_path / "log")
+    with MemexStore.open(location) as store:
+        mine = store.create(
+            scope="mine",
+            kind="observation",
+            content={"v": 0},
+            author="me",
+            source_kind="observed",
+            authority=0.5,
+        )
+    report = import_memex(path, location, append=True)
+    assert report.verified is not None and report.verified.startswith("source's entities equal")
+    with MemexStore.open(location) as store:
+        assert store.item(mine.id) is not None
+        assert len(store.items()) == len(data["items"]) + 1
+
+    # a second log already holding one of the snapshot's ids, with other content
+    other = str(tmp_path / "other")
+    taken_id, taken = data["items"][3]
+    with MemexStore.open(other) as store:
+        store.apply({"type": "memory.create", "item": {**taken, "content": {"not": "it"}}})
+    with pytest.raises(
+        ImportConflictError, match=f"items\\[3\\] \\(id {taken_id}\\): the log refuses"
+    ):
+        import_memex(path, other, append=True)
+    with MemexStore.open(other) as store:
+        assert len(store.items()) == 1  # nothing appended
+    report = import_memex(path, other, append=True, skip_bad=True)
+    assert [s.where for s in report.skipped] == [f"items[3] (id {taken_id})"]
