@@ -48,7 +48,7 @@ from typing import Annotated, Any, Literal, NamedTuple, get_args
 import msgspec
 from msgspec import Meta
 
-from projector.audit.rows import DELETION, DOCUMENT, MESSAGE, RECALL, Row
+from projector.audit.rows import DELETION, DOCUMENT, FIELDS, KIND, MESSAGE, RECALL, SEQ, Row
 from projector.graph.intents import IntentState
 from projector.graph.pmap import OrderedPMap
 from projector.graph.state import GraphState
@@ -224,8 +224,8 @@ def encode(
     if not 0 <= first <= last or n > MAX_ENTRIES or len(rows) + len(extras) != n:
         raise SnapshotFormatError(f"chunk {first}-{last}: {len(rows) + len(extras)} entries")
     kinds = bytearray(n)
-    row_kinds = list(map(itemgetter(1), rows))
-    offsets = map(sub, map(itemgetter(0), rows), repeat(first))
+    row_kinds = list(map(itemgetter(KIND), rows))
+    offsets = map(sub, map(itemgetter(SEQ), rows), repeat(first))
     deque(map(kinds.__setitem__, offsets, row_kinds), maxlen=0)
     by_kind = [
         list(compress(rows, map(eq, row_kinds, repeat(kind)))) if kind in row_kinds else []
@@ -261,21 +261,33 @@ def encode(
         return None if column.count(None) == len(column) else list(column)
 
     def head(columns: list[Any]) -> list[Any]:
-        ids, ts, session, source, actor = columns[2:7]
+        ids, ts, session, source, actor = columns[KIND + 1 : FIELDS]
         return [_id_bytes(ids), list(ts), refs(session), refs(source), refs(actor)]
 
     m = _columns(by_kind[MESSAGE], 10)
     d = _columns(by_kind[DOCUMENT], 12)
     r = _columns(by_kind[RECALL], 9)
     x = _columns(by_kind[DELETION], 10)
-    messages = [*head(m), refs(m[7]), list(m[8]), nones(m[9])]
-    documents = [*head(d), list(d[7]), list(d[8]), refs(d[9]), nones(d[10]), nones(d[11])]
-    recalls = [*head(r), list(r[7]), list(map(_ids_blob, r[8]))]
-    deletions = [*head(x), list(map(_ids_blob, x[7])), list(x[8]), nones(x[9])]
+    messages = [*head(m), refs(m[FIELDS]), list(m[FIELDS + 1]), nones(m[FIELDS + 2])]
+    documents = [
+        *head(d),
+        list(d[FIELDS]),
+        list(d[FIELDS + 1]),
+        refs(d[FIELDS + 2]),
+        nones(d[FIELDS + 3]),
+        nones(d[FIELDS + 4]),
+    ]
+    recalls = [*head(r), list(r[FIELDS]), list(map(_ids_blob, r[FIELDS + 1]))]
+    deletions = [
+        *head(x),
+        list(map(_ids_blob, x[FIELDS])),
+        list(x[FIELDS + 1]),
+        nones(x[FIELDS + 2]),
+    ]
     # The words of each content row, in seq order.
-    content = sorted(chain(by_kind[MESSAGE], by_kind[DOCUMENT]), key=itemgetter(0))
+    content = sorted(chain(by_kind[MESSAGE], by_kind[DOCUMENT]), key=itemgetter(SEQ))
     try:
-        found = [words_of[row[0]] for row in content]
+        found = [words_of[row[SEQ]] for row in content]
     except KeyError as exc:
         raise SnapshotFormatError(f"chunk {first}-{last}: no words for seq {exc}") from None
     vocab = list(dict.fromkeys(chain.from_iterable(found)))

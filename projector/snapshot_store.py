@@ -59,7 +59,7 @@ from pyrsistent import pvector
 from producers.logs.location import KafkaLocation
 from producers.logs.topic_identity import LogIdentity, log_identity
 from projector.audit.index import WordIndex
-from projector.audit.rows import DOCUMENT, MESSAGE, Row, row_of
+from projector.audit.rows import DOCUMENT, FIELDS, MESSAGE, SEQ, Row, row_of
 from projector.audit.state import Ledger, MemoryState, no_gc
 from projector.lifecycle import Lifecycle
 from projector.record_fold import LogState, Rejection, empty_state, fold_record
@@ -137,7 +137,7 @@ class Chunk:
         """This chunk without the seqs after `up_to_seq`."""
         if up_to_seq >= self.last:
             return self
-        n = bisect_right([r[0] for r in self.rows], up_to_seq)
+        n = bisect_right([r[SEQ] for r in self.rows], up_to_seq)
 
         def below(rel: list[int]) -> list[int]:
             return rel[: bisect_left(rel, n)]
@@ -169,12 +169,12 @@ def _fragment(rows: list[Row], rel: list[int], index: WordIndex | None) -> WordI
     out = WordIndex()
     for r in rel:
         row = rows[r]
-        seq = row[0]
+        seq = row[SEQ]
         found = None if index is None else index.words_of.get(seq)
         if found is not None:
             out.add_words(seq, found)
         else:  # (speaker, content) of a message, (name, text) of a document
-            out.add(seq, (row[7], row[8]))
+            out.add(seq, (row[FIELDS], row[FIELDS + 1]))
     return out
 
 

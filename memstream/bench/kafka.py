@@ -187,8 +187,8 @@ def bench_lag(location: str, rate: int, seconds: float) -> tuple[float, float, i
     from producers.logs.kafka import KafkaLog
     from producers.logs.location import parse_kafka_location
 
-    loc = parse_kafka_location(location)
-    reader = KafkaLog(loc, hydrate=False)
+    kafka_location = parse_kafka_location(location)
+    reader = KafkaLog(kafka_location, hydrate=False)
     projector = _projector_process(location)
     lags: list[float] = []
     stop = threading.Event()
@@ -239,10 +239,10 @@ def bench_restart(location: str, console: Console) -> dict[str, float]:
     from projector.service import Projector
     from projector.snapshot_store import SnapshotStore
 
-    loc = parse_kafka_location(location)
+    kafka_location = parse_kafka_location(location)
     figures: dict[str, float] = {}
     start = time.perf_counter()
-    n = Projector(loc).run(until_caught_up=True).next_seq
+    n = Projector(kafka_location).run(until_caught_up=True).next_seq
     figures["catch_up_s"] = time.perf_counter() - start
     figures["events"] = float(n)
     console.print(f"  projector folded {n:,} records in {figures['catch_up_s']:.1f}s")
@@ -263,7 +263,7 @@ def bench_restart(location: str, console: Console) -> dict[str, float]:
             _ = len(replayed.messages)
             times.append(time.perf_counter() - t0)
         figures["replay_ms"] = statistics.median(times) * 1000
-    store = SnapshotStore.connect(loc)
+    store = SnapshotStore.connect(kafka_location)
     start = time.perf_counter()
     store.load(up_to_seq=n // 2)
     figures["cold_replay_s"] = time.perf_counter() - start

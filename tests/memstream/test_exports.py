@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import memstream
-from memstream import api_audit, api_graph, api_graph_work
+from memstream.public import audit_memory, intents_tasks_store, memory_graph
 
 AUDIT = (
     "Memory Message Document Recall Deletion Event MemoryState RecallStats replay search "
@@ -50,7 +50,7 @@ def test_every_seed_name_imports_from_memstream() -> None:
 
 
 def test_the_halves_do_not_collide() -> None:
-    names = [*api_audit.__all__, *api_graph.__all__, *api_graph_work.__all__]
+    names = [*audit_memory.__all__, *memory_graph.__all__, *intents_tasks_store.__all__]
     assert len(names) == len(set(names))
 
 

@@ -1,6 +1,6 @@
 """The intent graph, task graph, transplant, validation and MemexStore of seed 003.
 
-Re-exported from ``memstream``; the memory graph itself is in ``memstream.api_graph``.
+Re-exported from ``memstream``; the memory graph itself is in ``memstream.public.memory_graph``.
 """
 
 from __future__ import annotations
