@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from projector.graph.pmap import EMPTY, OrderedPMap, SmallSet, sset_add, sset_remove
+from projector.graph.node_index import Index, build_index, merge_partial, reindex
+from projector.graph.pmap import EMPTY, OrderedPMap
 from schemas.graph.errors import (
     DuplicateIntentError,
     IntentNotFoundError,
@@ -38,44 +39,6 @@ __all__ = [
 ]
 
 
-Index = OrderedPMap[str, SmallSet]
-
-
-def _indexable(key: object) -> bool:
-    # An unvalidated update can give parent_id / intent_id any value (as the seed's
-    # may): a value that is not hashable names no entity, so it is not indexed.
-    if key is None:
-        return False
-    try:
-        hash(key)
-    except TypeError:
-        return False
-    return True
-
-
-def index_add(index: Index, key: str | None, member: str) -> Index:
-    """``index`` with ``member`` added under ``key`` (unchanged when key is None)."""
-    if not _indexable(key):
-        return index
-    return index.set(key, sset_add(index.get(key), member))  # type: ignore[arg-type]
-
-
-def index_drop(index: Index, key: str | None, member: str) -> Index:
-    """``index`` without ``member`` under ``key``; an emptied key disappears."""
-    if not _indexable(key) or key not in index:
-        return index
-    # _indexable: a hashable value other than None (unvalidated updates may hold a non-str)
-    rest = sset_remove(index[key], member)  # type: ignore[index]
-    return index.set(key, rest) if rest is not None else index.remove(key)  # type: ignore[arg-type]
-
-
-def _parent_index(intents: Mapping[str, Intent]) -> Index:
-    index: Index = EMPTY
-    for intent in intents.values():
-        index = index_add(index, intent.parent_id, intent.id)
-    return index
-
-
 @dataclass(frozen=True)
 class IntentState:
     """The intent graph. ``intents``: read-only, insertion-ordered id -> Intent.
@@ -91,7 +54,7 @@ class IntentState:
         if not isinstance(self.intents, OrderedPMap) or self.intents is EMPTY:
             object.__setattr__(self, "intents", OrderedPMap(self.intents))
         if self.by_parent is None:
-            object.__setattr__(self, "by_parent", _parent_index(self.intents))
+            object.__setattr__(self, "by_parent", build_index(self.intents, "parent_id"))
         object.__setattr__(self, "_stamp", self.intents.version())  # type: ignore[attr-defined]
 
 
@@ -101,7 +64,7 @@ def parent_index(state: IntentState) -> Index:
     intents: Any = state.intents
     # (No stamp: a state pickled before maps took assignment; its index holds.)
     if intents.version() != state.__dict__.get("_stamp", intents.version()):
-        object.__setattr__(state, "by_parent", _parent_index(intents))
+        object.__setattr__(state, "by_parent", build_index(intents, "parent_id"))
         object.__setattr__(state, "_stamp", intents.version())
     assert state.by_parent is not None
     return state.by_parent
@@ -153,18 +116,6 @@ _TRANSITIONS: dict[str, tuple[frozenset[str], IntentStatus, IntentLifecycleEvent
     "intent.resume": (frozenset({"paused"}), "active", "intent.resumed"),
 }
 
-_IMMUTABLE_KEYS = frozenset({"id", "status"})
-
-
-def merge_partial(existing: Any, partial: Mapping[str, Any]) -> dict[str, Any]:
-    """The field updates ``partial`` makes to ``existing`` (an Intent or a Task), as the
-    seed's ``intent.update`` / ``task.update``: a shallow merge at the top level. Every key
-    but ``id``/``status`` replaces the old value (``context`` and ``meta`` included: they
-    are replaced, not merged; unknown keys are set as ``model_copy(update=)`` sets them).
-    Like the memory graph's updates, the values are not re-validated.
-    """
-    return {k: v for k, v in partial.items() if k not in _IMMUTABLE_KEYS}
-
 
 def _event(type_: IntentLifecycleEventType, intent: Intent, cause: str) -> IntentLifecycleEvent:
     # model_construct: the intent is already a validated (or deliberately merged) instance.
@@ -174,11 +125,7 @@ def _event(type_: IntentLifecycleEventType, intent: Intent, cause: str) -> Inten
 
 
 def _with(state: IntentState, old: Intent | None, new: Intent) -> IntentState:
-    index = parent_index(state)
-    if old is None or old.parent_id != new.parent_id:
-        if old is not None:
-            index = index_drop(index, old.parent_id, old.id)
-        index = index_add(index, new.parent_id, new.id)
+    index = reindex(parent_index(state), "parent_id", old, new)
     intents = state.intents
     assert isinstance(intents, OrderedPMap)
     return IntentState(intents=intents.set(new.id, new), by_parent=index)

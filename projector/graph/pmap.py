@@ -507,6 +507,26 @@ def sset_remove(s: SmallSet | None, x: str) -> SmallSet | None:
     return s if len(s) else None
 
 
+# An index: key -> the small set of ids filed under it.
+Index = OrderedPMap[str, SmallSet]
+
+
+def index_add(index: Index, key: str, member: str) -> Index:
+    """``index`` with ``member`` filed under ``key``."""
+    return index.set(key, sset_add(index.get(key), member))
+
+
+def index_remove(index: Index, key: str, member: str) -> Index:
+    """``index`` without ``member`` under ``key``; an emptied key disappears."""
+    s = index.get(key)
+    if s is None:
+        return index
+    rest = sset_remove(s, member)
+    if rest is None:
+        return index.remove(key)
+    return index if rest is s else index.set(key, rest)
+
+
 def sset_iter(s: SmallSet | None) -> Iterable[str]:
     if s is None:
         return ()
@@ -516,9 +536,12 @@ def sset_iter(s: SmallSet | None) -> Iterable[str]:
 __all__ = [
     "EMPTY",
     "HOLE",
+    "Index",
     "OrderedPMap",
     "SmallSet",
     "empty",
+    "index_add",
+    "index_remove",
     "sset_add",
     "sset_iter",
     "sset_remove",

@@ -18,10 +18,9 @@ from projector.graph.pmap import (
     _SMALL,
     EMPTY,
     OrderedPMap,
-    SmallSet,
-    sset_add,
+    index_add,
+    index_remove,
     sset_iter,
-    sset_remove,
 )
 from projector.graph.state import (
     Columns,
@@ -104,20 +103,6 @@ def coerce_command(cmd: MemoryCommand | Mapping[str, Any]) -> MemoryCommand:
     if isinstance(cmd, MEMORY_COMMAND_TYPES):
         return cmd
     return MemoryCommandAdapter.validate_python(cmd)
-
-
-def _idx_add(m: OrderedPMap[str, SmallSet], key: str, member: str) -> OrderedPMap[str, SmallSet]:
-    return m.set(key, sset_add(m.get(key), member))
-
-
-def _idx_remove(m: OrderedPMap[str, SmallSet], key: str, member: str) -> OrderedPMap[str, SmallSet]:
-    s = m.get(key)
-    if s is None:
-        return m
-    rest = sset_remove(s, member)
-    if rest is None:
-        return m.remove(key)
-    return m if rest is s else m.set(key, rest)
 
 
 class Tx:
@@ -473,7 +458,7 @@ class Tx:
             if parents:
                 for p in parents if len(parents) == 1 else set(parents):
                     if p not in gone:
-                        children = _idx_remove(children, p, iid)
+                        children = index_remove(children, p, iid)
         stale = self.stale
         if stale:
             stale, _ = stale.pop_many(ids, strict=False)
@@ -507,7 +492,7 @@ class Tx:
         children = self.children
         missing = False
         for p in parents if len(parents) == 1 else set(parents):
-            children = _idx_add(children, p, iid)
+            children = index_add(children, p, iid)
             if p not in items:
                 missing = True
         self.children = children
@@ -517,7 +502,7 @@ class Tx:
     def _unlink(self, iid: str, parents: list[str]) -> None:
         children = self.children
         for p in parents if len(parents) == 1 else set(parents):
-            children = _idx_remove(children, p, iid)
+            children = index_remove(children, p, iid)
         self.children = children
 
     def _recheck(self, ids: Iterable[str]) -> None:
@@ -538,10 +523,10 @@ class Tx:
             self.edges = self.edges.set_new(eid, edge)
         except KeyError:
             raise DuplicateEdgeError(eid) from None
-        self.outgoing = _idx_add(self.outgoing, edge.from_, eid)
-        self.incoming = _idx_add(self.incoming, edge.to, eid)
+        self.outgoing = index_add(self.outgoing, edge.from_, eid)
+        self.incoming = index_add(self.incoming, edge.to, eid)
         if edge.active:
-            self.by_kind = _idx_add(self.by_kind, edge.kind, eid)
+            self.by_kind = index_add(self.by_kind, edge.kind, eid)
         self.events.append(_event("edge.created", cause, edge=edge))
 
     def update_edge(
@@ -569,17 +554,17 @@ class Tx:
         if old.active == bool(new.active) and old.kind == new.kind:
             return
         if old.active:
-            self.by_kind = _idx_remove(self.by_kind, old.kind, old.edge_id)
+            self.by_kind = index_remove(self.by_kind, old.kind, old.edge_id)
         if new.active:
-            self.by_kind = _idx_add(self.by_kind, new.kind, new.edge_id)
+            self.by_kind = index_add(self.by_kind, new.kind, new.edge_id)
 
     def _drop_edge(self, eid: str) -> Edge:
         edge = self.edges[eid]
         self.edges = self.edges.remove(eid)
-        self.outgoing = _idx_remove(self.outgoing, edge.from_, eid)
-        self.incoming = _idx_remove(self.incoming, edge.to, eid)
+        self.outgoing = index_remove(self.outgoing, edge.from_, eid)
+        self.incoming = index_remove(self.incoming, edge.to, eid)
         if edge.active:
-            self.by_kind = _idx_remove(self.by_kind, edge.kind, eid)
+            self.by_kind = index_remove(self.by_kind, edge.kind, eid)
         return edge
 
 

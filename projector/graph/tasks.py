@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from projector.graph.intents import Index, index_add, index_drop, merge_partial
+from projector.graph.node_index import Index, build_index, merge_partial, reindex
 from projector.graph.pmap import EMPTY, OrderedPMap
 from schemas.graph.errors import DuplicateTaskError, InvalidTaskTransitionError, TaskNotFoundError
 from schemas.graph.ids import uuid7
@@ -39,13 +39,6 @@ __all__ = [
 ]
 
 
-def _build_index(tasks: Mapping[str, Task], attr: str) -> Index:
-    index: Index = EMPTY
-    for task in tasks.values():
-        index = index_add(index, getattr(task, attr), task.id)
-    return index
-
-
 @dataclass(frozen=True)
 class TaskState:
     """The task graph. ``tasks``: read-only, insertion-ordered id -> Task.
@@ -62,9 +55,9 @@ class TaskState:
         if not isinstance(self.tasks, OrderedPMap) or self.tasks is EMPTY:
             object.__setattr__(self, "tasks", OrderedPMap(self.tasks))
         if self.by_intent is None:
-            object.__setattr__(self, "by_intent", _build_index(self.tasks, "intent_id"))
+            object.__setattr__(self, "by_intent", build_index(self.tasks, "intent_id"))
         if self.by_parent is None:
-            object.__setattr__(self, "by_parent", _build_index(self.tasks, "parent_id"))
+            object.__setattr__(self, "by_parent", build_index(self.tasks, "parent_id"))
         object.__setattr__(self, "_stamp", self.tasks.version())  # type: ignore[attr-defined]
 
 
@@ -74,8 +67,8 @@ def task_indexes(state: TaskState) -> tuple[Index, Index]:
     tasks: Any = state.tasks
     # (No stamp: a state pickled before maps took assignment; its index holds.)
     if tasks.version() != state.__dict__.get("_stamp", tasks.version()):
-        object.__setattr__(state, "by_intent", _build_index(tasks, "intent_id"))
-        object.__setattr__(state, "by_parent", _build_index(tasks, "parent_id"))
+        object.__setattr__(state, "by_intent", build_index(tasks, "intent_id"))
+        object.__setattr__(state, "by_parent", build_index(tasks, "parent_id"))
         object.__setattr__(state, "_stamp", tasks.version())
     assert state.by_intent is not None and state.by_parent is not None
     return state.by_intent, state.by_parent
@@ -147,14 +140,8 @@ def _event(type_: TaskLifecycleEventType, task: Task, cause: str) -> TaskLifecyc
 
 def _with(state: TaskState, old: Task | None, new: Task) -> TaskState:
     by_intent, by_parent = task_indexes(state)
-    if old is None or old.intent_id != new.intent_id:
-        if old is not None:
-            by_intent = index_drop(by_intent, old.intent_id, old.id)
-        by_intent = index_add(by_intent, new.intent_id, new.id)
-    if old is None or old.parent_id != new.parent_id:
-        if old is not None:
-            by_parent = index_drop(by_parent, old.parent_id, old.id)
-        by_parent = index_add(by_parent, new.parent_id, new.id)
+    by_intent = reindex(by_intent, "intent_id", old, new)
+    by_parent = reindex(by_parent, "parent_id", old, new)
     tasks = state.tasks
     assert isinstance(tasks, OrderedPMap)
     return TaskState(tasks=tasks.set(new.id, new), by_intent=by_intent, by_parent=by_parent)

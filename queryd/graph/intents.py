@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any, cast
+from collections.abc import Mapping
+from typing import Any
 
 from projector.graph.intents import IntentState, parent_index
-from projector.graph.pmap import OrderedPMap
+from projector.graph.node_index import in_insertion_order
 from schemas.graph.intents import Intent, IntentFilter
 
 __all__ = ["get_intents", "get_intent_by_id", "get_child_intents", "matches_intent_filter"]
@@ -31,12 +31,6 @@ def matches_intent_filter(intent: Intent, f: IntentFilter) -> bool:
     return True
 
 
-def _ordered(state: IntentState, ids: Iterable[str]) -> list[Intent]:
-    # Index buckets are unordered sets: restore the graph's insertion order.
-    intents = cast(OrderedPMap[str, Intent], state.intents)  # guaranteed by __post_init__
-    return [intents[i] for i in sorted(ids, key=intents.position)]
-
-
 def get_intents(
     state: IntentState, filter: IntentFilter | Mapping[str, Any] | None = None
 ) -> list[Intent]:
@@ -58,4 +52,4 @@ def get_intent_by_id(state: IntentState, id: str) -> Intent | None:
 
 def get_child_intents(state: IntentState, parent_id: str) -> list[Intent]:
     """Intents whose parent_id is ``parent_id``, in insertion order (indexed, no scan)."""
-    return _ordered(state, parent_index(state).get(parent_id, ()))
+    return in_insertion_order(state.intents, parent_index(state).get(parent_id, ()))

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any, cast
+from collections.abc import Mapping
+from typing import Any
 
-from projector.graph.pmap import OrderedPMap
+from projector.graph.node_index import in_insertion_order
 from projector.graph.tasks import TaskState, task_indexes
 from schemas.graph.tasks import Task, TaskFilter
 
@@ -47,12 +47,6 @@ def matches_task_filter(task: Task, f: TaskFilter) -> bool:
     return True
 
 
-def _ordered(state: TaskState, ids: Iterable[str]) -> list[Task]:
-    # Index buckets are unordered sets: restore the graph's insertion order.
-    tasks = cast(OrderedPMap[str, Task], state.tasks)  # guaranteed by __post_init__
-    return [tasks[i] for i in sorted(ids, key=tasks.position)]
-
-
 def get_tasks(state: TaskState, filter: TaskFilter | Mapping[str, Any] | None = None) -> list[Task]:
     """Tasks matching ``filter`` (all of them when None), in insertion order."""
     if filter is None:
@@ -75,9 +69,9 @@ def get_task_by_id(state: TaskState, id: str) -> Task | None:
 
 def get_tasks_by_intent(state: TaskState, intent_id: str) -> list[Task]:
     """Tasks whose intent_id is ``intent_id``, in insertion order (indexed, no scan)."""
-    return _ordered(state, task_indexes(state)[0].get(intent_id, ()))
+    return in_insertion_order(state.tasks, task_indexes(state)[0].get(intent_id, ()))
 
 
 def get_child_tasks(state: TaskState, parent_id: str) -> list[Task]:
     """Tasks whose parent_id is ``parent_id``, in insertion order (indexed, no scan)."""
-    return _ordered(state, task_indexes(state)[1].get(parent_id, ()))
+    return in_insertion_order(state.tasks, task_indexes(state)[1].get(parent_id, ()))
