@@ -15,7 +15,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from memstream.bench.report import Row, append_all, print_table
+from memstream.stack.probes import free_port, wait_http_ready
 
 __all__ = ["run", "add_arguments"]
 
@@ -84,28 +84,6 @@ def _prepare(directory: Path, messages: int, items: int, rng: random.Random) -> 
             memory.log.transact(partial(append_all, envelopes))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_ready(base: str, proc: subprocess.Popen[bytes], timeout: float = 120) -> None:
-    import httpx
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"queryd exited with {proc.returncode}")
-        try:
-            if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError("queryd did not get ready in time")
-
-
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
@@ -163,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
         directory = work / "bench"
         console.print(f"bench queryd: preparing {messages:,} messages and {items:,} graph items")
         _prepare(directory, messages, items, rng)
-        port = _free_port()
+        port = free_port()
         base = f"http://127.0.0.1:{port}"
         memstream = Path(sys.executable).with_name("memstream")
         command = [str(memstream)] if memstream.exists() else [sys.executable, "-m", "memstream"]
@@ -184,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        _wait_ready(base, proc)
+        wait_http_ready(f"{base}/readyz", proc)
         results: dict[str, dict[str, float]] = {}
         for kind in ("search", "get_items"):
             console.print(f"bench queryd: {requests:,} {kind} requests from a second process")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,21 +9,11 @@ import pytest
 
 from memstream.cli import main
 from memstream.stack import StackConfig, StackPaths, down, status
+from memstream.stack.probes import free_ports
 
 pytestmark = pytest.mark.kafka
 
 REPO_STACK = Path(__file__).resolve().parents[2] / ".stack"
-
-
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +24,7 @@ def stack_args(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
         yield ["--stack-dir", str(REPO_STACK)]
         return
     root = tmp_path_factory.mktemp("stack")
-    kafka_port, controller_port, redis_port = _free_ports(3)
+    kafka_port, controller_port, redis_port = free_ports(3)
     args = [
         "--stack-dir",
         str(root),

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -32,6 +31,7 @@ from confluent_kafka.admin import (
 from memstream.stack import kafka as stack_kafka
 from memstream.stack.config import StackConfig
 from memstream.stack.paths import StackPaths
+from memstream.stack.probes import free_port
 from memstream.stack.procs import ProcessRecord, spawn, terminate
 from producers.logs.base import Appended
 from producers.logs.kafka import READ_TIMEOUT_ENV, KafkaLog
@@ -47,12 +47,6 @@ pytestmark = pytest.mark.kafka
 REPO_ROOT = Path(__file__).resolve().parents[2]
 APPEND_TIMEOUT = 4.0
 READ_TIMEOUT = 3.0
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -81,9 +75,9 @@ def private_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Private
         cache=Path(stack_root) if stack_root else REPO_ROOT / ".stack",  # the jars, fetched once
     )
     cfg = StackConfig(
-        kafka_port=_free_port(),
-        controller_port=_free_port(),
-        redis_port=_free_port(),
+        kafka_port=free_port(),
+        controller_port=free_port(),
+        redis_port=free_port(),
         kafka_heap="384m",
         start_timeout=60.0,
     )
@@ -232,7 +226,7 @@ def test_an_unreachable_broker_is_log_unavailable_in_bounded_time(
 ) -> None:
     """Item 11: nothing listens at the location's broker: opening the log, as a writer or
     a reader, fails within the read timeout naming the log, the broker and the cause."""
-    port = _free_port()
+    port = free_port()
     location = _location(f"127.0.0.1:{port}", redis_url, f"t-nowhere-{uuid.uuid4().hex[:8]}")
     monkeypatch.setenv(READ_TIMEOUT_ENV, str(READ_TIMEOUT))  # for Memory, which takes none
     for create in (True, False):

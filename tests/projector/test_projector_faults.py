@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -22,6 +21,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicCollection, Top
 from confluent_kafka.admin import AdminClient
 
 from memstream import Memory, Message
+from memstream.stack.probes import free_port
 from producers.logs.base import LifecycleRecord, fold_lifecycle
 from producers.logs.kafka_client import INDEX_HEADER, SEQ_HEADER, consumer_conf
 from producers.logs.location import KafkaLocation, parse_kafka_location
@@ -545,17 +545,11 @@ def test_sse_frames_escape_line_breaks_in_the_event_type() -> None:
 # --- item 10: a Redis outage ------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class OwnRedis:
     """A redis-server of this test's own (no persistence: a restart is an empty Redis)."""
 
     def __init__(self, tmp: Path) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.tmp = tmp
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.process: subprocess.Popen[bytes] | None = None

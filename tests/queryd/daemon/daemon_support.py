@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -15,11 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import redis
 from fastapi.testclient import TestClient
 
+from memstream.stack.probes import free_port, wait_http_ready
 from producers.logs.location import is_kafka_location, parse_kafka_location
 from producers.memory import Memory
 from projector.status import ProjectorStatus, encode_status, status_key
@@ -232,12 +231,6 @@ def in_process(locations: list[str], settings: DaemonSettings = FAST) -> Iterato
         yield client
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def serve(
     locations: list[str],
@@ -286,20 +279,7 @@ def serve(
         base = f"http://127.0.0.1:{port}"
         probe = "/readyz" if ready else "/healthz"
         try:
-            deadline = time.monotonic() + timeout
-            while True:
-                if proc.poll() is not None:
-                    raise AssertionError(
-                        f"queryd exited with {proc.returncode}:\n{out_path.read_text()}"
-                    )
-                try:
-                    if httpx.get(f"{base}{probe}", timeout=2).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"queryd did not get ready:\n{out_path.read_text()}")
-                time.sleep(0.1)
+            wait_http_ready(f"{base}{probe}", proc, timeout=timeout, output=out_path.read_text)
             yield base
         finally:
             if proc.poll() is None:

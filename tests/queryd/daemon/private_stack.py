@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
@@ -18,20 +17,10 @@ from pathlib import Path
 from memstream.stack import kafka, redis
 from memstream.stack.config import StackConfig
 from memstream.stack.paths import StackPaths
+from memstream.stack.probes import free_ports
 from memstream.stack.procs import ProcessRecord, terminate
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-
-
-def free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def _jar_cache(version: str) -> Path | None:
