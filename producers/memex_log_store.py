@@ -31,6 +31,7 @@ from projector.graph.dispatch import (
     Mutation,
     MutationOutcome,
 )
+from projector.graph.reducer import item_changes
 from projector.record_fold import BATCH, LogState, PreconditionFailed
 from schemas.graph.envelopes import now_iso
 from schemas.graph.ids import uuid7
@@ -83,8 +84,7 @@ def _batch_commands(
     commands: list[dict[str, Any]] = []
     for event in events:
         if event.type == "memory.updated":
-            old = state.items[event.item.id]
-            partial = {k: v for k, v in event.item.__dict__.items() if old.__dict__.get(k) != v}
+            partial = item_changes(state.items[event.item.id], event.item)
             command = {"type": "memory.update", "item_id": event.item.id, "partial": partial}
         elif event.type == "memory.retracted":
             command = {"type": "memory.retract", "item_id": event.item.id}

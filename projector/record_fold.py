@@ -54,7 +54,7 @@ from projector.graph.dispatch import (
     apply_graph_command,
 )
 from projector.graph.intents import IntentState, create_intent_state
-from projector.graph.reducer import Tx
+from projector.graph.reducer import Tx, item_changes
 from projector.graph.state import GraphState, create_graph_state
 from projector.graph.tasks import TaskState, create_task_state
 from projector.lifecycle import Lifecycle
@@ -214,8 +214,7 @@ def _with_derived_edge_ids(
         elif event.type == "edge.retracted":
             tx.apply(EdgeRetract(edge_id=event.edge.edge_id, author="memstream"))
         elif event.type == "memory.updated":
-            old = before.items[event.item.id]
-            partial = {k: v for k, v in event.item.__dict__.items() if old.__dict__.get(k) != v}
+            partial = item_changes(before.items[event.item.id], event.item)
             tx.apply(MemoryUpdate(item_id=event.item.id, partial=partial, author="memstream"))
         else:
             raise MemstreamError(f"operation emitted {event.type}; cannot derive its ids")

@@ -68,6 +68,14 @@ def merge_item(existing: MemoryItem, partial: Mapping[str, Any]) -> MemoryItem:
     return replace(existing, update) if update else existing
 
 
+def item_changes(old: MemoryItem, new: MemoryItem) -> dict[str, Any]:
+    """The fields of `new` that differ from `old`'s: a ``memory.update`` partial that, by
+    `merge_item`, turns `old` into `new` when its merged dicts only gained keys (as the
+    graph's own operations make them)."""
+    before = old.__dict__
+    return {k: v for k, v in new.__dict__.items() if before.get(k) != v}
+
+
 def merge_edge(existing: Edge, partial: Mapping[str, Any]) -> Edge:
     """The seed's update of an edge, unvalidated: every key of ``partial`` but edge_id and
     the endpoints replaces the edge's; ``meta`` is replaced, not merged."""
