@@ -5,7 +5,7 @@ through the log's `transact`; its outcome (lifecycle events, retracted ids, impo
 is what the fold of that record gave. Reads answer from the folded state, so they include
 the caller's own writes and, after each call, everything appended before it.
 
-Mutations whose outcome depends on the state follow invariant 12 (see
+Mutations whose outcome depends on the state follow interleaving does not change answers (see
 `projector.record_fold`): the operations of `projector.graph.dispatch.OPERATIONS` marked
 ``on_log`` (integrity, score and import operations) travel as operation envelopes decided
 by the fold in log order; the others, `apply_many` (a callable transform) and

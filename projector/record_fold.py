@@ -4,15 +4,16 @@
 embedded log, the Kafka producers' read-your-writes state, the projector service and the
 snapshot hydrate all fold with it, so they cannot drift apart.
 
-It is TOTAL (invariant 9): bytes that do not decode, a record of an unknown schema, an
+It is TOTAL: bytes that do not decode, a record of an unknown schema, an
 audit event that fails `check_append`, a command that fails (duplicate id, unknown target,
 invalid transition, out-of-range score) or an operation whose precondition no longer holds
 becomes a `Rejection` (seq, reason) and changes nothing else.
 
 Commands and operations are applied with the one graph mutation dispatch
-(`projector.graph.dispatch`). Operations whose outcome depends on the state (invariant 12)
-travel as ONE envelope in the ``memstream`` namespace (types ``memstream.<name>``, which no
-TypeScript command tag can be) and are decided here, in log order:
+(`projector.graph.dispatch`). Operations whose outcome depends on the state travel as ONE
+envelope in the ``memstream`` namespace (types ``memstream.<name>``, which no TypeScript
+command tag can be) and are decided here, in log order, so that interleaving does not
+change answers:
 
 - ``memstream.<name>`` for each operation of `OPERATIONS` marked ``on_log``
   (``cascade_retract``, ``resolve_contradiction``, ``mark_contradiction``, ``mark_alias``,
@@ -368,7 +369,7 @@ def fold_decoded(state: LogState, seq: int, record: Record) -> FoldResult:
 
 
 def fold_record(state: LogState, seq: int, data: bytes) -> FoldResult:
-    """The state after the record at `seq`, and its lifecycle events. Total (invariant 9).
+    """The state after the record at `seq`, and its lifecycle events. Total: any bytes fold.
 
     Seqs must increase (a log gives them so); that is the only thing this raises on.
     """

@@ -5,7 +5,7 @@ It folds with the same `fold_record` as every reader, so its state is the log's.
 - holds a lease in Redis so that one projector runs per log: taken (or waited for) at the
   start, renewed on a timer by a thread of its own (busy or idle), with a compare-and-renew
   Lua script that also writes the projector's status record (`projector.status`);
-- resumes from the snapshot in Redis (state and position written together, invariant 10)
+- resumes from the snapshot in Redis (state and position written together: they are one)
   when it is a snapshot of this log (the log topic's id, within the partition's end), or
   rebuilds from seq 0 under a new epoch when there is none, when the snapshot it was
   writing vanished (Redis flushed) or was replaced, or when the log topic was deleted and

@@ -2,7 +2,7 @@
 
 The audit state is essentially the log's content, so a snapshot is incremental: each
 write adds ONE chunk holding the records folded since the previous one, and rewrites the
-position key, both in one MULTI/EXEC (invariant 10: state and position are one).
+position key, both in one MULTI/EXEC: state and position are one.
 
 A chunk is stored in the shape the reader merges it in, so hydrating is bulk list and
 dict operations, with no validation, no re-tokenizing and no event models built:

@@ -11,7 +11,7 @@ Bytes that start with ``{`` are read as a JSON memex envelope as the TypeScript 
 writes it, so a TypeScript service can share the log. Anything else raises `DecodeError`.
 
 Decoding is bounded, so any bytes become a `DecodeError` and never an exception of
-another kind (the fold is total, invariant 9): records over `MAX_DECODE_BYTES` are refused
+another kind (the fold is total): records over `MAX_DECODE_BYTES` are refused
 unread, and JSON (an envelope's payload, or a whole TypeScript envelope) is measured for
 nesting before `json` parses it (`json` recurses once a level and would raise
 RecursionError). Avro bodies are read within the record's own bytes: fastavro refuses a

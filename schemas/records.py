@@ -18,8 +18,9 @@ __all__ = ["AuditEvent", "GraphEnvelope", "Record", "OPERATION_NAMESPACE"]
 
 AuditEvent = Message | Document | Recall | Deletion
 
-# Envelopes whose outcome depends on state (invariant 12) live in this namespace; their
-# types all start with "memstream." so they cannot collide with a TypeScript command tag.
+# Envelopes whose outcome depends on state (decided at fold time, so that interleaving does
+# not change answers) live in this namespace; their types all start with "memstream." so
+# they cannot collide with a TypeScript command tag.
 OPERATION_NAMESPACE = "memstream"
 
 

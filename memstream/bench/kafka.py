@@ -303,7 +303,7 @@ def run(args: argparse.Namespace) -> int:
     table.add_column("measured")
     table.add_column("seed system", justify="right")
     table.add_column("memstream", justify="right")
-    table.add_column("goal (ARCHITECTURE.md)")
+    table.add_column("goal")
     table.add_column("met", justify="center")
 
     def row(what: str, seed: str, ours: str, goal: str, met: bool | None) -> None:

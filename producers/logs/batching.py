@@ -4,7 +4,7 @@
 returns a future at once; a background thread takes every unit queued meanwhile (up to
 about `max_batch` records) and appends them in ONE `append`, so they share one fsync
 (embedded) or one produce/flush round trip (Kafka). Never skipped: a future resolves only
-after its records are durable (invariant 14). When a batch is refused, its units are
+after its records are durable (acknowledged means durable). When a batch is refused, its units are
 retried one by one so each future gets its own answer. Units are appended in the order
 they were submitted.
 """

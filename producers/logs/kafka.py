@@ -4,7 +4,7 @@
 `producers.logs.adapters`); the client configurations, headers, size limits, topic creation
 and error types it shares with the projector are in `producers.logs.kafka_client`.
 
-Producers are idempotent with ``acks=all`` and not transactional (invariant 8): a retry
+Producers are idempotent with ``acks=all`` and not transactional (seq is the offset): a retry
 never duplicates or reorders a record, and offsets stay dense. The state is the same total
 fold as everywhere (`projector.record_fold.fold_record`), hydrated from the projector's Redis
 snapshot when there is one, then following the topic.
@@ -28,9 +28,9 @@ Two ways in:
 `submit` is pipelined: it produces and returns a future at once, and the broker's
 acknowledgements resolve the futures (a background thread serves the delivery reports), so
 many batches are in flight together and librdkafka packs them into few requests. A future
-resolves only after ``acks=all`` (invariant 14).
+resolves only after ``acks=all`` (acknowledged means durable).
 
-Failures are bounded in time and say what became of each record (issue 11):
+Failures are bounded in time and say what became of each record:
 
 - An append answers within `append_timeout` (default `APPEND_TIMEOUT_S`, 30 s). librdkafka
   gives up on a message after 0.8 of it (``message.timeout.ms``), so a reported failure is

@@ -121,7 +121,7 @@ def consumer_conf(bootstrap: str, **extra: Any) -> dict[str, Any]:
     return {
         **client_conf(bootstrap),
         # Partitions are assigned by hand and offsets never committed: the position is the
-        # state's own seq (invariant 10). librdkafka still wants a group id.
+        # state's own seq (state and position are one). librdkafka still wants a group id.
         "group.id": f"memstream-reader-{uuid.uuid4().hex}",
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,

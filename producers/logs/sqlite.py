@@ -387,7 +387,7 @@ class SqliteLog:
             )
             try:
                 conn.execute("PRAGMA journal_mode=WAL")
-                # FULL: every commit is fsynced before an append returns (invariant 14).
+                # FULL: every commit is fsynced before an append returns.
                 conn.execute("PRAGMA synchronous=FULL")
                 # A checkpoint every 128 pages (default 1000), so the WAL is reused from its
                 # start soon: a fresh WAL file grows with every commit until then, and
