@@ -21,7 +21,12 @@ from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from cryptography.hazmat.primitives.serialization import (
+    Encoding,
+    NoEncryption,
+    PrivateFormat,
+    PublicFormat,
+)
 
 from schemas.errors import MemstreamError
 from schemas.evidence.merkle import HASH_SIZE
@@ -41,6 +46,7 @@ MAX_NOTE_BYTES = 64 * 1024
 _MAX_SIGNATURES = 100
 _ALG_ED25519 = b"\x01"
 _SIG_PREFIX = "\u2014 "  # an em dash and a space
+_PRIVATE_PREFIX = "PRIVATE+KEY+"
 
 
 class NoteError(MemstreamError, ValueError):
@@ -126,6 +132,36 @@ class NoteSigner:
     @property
     def verifier(self) -> NoteVerifier:
         return NoteVerifier(self.name, _raw_public(self.private_key.public_key()))
+
+    def text(self) -> str:
+        """The signer key as Go's ``golang.org/x/mod/sumdb/note`` writes one:
+        ``PRIVATE+KEY+NAME+HEX(KEY_ID)+BASE64(0x01 || SEED)``. A secret: keep it so."""
+        seed = self.private_key.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
+        encoded = base64.b64encode(_ALG_ED25519 + seed).decode()
+        return f"{_PRIVATE_PREFIX}{self.name}+{self.verifier.key_id.hex()}+{encoded}"
+
+    @classmethod
+    def parse(cls, text: str) -> NoteSigner:
+        """A signer from its key text (`text`); `NoteError` naming what is wrong, never
+        quoting the key."""
+        text = text.strip()
+        if not text.startswith(_PRIVATE_PREFIX):
+            raise NoteError("a signer key reads PRIVATE+KEY+NAME+KEYID+BASE64KEY")
+        parts = text[len(_PRIVATE_PREFIX) :].split("+", 2)
+        if len(parts) != 3:
+            raise NoteError("a signer key reads PRIVATE+KEY+NAME+KEYID+BASE64KEY")
+        name, hex_id, encoded = parts
+        try:
+            raw = base64.b64decode(encoded, validate=True)
+            wanted = bytes.fromhex(hex_id)
+        except (binascii.Error, ValueError):
+            raise NoteError("a signer key's id is hex and its key base64") from None
+        if len(raw) != 33 or raw[:1] != _ALG_ED25519:
+            raise NoteError("only Ed25519 signer keys (type 0x01, 32 bytes) are supported")
+        signer = cls(name, Ed25519PrivateKey.from_private_bytes(raw[1:]))
+        if signer.verifier.key_id != wanted:
+            raise NoteError(f"signer key {name}: the key id does not match the key")
+        return signer
 
     def sign(self, message: bytes) -> bytes:
         return self.private_key.sign(message)
@@ -227,11 +263,14 @@ class Checkpoint:
         return cls(origin, int(size), digest)
 
     @classmethod
-    def open(cls, note: str | bytes, verifier: NoteVerifier) -> Checkpoint:
-        """The checkpoint a signed note holds, once its signature checks."""
+    def open(
+        cls, note: str | bytes, verifier: NoteVerifier, *, origin: str | None = None
+    ) -> Checkpoint:
+        """The checkpoint a signed note holds, once its signature checks. Its origin must
+        be `origin` (the log it is about); without one, the key's name (the convention of
+        a key per log)."""
         checkpoint = cls.parse(open_note(note, verifier))
-        if checkpoint.origin != verifier.name:
-            raise NoteError(
-                f"checkpoint of {checkpoint.origin!r}, but the key is {verifier.name!r}'s"
-            )
+        expected = verifier.name if origin is None else origin
+        if checkpoint.origin != expected:
+            raise NoteError(f"checkpoint of {checkpoint.origin!r}, expected one of {expected!r}")
         return checkpoint
