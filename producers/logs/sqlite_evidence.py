@@ -510,11 +510,12 @@ def _judge(
     last = min(first.size, n) - 1
     span = f"seq {good}" if last <= good else f"seq {good} to {last}"
     if first.size > n:
-        missing = f"seq {n} to {first.size - 1}" if first.size - 1 > n else f"seq {n}"
+        most = max(c.size for c in authenticated)  # signed: that many records existed
+        missing = f"seq {n} to {most - 1}" if most - 1 > n else f"seq {n}"
         cause = gap or f"the log ends at {n} records"
         if good >= n:
             raise _Found(
-                f"{missing} missing: {cause}, but a signed checkpoint covers {first.size} "
+                f"{missing} missing: {cause}, but a signed checkpoint covers {most} "
                 "records (the log was truncated)",
                 n,
             )
