@@ -69,6 +69,10 @@ def _checkpoint(args: argparse.Namespace) -> int:
     if (status := _kafka("checkpoint", args.location)) is not None:
         return status
     try:
+        if args.latest:
+            with Memory(args.location, create=False, key=False) as memory:
+                sys.stdout.write(memory.latest_checkpoint())
+            return 0
         with Memory(args.location, create=False, key=args.key or True) as memory:
             sys.stdout.write(memory.checkpoint())
     except MemstreamError as exc:
@@ -169,6 +173,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     checkpoint.add_argument("location", help="the log's location")
     checkpoint.add_argument("--key", help=key_help)
+    checkpoint.add_argument(
+        "--latest",
+        action="store_true",
+        help="print the latest signed checkpoint instead (no key needed): keep it elsewhere",
+    )
     checkpoint.set_defaults(func=_checkpoint)
 
     prove = sub.add_parser(

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from os import PathLike
 from types import TracebackType
-from typing import Any, TypeVar, get_args
+from typing import Any, TypeVar, cast, get_args
 from uuid import UUID
 
 from producers.logs import Log, open_log
@@ -232,7 +232,7 @@ class Memory:
             return [recall], found
 
         stored, found = self.transact(build)
-        return stored[0], found
+        return cast(Recall, stored[0]), found
 
     def get(self, event_id: UUID | str) -> AnyEvent | None:
         """One event by id, deleted or not; None if unknown."""
@@ -305,6 +305,12 @@ class Memory:
         """Sign a checkpoint of the log as it stands (a writer with a key cuts one at each
         commit anyway); the signed note."""
         note: str = self._evidence().checkpoint()
+        return note
+
+    def latest_checkpoint(self) -> str:
+        """The latest signed checkpoint the log holds (a note to keep elsewhere: `memstream
+        verify --checkpoint` shows with it a log cut short after it)."""
+        note: str = self._evidence().latest_checkpoint()
         return note
 
     # Following

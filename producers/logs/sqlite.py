@@ -628,6 +628,14 @@ class SqliteLog:
             except _DRIVER_ERRORS as exc:
                 raise _driver_error(self.location, "checkpoint", exc) from exc
 
+    def latest_checkpoint(self) -> str:
+        """The latest signed checkpoint stored in the log (`NoCheckpointError`: none)."""
+        with self._lock:
+            try:
+                return self.evidence.latest(self._conn)[1]
+            except _DRIVER_ERRORS as exc:
+                raise _driver_error(self.location, "read", exc) from exc
+
     def prove(self, seq: int, size: int | None = None) -> InclusionProof:
         """An inclusion proof of record `seq` against the latest signed checkpoint (or the
         one of `size`)."""
@@ -659,7 +667,7 @@ class SqliteLog:
             if self._rows_sql is None:
                 return None
             try:
-                return self._conn.execute("SELECT max(seq) FROM events").fetchone()[0]  # type: ignore[no-any-return]
+                return self._conn.execute("SELECT max(seq) FROM events").fetchone()[0]
             except _DRIVER_ERRORS as exc:
                 raise _driver_error(self.location, "read", exc) from exc
 

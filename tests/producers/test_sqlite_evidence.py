@@ -184,7 +184,9 @@ def test_deleted_trailing_records_are_found(
     log_path: Path, signer: NoteSigner, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     kept = tmp_path / "checkpoint-25.txt"
-    kept.write_text(_note(log_path, 25))  # what an auditor kept before the attack
+    status, out = _cli(capsys, "checkpoint", "--latest", str(log_path))
+    assert status == 0 and out == _note(log_path, 25)
+    kept.write_text(out)  # what an auditor kept before the attack
     _sql(log_path, lambda conn: conn.execute("DELETE FROM events WHERE seq >= 18"))
     report = _verify(log_path, signer)
     assert report.first_bad_seq == 18, report.problem
