@@ -33,7 +33,14 @@ from urllib.parse import quote
 
 from schemas.errors import LogNotFoundError, LogUnavailableError
 from schemas.evidence.merkle import MerkleTree, leaf_hash
-from schemas.evidence.note import MAX_NOTE_BYTES, Checkpoint, NoteError, NoteSigner, NoteVerifier
+from schemas.evidence.note import (
+    MAX_NOTE_BYTES,
+    Checkpoint,
+    CheckpointSigner,
+    NoteError,
+    NoteSigner,
+    NoteVerifier,
+)
 from schemas.evidence.proof import (
     ConsistencyProof,
     EvidenceMismatchError,
@@ -107,6 +114,7 @@ class SqliteEvidence:
         self.signer: NoteSigner | None = None
         self.origin: str | None = None
         self._pending = bytearray()
+        self._cutter: tuple[NoteSigner, str, CheckpointSigner] | None = None
 
     # Kept as the log folds
 
@@ -151,11 +159,14 @@ class SqliteEvidence:
     def cut(self, cursor: sqlite3.Cursor) -> None:
         """Sign the tree as it stands and store the note, in the open transaction; nothing
         without a signing key or before the tables exist."""
-        if self.signer is None or self.origin is None:
+        signer, origin = self.signer, self.origin
+        if signer is None or origin is None:
             return
+        cutter = self._cutter
+        if cutter is None or cutter[0] is not signer or cutter[1] != origin:
+            cutter = self._cutter = (signer, origin, CheckpointSigner(origin, signer))
         tree = self.tree
-        note = Checkpoint(self.origin, tree.size, tree.root()).sign(self.signer)
-        cursor.execute(_INSERT, (tree.size, note))
+        cursor.execute(_INSERT, (tree.size, cutter[2].sign(tree.size, tree.root())))
 
     def latest(self, conn: sqlite3.Connection, size: int | None = None) -> tuple[int, str]:
         """(size, note) of the latest checkpoint, or of the one of `size`."""

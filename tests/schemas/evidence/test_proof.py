@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from schemas.evidence.merkle import MerkleTree, leaf_hash
-from schemas.evidence.note import Checkpoint, NoteError, NoteSigner
+from schemas.evidence.note import Checkpoint, CheckpointSigner, NoteError, NoteSigner
 from schemas.evidence.proof import (
     ConsistencyProof,
     EvidenceMismatchError,
@@ -105,3 +105,15 @@ def test_proof_json_round_trips_and_verifies() -> None:
     ):
         with pytest.raises(MalformedProofError):
             ConsistencyProof.from_json(bad)
+
+
+def test_the_fast_checkpoint_signer_signs_exactly_as_a_checkpoint_does() -> None:
+    signer = NoteSigner.generate("example.com/key")
+    fast = CheckpointSigner("memstream/log", signer)
+    for size in (0, 1, 1000, 2**40):
+        root = leaf_hash(size.to_bytes(8, "big"))
+        assert fast.sign(size, root) == Checkpoint("memstream/log", size, root).sign(signer)
+    with pytest.raises(NoteError):
+        CheckpointSigner("two\nlines", signer)
+    with pytest.raises(NoteError):
+        fast.sign(1, b"short")
