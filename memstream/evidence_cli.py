@@ -135,6 +135,7 @@ def _verify(args: argparse.Namespace) -> int:
                     "root": base64.b64encode(report.root).decode(),
                     "stored_checkpoints": report.stored_checkpoints,
                     "signatures_checked": report.signatures_checked,
+                    "covered": report.covered,
                     "first_bad_seq": report.first_bad_seq,
                     "problem": report.problem,
                     "key": verifier.text(),
@@ -150,6 +151,11 @@ def _verify(args: argparse.Namespace) -> int:
         )
         if report.ok:
             print("OK: the log agrees with every signed checkpoint checked")
+            if report.covered < report.size:
+                print(
+                    f"note: seq {report.covered} to {report.size - 1} are after the latest "
+                    "signed checkpoint: nothing vouches for them yet"
+                )
         else:
             where = "" if report.first_bad_seq is None else f" at seq {report.first_bad_seq}"
             print(f"FAILED{where}: {report.problem}")

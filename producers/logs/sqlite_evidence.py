@@ -300,6 +300,9 @@ class VerifyReport:
     latest_verified: int | None = None
     first_bad_seq: int | None = None
     problem: str | None = None
+    # The records after the largest signed size checked: appended since (by a writer
+    # without a key, or not yet signed), so nothing vouches for them yet.
+    covered: int = 0
 
     @property
     def ok(self) -> bool:
@@ -512,6 +515,7 @@ def _judge(
     if not bad:
         if gap is not None:  # records after a gap no checkpoint covers: still a fault
             raise _Found(gap, n)
+        report.covered = max(c.size for c in authenticated)
         return
     first = bad[0]
     # The first stored checkpoint that disagrees: with genuine checkpoints, every one

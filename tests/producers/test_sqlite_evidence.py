@@ -320,6 +320,8 @@ def test_proof_errors_are_clear_and_append_nothing(log_path: Path, tmp_path: Pat
         with pytest.raises(NoCheckpointError, match="seq 25 is not covered"):
             memory.prove(25)
         assert len(memory) == 26
+    report = verify_sqlite_log(log_path, load_signer(tmp_path / "keys" / "log.key").verifier)
+    assert report.ok and report.covered == 25 and report.size == 26  # seq 25: unsigned
     with Memory(tmp_path / "empty-db", key=False) as memory:
         with pytest.raises(ProofRangeError, match="the log is empty"):
             memory.prove(0)
