@@ -1,5 +1,5 @@
 # memstream's services (projector, queryd) for docker-compose.yml.
-# The wheel is built where a C compiler is (queryd/graph/_native.c), then installed alone.
+# The wheel is built where a C compiler is (projector/graph/_native.c), then installed alone.
 FROM python:3.11-slim AS build
 RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
     && rm -rf /var/lib/apt/lists/*

@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 
 .PHONY: demo test lint bench
 
-$(BIN)/.installed: pyproject.toml setup.py queryd/graph/_native.c
+$(BIN)/.installed: pyproject.toml setup.py projector/graph/_native.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -U pip
 	$(BIN)/python -m pip install -q -e '.[dev,openai,test]'
@@ -24,6 +24,7 @@ test: $(BIN)/.installed
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 bench: $(BIN)/.installed
 	$(BIN)/python -m pip install -q -e '.[bench]'

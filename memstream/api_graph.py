@@ -7,6 +7,7 @@ Models and wire contract live in ``schemas.graph``, the reducer and mutations in
 from __future__ import annotations
 
 from projector.graph.bulk import ItemTransform, apply_many, bulk_adjust_scores, decay_importance
+from projector.graph.decay import compute_decay_multiplier
 from projector.graph.integrity import (
     CascadeResult,
     cascade_retract,
@@ -22,13 +23,20 @@ from projector.graph.replay import (
     replay_commands,
     replay_from_envelopes,
 )
+from projector.graph.selection import get_item_by_id, get_items, matches_filter
+from projector.graph.serialization import (
+    SerializedGraphState,
+    from_json,
+    parse,
+    stringify,
+    to_json,
+)
 from projector.graph.state import (
     CommandResult,
     GraphState,
     clone_graph_state,
     create_graph_state,
 )
-from queryd.graph.decay import compute_decay_multiplier
 from queryd.graph.edges import get_edge_by_id, get_edges
 from queryd.graph.integrity import (
     get_alias_group,
@@ -37,7 +45,6 @@ from queryd.graph.integrity import (
     get_dependents,
     get_stale_items,
 )
-from queryd.graph.items import get_item_by_id, get_items, matches_filter
 from queryd.graph.navigation import get_children, get_parents, get_related_items
 from queryd.graph.retrieval import (
     SupportNode,
@@ -51,16 +58,6 @@ from queryd.graph.retrieval import (
 )
 from queryd.graph.scoring import compute_score, get_scored_items
 from queryd.graph.stats import get_stats
-from schemas.graph.aliases import (
-    DecayInterval,
-    DecayType,
-    KnownEdgeKind,
-    KnownMemoryKind,
-    KnownNamespace,
-    KnownSourceKind,
-    LifecycleEventType,
-    SortField,
-)
 from schemas.graph.commands import (
     EdgeCreate,
     EdgeRetract,
@@ -118,12 +115,15 @@ from schemas.graph.results import (
     StaleItem,
 )
 from schemas.graph.scoring import DecayConfig, ScoreWeights
-from schemas.graph.serialization import (
-    SerializedGraphState,
-    from_json,
-    parse,
-    stringify,
-    to_json,
+from schemas.graph.vocabulary import (
+    DecayInterval,
+    DecayType,
+    KnownEdgeKind,
+    KnownMemoryKind,
+    KnownNamespace,
+    KnownSourceKind,
+    LifecycleEventType,
+    SortField,
 )
 
 __all__ = [

@@ -5,12 +5,8 @@ Re-exported from ``memstream``; the memory graph itself is in ``memstream.api_gr
 
 from __future__ import annotations
 
-from producers.memex_store import (
-    GraphOperation,
-    MemexStore,
-    MutationOutcome,
-    apply_mutation,
-)
+from producers.memex_store import MemexStore
+from projector.graph.dispatch import GraphOperation, MutationOutcome, apply_mutation
 from projector.graph.intents import (
     IntentResult,
     IntentState,

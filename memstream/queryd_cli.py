@@ -51,7 +51,7 @@ def serve(args: argparse.Namespace) -> int:
     level = logging.DEBUG if getattr(args, "verbose", False) else logging.INFO
     configure_logging(args.log_format, level)
     locations = args.log or [
-        loc for loc in os.environ.get("MEMSTREAM_QUERYD_LOGS", "").split(",") if loc
+        location for location in os.environ.get("MEMSTREAM_QUERYD_LOGS", "").split(",") if location
     ]
     if not locations:
         print("memstream queryd serve: give at least one --log LOCATION", file=sys.stderr)
@@ -100,7 +100,7 @@ def serve(args: argparse.Namespace) -> int:
             settings.max_streams,
             max_connections,
         )
-    app.state.metrics.logs.connections = lambda: guard
+    app.state.daemon.metrics.logs.connections = lambda: guard
     log.info(
         "serving %s on http://%s:%d (at most %d connections, %d lifecycle streams; Host: %s)",
         ", ".join(f"{h.name} ({h.mode})" for h in registry.handles.values()),
@@ -114,7 +114,7 @@ def serve(args: argparse.Namespace) -> int:
         app,
         host=args.host,
         port=args.port,
-        http=guarded_protocol(guard),  # type: ignore[arg-type]
+        http=guarded_protocol(guard),
         ws="none",  # no websockets: an Upgrade is served as plain HTTP
         timeout_keep_alive=args.keep_alive_timeout,
         backlog=BACKLOG,  # small: see queryd.daemon.connections

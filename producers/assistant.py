@@ -1,4 +1,4 @@
-"""`Assistant` (seed 001): a chat wrapper whose every context is recalled and logged first.
+"""`Assistant`: a chat wrapper whose every context is recalled and logged first.
 
 What a reply may put into a model's context is scoped to the caller (`scope`): by default
 the caller's own session and what the caller wrote, never another speaker's memory. Stored
@@ -191,6 +191,7 @@ class Assistant:
 
         stored, (recent, matches) = self.memory.transact(build)
         recall = stored[0]
+        assert isinstance(recall, Recall)  # the one event `build` gave
 
         # Stored text is quoted and labelled with its speaker inside the system context: a
         # stored message can neither take the assistant's role nor pass as the caller's.

@@ -1,15 +1,15 @@
-"""`MemexStore` on a log: the seed-003 facade whose mutations are published as envelopes.
+"""`LogGraphs`: the backend of a `MemexStore` on a log, whose mutations are published as envelopes.
 
-`LogMemexStore` overrides the facade's one door, `_mutate`: the mutation becomes ONE
-envelope, checked against the state at the log's end and appended through the log's
-`transact`; its outcome (lifecycle events, retracted ids, import report) is what the fold
-of that record gave. Reads answer from the folded state, so they include the caller's
-own writes and, after each call, everything appended before it.
+A mutation becomes ONE envelope, checked against the state at the log's end and appended
+through the log's `transact`; its outcome (lifecycle events, retracted ids, import report)
+is what the fold of that record gave. Reads answer from the folded state, so they include
+the caller's own writes and, after each call, everything appended before it.
 
 Mutations whose outcome depends on the state follow invariant 12 (see
-`projector.log_state`): integrity, score and import operations travel as operation
-envelopes decided by the fold in log order; `apply_many` (a callable transform) and
-`decay_importance` (the clock) are computed here on the state at the log's end and
+`projector.record_fold`): the operations of `projector.graph.dispatch.OPERATIONS` marked
+``on_log`` (integrity, score and import operations) travel as operation envelopes decided
+by the fold in log order; the others, `apply_many` (a callable transform) and
+`decay_importance` (the clock), are computed here on the state at the log's end and
 published as one batch whose precondition is that the graph has not changed since. A batch
 that meets a changed graph is rejected by the fold and recomputed here.
 """
@@ -24,22 +24,22 @@ from typing import Any
 from pydantic import BaseModel
 
 from producers.logs import Log, open_log
-from producers.memex_store import GraphOperation, MemexStore, Mutation, MutationOutcome
-from projector.graph.bulk import apply_many, decay_importance
-from projector.graph.intents import IntentState
-from projector.graph.state import GraphState
-from projector.graph.tasks import TaskState
-from projector.log_state import BATCH, LogState, PreconditionFailed
+from projector.graph.dispatch import (
+    OPERATIONS,
+    GraphOperation,
+    GraphStates,
+    Mutation,
+    MutationOutcome,
+)
+from projector.record_fold import BATCH, LogState, PreconditionFailed
 from schemas.graph.envelopes import now_iso
 from schemas.graph.ids import uuid7
 from schemas.records import OPERATION_NAMESPACE, GraphEnvelope, Record
 
-__all__ = ["LogMemexStore", "mutation_envelope", "to_jsonable"]
+__all__ = ["LogGraphs", "mutation_envelope", "to_jsonable"]
 
 log = logging.getLogger("memstream.producers.memex")
 
-# Operations resolved here into a batch (their outcome needs a callable or the clock).
-_RESOLVED_HERE = {"apply_many": apply_many, "decay_importance": decay_importance}
 MAX_ATTEMPTS = 8
 
 
@@ -61,7 +61,7 @@ def _envelope(namespace: str, type_: str, payload: Any) -> GraphEnvelope:
 def mutation_envelope(mutation: Mutation) -> GraphEnvelope:
     """The envelope of a command or of an operation decided by the fold."""
     if isinstance(mutation, GraphOperation):
-        if mutation.name in _RESOLVED_HERE:
+        if not OPERATIONS[mutation.name].on_log:
             raise ValueError(f"{mutation.name} is published as a batch, not as an operation")
         return _envelope(
             OPERATION_NAMESPACE, f"memstream.{mutation.name}", to_jsonable(dict(mutation.args))
@@ -71,9 +71,13 @@ def mutation_envelope(mutation: Mutation) -> GraphEnvelope:
     return _envelope(namespace, tag, to_jsonable(mutation))
 
 
-def _batch_commands(state: GraphState, name: str, args: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """What `apply_many` / `decay_importance` would do on `state`, as commands."""
-    _, events = _RESOLVED_HERE[name](state, **args)
+def _batch_commands(
+    states: GraphStates, name: str, args: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """What an operation that cannot travel on a log (`apply_many`, `decay_importance`)
+    would do on `states`, as commands."""
+    _, events, _ = OPERATIONS[name].run(states, args)
+    state = states.memory
     author, reason = args.get("author"), args.get("reason")
     retracted = {e.item.id for e in events if e.type == "memory.retracted"}
     commands: list[dict[str, Any]] = []
@@ -97,36 +101,24 @@ def _batch_commands(state: GraphState, name: str, args: Mapping[str, Any]) -> li
     return commands
 
 
-class LogMemexStore(MemexStore):
-    """A `MemexStore` over a log location (an embedded path or a kafka:// URL)."""
+class LogGraphs:
+    """The `GraphBackend` of a `MemexStore` on a log location (an embedded path or a
+    kafka:// URL, or an open `Log`): its graphs are the folded log's."""
 
     def __init__(self, location: str | PathLike[str] | Log) -> None:
-        # No super().__init__: the states are the log's, read through the properties.
-        self._log: Log = location if hasattr(location, "transact") else open_log(location)  # type: ignore[arg-type]
-        self.location = self._log.location
-
-    @property
-    def log(self) -> Log:
-        return self._log
+        self.log: Log = open_log(location) if isinstance(location, str | PathLike) else location
+        self.location = self.log.location
 
     def state(self) -> LogState:
         """The folded log: the three graphs, the audit memory, the rejections."""
-        return self._log.state()
+        return self.log.state()
 
-    @property
-    def mem(self) -> GraphState:  # type: ignore[override]
-        return self._log.state().graph
-
-    @property
-    def intents(self) -> IntentState:  # type: ignore[override]
-        return self._log.state().intents
-
-    @property
-    def tasks(self) -> TaskState:  # type: ignore[override]
-        return self._log.state().tasks
+    def graphs(self) -> GraphStates:
+        state = self.log.state()
+        return GraphStates(state.graph, state.intents, state.tasks)
 
     def _publish(self, build: Any) -> MutationOutcome:
-        appended, _ = self._log.transact(build)
+        appended, _ = self.log.transact(build)
         lifecycle = appended[0].lifecycle
         events = [e.subject for e in lifecycle if e.subject is not None]
         value = None
@@ -135,12 +127,13 @@ class LogMemexStore(MemexStore):
                 value = event.extra.get("value")
         return MutationOutcome(events, value)
 
-    def _mutate(self, mutation: Mutation) -> MutationOutcome:
-        if isinstance(mutation, GraphOperation) and mutation.name in _RESOLVED_HERE:
+    def mutate(self, mutation: Mutation) -> MutationOutcome:
+        if isinstance(mutation, GraphOperation) and not OPERATIONS[mutation.name].on_log:
             name, args = mutation.name, dict(mutation.args)
 
             def build(state: LogState) -> tuple[Sequence[Record], None]:
-                commands = _batch_commands(state.graph, name, args)
+                states = GraphStates(state.graph, state.intents, state.tasks)
+                commands = _batch_commands(states, name, args)
                 payload = {"commands": commands, "graph_seq": state.graph_seq, "operation": name}
                 return [_envelope(OPERATION_NAMESPACE, BATCH, payload)], None
 
@@ -156,13 +149,4 @@ class LogMemexStore(MemexStore):
         return self._publish(lambda state: ([envelope], None))
 
     def close(self) -> None:
-        self._log.close()
-
-    def __enter__(self) -> LogMemexStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"MemexStore.open({self.location!r})"
+        self.log.close()

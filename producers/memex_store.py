@@ -1,40 +1,38 @@
 """MemexStore: a mutable facade over the three pure graphs (memory, intent, task).
 
-Every mutation is a ``Mutation`` value (a command of one of the graphs, or a
-``GraphOperation`` naming an integrity, bulk or import operation with its arguments) and
-goes through ONE private method, ``MemexStore._mutate``, which folds it with the pure
-``apply_mutation`` and rebinds the states. Every read uses the current states. A log-backed
-subclass overrides ``_mutate`` to publish the mutation and wait for its projection; nothing
-else in the facade needs to change.
+A store is ONE class over a backend (`GraphBackend`): where its three graphs live and where
+its mutations go. Every mutation is a ``Mutation`` value (a command of one of the graphs,
+or a ``GraphOperation`` naming an integrity, bulk or import operation with its arguments)
+and goes through ONE door, the backend's ``mutate``; every read uses the backend's current
+graphs. `InMemoryGraphs` folds the mutation with the pure ``apply_mutation`` and rebinds
+the graphs; `LogGraphs` (``producers.memex_log_store``, what ``MemexStore.open`` uses)
+publishes it to a log and answers from the folded log.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Any, Protocol
 
-from projector.graph.bulk import apply_many, bulk_adjust_scores, decay_importance
-from projector.graph.integrity import (
-    cascade_retract,
-    mark_alias,
-    mark_contradiction,
-    resolve_contradiction,
+from producers.logs import Log
+from producers.memex_log_store import LogGraphs
+from projector.graph.dispatch import (
+    GraphOperation,
+    GraphStates,
+    Mutation,
+    MutationOutcome,
+    OperationName,
+    apply_mutation,
 )
-from projector.graph.intents import (
-    IntentState,
-    apply_intent_command,
-    create_intent,
-    create_intent_state,
-)
-from projector.graph.reducer import apply_command
+from projector.graph.intents import IntentState, create_intent, create_intent_state
+from projector.graph.selection import get_item_by_id, get_items
+from projector.graph.serialization import SerializedGraphState, parse, stringify, to_json
 from projector.graph.state import GraphState, create_graph_state
-from projector.graph.tasks import TaskState, apply_task_command, create_task, create_task_state
-from projector.graph.transplant import import_slice
+from projector.graph.tasks import TaskState, create_task, create_task_state
+from projector.record_fold import LogState
 from queryd.graph.edges import get_edges
 from queryd.graph.integrity import get_alias_group, get_aliases, get_contradictions, get_stale_items
 from queryd.graph.intents import get_intents
-from queryd.graph.items import get_item_by_id, get_items
 from queryd.graph.navigation import Direction, get_children, get_parents, get_related_items
 from queryd.graph.retrieval import SupportNode, get_support_set, get_support_tree, smart_retrieve
 from queryd.graph.scoring import get_scored_items
@@ -69,7 +67,6 @@ from schemas.graph.intents import (
 from schemas.graph.items import Edge, MemoryItem, create_edge, create_memory_item
 from schemas.graph.results import Contradiction, GraphStats, ScoredItem, StaleItem
 from schemas.graph.scoring import ScoreWeights
-from schemas.graph.serialization import SerializedGraphState, parse, stringify, to_json
 from schemas.graph.tasks import (
     Task,
     TaskCommand,
@@ -80,123 +77,47 @@ from schemas.graph.tasks import (
 )
 from schemas.graph.transplant import ImportReport, MemexExport
 
-__all__ = [
-    "GraphOperation",
-    "Mutation",
-    "MutationOutcome",
-    "MutationResult",
-    "apply_mutation",
-    "coerce_mutation",
-    "MemexStore",
-]
-
-OperationName = Literal[
-    "mark_contradiction",
-    "resolve_contradiction",
-    "mark_alias",
-    "cascade_retract",
-    "apply_many",
-    "bulk_adjust_scores",
-    "decay_importance",
-    "import_slice",
-]
+__all__ = ["GraphBackend", "InMemoryGraphs", "MemexStore"]
 
 
-@dataclass(frozen=True)
-class GraphOperation:
-    """A mutation that is not one command: its outcome depends on the state it meets.
+class GraphBackend(Protocol):
+    """Where a `MemexStore`'s three graphs live and where its mutations go."""
 
-    ``args`` are the keyword arguments of the pure function of the same name, minus the
-    states. All are plain data except ``apply_many``'s ``transform`` (a callable): a log
-    must resolve that one into commands before publishing.
-    """
+    def graphs(self) -> GraphStates:
+        """The current memory, intent and task graphs (immutable values)."""
+        ...
 
-    name: OperationName
-    args: Mapping[str, Any] = field(default_factory=dict)
+    def mutate(self, mutation: Mutation) -> MutationOutcome:
+        """Apply ``mutation``; what it emitted, and its value when it has one."""
+        ...
 
-
-Mutation = MemoryCommand | IntentCommand | TaskCommand | GraphOperation
-Event = MemoryLifecycleEvent | IntentLifecycleEvent | TaskLifecycleEvent
+    def close(self) -> None: ...
 
 
-@dataclass(frozen=True)
-class MutationOutcome:
-    """What a mutation emitted, and its value when it has one (retracted ids, a report)."""
+class InMemoryGraphs:
+    """The three graphs held in this process, rebound on each mutation."""
 
-    events: list[Any]
-    value: Any = None
+    def __init__(self, graphs: GraphStates) -> None:
+        self.current = graphs
 
+    def graphs(self) -> GraphStates:
+        return self.current
 
-class MutationResult(NamedTuple):
-    mem: GraphState
-    intents: IntentState
-    tasks: TaskState
-    outcome: MutationOutcome
+    def mutate(self, mutation: Mutation) -> MutationOutcome:
+        memory, intents, tasks, outcome = apply_mutation(*self.current, mutation)
+        self.current = GraphStates(memory, intents, tasks)
+        return outcome
 
-
-_MEMORY_OPS: dict[str, Callable[..., Any]] = {
-    "mark_contradiction": mark_contradiction,
-    "resolve_contradiction": resolve_contradiction,
-    "mark_alias": mark_alias,
-    "apply_many": apply_many,
-    "bulk_adjust_scores": bulk_adjust_scores,
-    "decay_importance": decay_importance,
-}
-
-
-def coerce_mutation(mutation: Mutation | Mapping[str, Any]) -> Mutation:
-    """A typed mutation; a dict is a command of the graph its ``type`` prefix names."""
-    if not isinstance(mutation, Mapping):
-        return mutation
-    tag = str(mutation.get("type", ""))
-    if tag.startswith("intent."):
-        return IntentCommandAdapter.validate_python(mutation)
-    if tag.startswith("task."):
-        return TaskCommandAdapter.validate_python(mutation)
-    return MemoryCommandAdapter.validate_python(mutation)
-
-
-def apply_mutation(
-    mem: GraphState,
-    intents: IntentState,
-    tasks: TaskState,
-    mutation: Mutation | Mapping[str, Any],
-) -> MutationResult:
-    """Fold one mutation into the three states (pure: the inputs are never modified).
-
-    A dict is validated as a command of the graph its ``type`` prefix names.
-    """
-    mutation = coerce_mutation(mutation)
-    if isinstance(mutation, MEMORY_COMMAND_TYPES):
-        mem, events = apply_command(mem, mutation)  # type: ignore[arg-type]
-        return MutationResult(mem, intents, tasks, MutationOutcome(list(events)))
-    if isinstance(mutation, GraphOperation):
-        args = dict(mutation.args)
-        if mutation.name == "cascade_retract":
-            cascade = cascade_retract(mem, **args)
-            outcome = MutationOutcome(list(cascade.events), list(cascade.retracted))
-            return MutationResult(cascade.state, intents, tasks, outcome)
-        if mutation.name == "import_slice":
-            result = import_slice(mem, intents, tasks, **args)
-            return MutationResult(
-                result.mem_state,
-                result.intent_state,
-                result.task_state,
-                MutationOutcome([], result.report),
-            )
-        mem, events = _MEMORY_OPS[mutation.name](mem, **args)
-        return MutationResult(mem, intents, tasks, MutationOutcome(list(events)))
-    if mutation.type.startswith("intent."):
-        intents, ievents = apply_intent_command(intents, mutation)  # type: ignore[arg-type]
-        return MutationResult(mem, intents, tasks, MutationOutcome(list(ievents)))
-    tasks, tevents = apply_task_command(tasks, mutation)  # type: ignore[arg-type]
-    return MutationResult(mem, intents, tasks, MutationOutcome(list(tevents)))
+    def close(self) -> None:
+        pass
 
 
 class MemexStore:
     """Holds the memory, intent and task states and rebinds them on each mutation.
 
     ``store.mem``, ``store.intents`` and ``store.tasks`` are the live (immutable) states.
+    ``MemexStore()`` keeps them in memory; ``MemexStore.open(location)`` on a log, and
+    ``backend`` puts the store over any `GraphBackend`.
     """
 
     def __init__(
@@ -204,19 +125,92 @@ class MemexStore:
         mem: GraphState | None = None,
         intents: IntentState | None = None,
         tasks: TaskState | None = None,
+        *,
+        backend: GraphBackend | None = None,
     ) -> None:
-        self.mem: GraphState = mem if mem is not None else create_graph_state()
-        self.intents: IntentState = intents if intents is not None else create_intent_state()
-        self.tasks: TaskState = tasks if tasks is not None else create_task_state()
+        if backend is None:
+            backend = InMemoryGraphs(
+                GraphStates(
+                    mem if mem is not None else create_graph_state(),
+                    intents if intents is not None else create_intent_state(),
+                    tasks if tasks is not None else create_task_state(),
+                )
+            )
+        elif mem is not None or intents is not None or tasks is not None:
+            raise TypeError("MemexStore takes initial states or a backend, not both")
+        self._backend = backend
+
+    @property
+    def backend(self) -> GraphBackend:
+        return self._backend
+
+    @property
+    def mem(self) -> GraphState:
+        return self._backend.graphs().memory
+
+    @mem.setter
+    def mem(self, value: GraphState) -> None:
+        self._in_memory().current = self._in_memory().current._replace(memory=value)
+
+    @property
+    def intents(self) -> IntentState:
+        return self._backend.graphs().intents
+
+    @intents.setter
+    def intents(self, value: IntentState) -> None:
+        self._in_memory().current = self._in_memory().current._replace(intents=value)
+
+    @property
+    def tasks(self) -> TaskState:
+        return self._backend.graphs().tasks
+
+    @tasks.setter
+    def tasks(self, value: TaskState) -> None:
+        self._in_memory().current = self._in_memory().current._replace(tasks=value)
+
+    def _in_memory(self) -> InMemoryGraphs:
+        if not isinstance(self._backend, InMemoryGraphs):
+            raise AttributeError("the graphs of a store on a log are the log's; mutate them")
+        return self._backend
+
+    def _on_log(self) -> LogGraphs:
+        if not isinstance(self._backend, LogGraphs):
+            raise AttributeError("an in-memory MemexStore is on no log")
+        return self._backend
+
+    # -- on a log -------------------------------------------------------------------------------
+
+    @property
+    def log(self) -> Log:
+        """The log a store from ``MemexStore.open`` publishes to."""
+        return self._on_log().log
+
+    @property
+    def location(self) -> str:
+        return self._on_log().location
+
+    def state(self) -> LogState:
+        """The folded log: the three graphs, the audit memory, the rejections."""
+        return self._on_log().state()
+
+    def close(self) -> None:
+        self._backend.close()
+
+    def __enter__(self) -> MemexStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        if isinstance(self._backend, LogGraphs):
+            return f"MemexStore.open({self._backend.location!r})"
+        return object.__repr__(self)
 
     # -- the one door for mutations -----------------------------------------------------------
 
     def _mutate(self, mutation: Mutation) -> MutationOutcome:
-        """Apply ``mutation`` to the states. Override to put the store on a log."""
-        self.mem, self.intents, self.tasks, outcome = apply_mutation(
-            self.mem, self.intents, self.tasks, mutation
-        )
-        return outcome
+        return self._backend.mutate(mutation)
 
     def _op(self, name: OperationName, **args: Any) -> MutationOutcome:
         return self._mutate(GraphOperation(name, args))
@@ -230,7 +224,7 @@ class MemexStore:
             if isinstance(cmd, MEMORY_COMMAND_TYPES)
             else MemoryCommandAdapter.validate_python(cmd)
         )
-        return self._mutate(command).events  # type: ignore[arg-type]
+        return self._mutate(command).events
 
     def create(self, **kwargs: Any) -> MemoryItem:
         """``create_memory_item(**kwargs)``, then create it in the graph."""
@@ -323,7 +317,7 @@ class MemexStore:
     def cascade_retract(self, item_id: str, author: str, reason: str | None = None) -> list[str]:
         """Retract the item and its transitive dependents; returns the retracted ids."""
         outcome = self._op("cascade_retract", item_id=item_id, author=author, reason=reason)
-        return outcome.value  # type: ignore[no-any-return]
+        return outcome.value
 
     def contradictions(self) -> list[Contradiction]:
         return get_contradictions(self.mem)
@@ -414,7 +408,7 @@ class MemexStore:
     def import_slice(self, slice: MemexExport | Mapping[str, Any], **kwargs: Any) -> ImportReport:
         """Import ``slice`` into this store's three graphs; returns the report."""
         sl = slice if isinstance(slice, MemexExport) else MemexExport.model_validate(slice)
-        return self._op("import_slice", slice=sl, **kwargs).value  # type: ignore[no-any-return]
+        return self._op("import_slice", slice=sl, **kwargs).value
 
     def to_json(self) -> SerializedGraphState:
         """The memory graph in the TS library's on-disk shape."""
@@ -431,9 +425,7 @@ class MemexStore:
         Mutations are published as envelopes; reads answer from the folded log, own
         writes included (see ``producers.memex_log_store``).
         """
-        from producers.memex_log_store import LogMemexStore
-
-        return LogMemexStore(location)
+        return cls(backend=LogGraphs(location))
 
     @classmethod
     def loads(cls, json_str: str) -> MemexStore:

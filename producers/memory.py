@@ -1,4 +1,4 @@
-"""`Memory`: the audit-memory API of seed 001 over any log a location string names."""
+"""`Memory`: the audit-memory API over any log a location string names."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from os import PathLike
 from types import TracebackType
-from typing import Any, TypeVar, cast, get_args
+from typing import Any, TypeVar, get_args
 from uuid import UUID
 
 from producers.logs import Log, open_log
@@ -232,7 +232,9 @@ class Memory:
             return [recall], found
 
         stored, found = self.transact(build)
-        return cast(Recall, stored[0]), found
+        recall = stored[0]
+        assert isinstance(recall, Recall)  # the one event `build` gave
+        return recall, found
 
     def get(self, event_id: UUID | str) -> AnyEvent | None:
         """One event by id, deleted or not; None if unknown."""

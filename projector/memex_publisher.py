@@ -18,22 +18,24 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
-from producers.logs.kafka import (
+from producers.logs.kafka_client import (
     DERIVED_TOPIC_MAX_MESSAGE_BYTES,
     INDEX_HEADER,
     SEQ_HEADER,
+    KafkaHeaders,
     ensure_topic,
 )
 from producers.logs.location import KafkaLocation
-from projector.log_state import MAX_LIFECYCLE_BYTES, Lifecycle, LogState
+from projector.lifecycle import MAX_LIFECYCLE_BYTES, Lifecycle
 from projector.memex_topic import memex_envelopes, memex_topic
+from projector.record_fold import LogState
 from schemas.codec import decode_record
 from schemas.errors import DecodeError
 
 __all__ = ["MemexPublisher"]
 
 _GRAPH_NAMESPACES = frozenset({"memory", "intent", "task", "memstream"})
-_JSON_KIND = (b"kind", b"memex-json")
+_JSON_KIND = ("kind", b"memex-json")
 log = logging.getLogger(__name__)
 
 
@@ -52,7 +54,7 @@ class MemexPublisher:
 
     def records(
         self, before: LogState, after: LogState, seq: int, data: bytes, events: list[Lifecycle]
-    ) -> list[tuple[bytes, list[tuple[str, bytes]]]]:
+    ) -> list[tuple[bytes, KafkaHeaders]]:
         """(value, headers) of the envelopes of the record ``data`` at ``seq``, folded from
         ``before`` into ``after`` with ``events``; none for an audit event or a rejection."""
         if not events or events[0].namespace not in _GRAPH_NAMESPACES:
@@ -77,7 +79,7 @@ class MemexPublisher:
                     self.topic,
                 )
                 continue
-            headers = [
+            headers: KafkaHeaders = [
                 _JSON_KIND,
                 (SEQ_HEADER, str(seq).encode()),
                 (INDEX_HEADER, str(index).encode()),

@@ -31,7 +31,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from projector.log_state import BATCH, Lifecycle, LogState
+from projector.lifecycle import Lifecycle
+from projector.record_fold import BATCH, LogState
 from schemas.records import OPERATION_NAMESPACE, GraphEnvelope, Record
 
 __all__ = ["MEMEX_TOPIC_SUFFIX", "memex_envelopes", "memex_topic"]
@@ -122,8 +123,8 @@ def _memory_commands(
         elif e.type == "edge.created":
             out.append({"type": "edge.create", "edge": _json(e.edge)})
         elif e.type == "edge.updated":
-            old = before.graph.edges.get(e.edge.edge_id)
-            partial = _partial(old, e.edge, _EDGE_FIXED) if old is not None else {}
+            old_edge = before.graph.edges.get(e.edge.edge_id)
+            partial = _partial(old_edge, e.edge, _EDGE_FIXED) if old_edge is not None else {}
             out.append(
                 {
                     "type": "edge.update",

@@ -44,15 +44,16 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import redis
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from producers.logs.kafka import (
+from producers.logs.kafka_client import (
     DERIVED_PRODUCER_MESSAGE_MAX_BYTES,
     DERIVED_TOPIC_MAX_MESSAGE_BYTES,
+    KafkaHeaders,
     KafkaLogError,
     client_conf,
     consume_ready,
@@ -65,9 +66,10 @@ from producers.logs.location import KafkaLocation, parse_kafka_location
 from producers.logs.topic_identity import LogIdentity, topic_id
 from projector.audit.state import no_gc
 from projector.lease import Lease
-from projector.log_state import LogState, empty_state, encode_lifecycle, fold_record
+from projector.lifecycle import encode_lifecycle
 from projector.memex_publisher import MemexPublisher
-from projector.snapshot import Entry, LeaseLost, SnapshotLost, SnapshotStore, entry_of
+from projector.record_fold import LogState, empty_state, fold_record
+from projector.snapshot_store import Entry, LeaseLost, SnapshotLost, SnapshotStore, entry_of
 from projector.status import ProjectorStatus, encode_status, status_key
 from schemas.codec import KIND_HEADER
 from schemas.errors import LogNotFoundError
@@ -295,7 +297,7 @@ class _SnapshotWriter:
             if not self._committer.wait(txn, _COMMIT_WAIT_S):
                 if self._committer.error is None and not self._closing:
                     self.error = KafkaLogError(
-                        f"{self._projector.loc.lifecycle_topic}: lifecycle events not "
+                        f"{self._projector.location.lifecycle_topic}: lifecycle events not "
                         f"committed in {_COMMIT_WAIT_S:.0f} s"
                     )
                 return  # a failed commit ends the tenure: the loop raises it
@@ -308,7 +310,7 @@ class _SnapshotWriter:
                 return
             except redis.RedisError as exc:
                 failures += 1
-                topic = self._projector.loc.topic
+                topic = self._projector.location.topic
                 if self._closing:
                     log.warning(
                         "%s: stopping with %d snapshot cut(s) unwritten (Redis: %s); "
@@ -327,7 +329,9 @@ class _SnapshotWriter:
                 self.error = exc
                 return
             if failures:
-                log.info("%s: Redis answers again; snapshot written", self._projector.loc.topic)
+                log.info(
+                    "%s: Redis answers again; snapshot written", self._projector.location.topic
+                )
                 failures = 0
             self._cuts.popleft()
 
@@ -359,7 +363,7 @@ class _Keeper:
 
     def _run(self) -> None:
         projector = self._projector
-        topic = projector.loc.topic
+        topic = projector.location.topic
         failures = 0
         checked = time.monotonic()
         while not self._done.wait(self.period):
@@ -390,12 +394,12 @@ class _Keeper:
     def check_topic(self) -> None:
         projector = self._projector
         try:
-            now = topic_id(projector._admin, projector.loc.topic, timeout=5.0)
+            now = topic_id(projector._admin, projector.location.topic, timeout=5.0)
         except LogNotFoundError:
-            log.warning("%s: the log topic is gone (deleted?)", projector.loc.topic)
+            log.warning("%s: the log topic is gone (deleted?)", projector.location.topic)
             return
         except Exception as exc:  # the broker may be away a moment: checked again later
-            log.debug("%s: topic id check failed: %s", projector.loc.topic, exc)
+            log.debug("%s: topic id check failed: %s", projector.location.topic, exc)
             return
         if projector._tid is not None and now != projector._tid:
             self.topic_changed = True
@@ -426,7 +430,7 @@ class Projector:
         while catching up and `commit_linger_ms` old at the log's end (a commit costs a few
         broker round trips; a subscriber sees an event once its transaction is
         committed)."""
-        self.loc = (
+        self.location = (
             location if isinstance(location, KafkaLocation) else parse_kafka_location(location)
         )
         self.every_records = every_records
@@ -439,29 +443,35 @@ class Projector:
         self.owner = uuid.uuid4().hex
         self.stats = ProjectorStats()
         self.state: LogState = empty_state()
-        self._admin = AdminClient(client_conf(self.loc.bootstrap))
+        self._admin = AdminClient(client_conf(self.location.bootstrap))
         # The projector reads the log (only writers create logs) and writes its lifecycle.
-        ensure_topic(self._admin, self.loc.topic, self.loc.replication_factor, create=False)
+        ensure_topic(
+            self._admin, self.location.topic, self.location.replication_factor, create=False
+        )
         ensure_topic(
             self._admin,
-            self.loc.lifecycle_topic,
-            self.loc.replication_factor,
+            self.location.lifecycle_topic,
+            self.location.replication_factor,
             message_bytes=DERIVED_TOPIC_MAX_MESSAGE_BYTES,
         )
-        self.memex = MemexPublisher(self.loc, self._admin)  # the derived topic LOG.memex
-        self.store = SnapshotStore.connect(self.loc)
+        self.memex = MemexPublisher(self.location, self._admin)  # the derived topic LOG.memex
+        self.store = SnapshotStore.connect(self.location)
         self.store.owner = self.owner  # snapshot writes are fenced by the lease
         # The lease has a client of its own with short timeouts: a renewal that cannot
         # finish within a renewal period has failed.
         period_s = max(0.05, lease_ms / 4000)
         lease_client = redis.Redis.from_url(
-            self.loc.redis_url, socket_timeout=period_s, socket_connect_timeout=period_s
+            self.location.redis_url, socket_timeout=period_s, socket_connect_timeout=period_s
         )
         self.lease = Lease(
-            lease_client, self.store.lock_key, status_key(self.loc.key_prefix), self.owner, lease_ms
+            lease_client,
+            self.store.lock_key,
+            status_key(self.location.key_prefix),
+            self.owner,
+            lease_ms,
         )
         # One transactional id per log: whoever initialises it fences the one before.
-        self.transactional_id = f"memstream-projector.{self.loc.topic}"
+        self.transactional_id = f"memstream-projector.{self.location.topic}"
         self.topic_check_s = 5.0
         self.compact_every_s = 1.0
         self.compact_at_chunks = 48
@@ -504,11 +514,11 @@ class Projector:
             try:
                 if self._renew():
                     if failures or waiting:
-                        log.info("%s: projector lease taken", self.loc.topic)
+                        log.info("%s: projector lease taken", self.location.topic)
                     return sent
                 pause = 0.2
                 if not waiting:
-                    log.info("%s: another projector holds the lease; waiting", self.loc.topic)
+                    log.info("%s: another projector holds the lease; waiting", self.location.topic)
                     waiting = True
             except redis.RedisError as exc:
                 failures += 1
@@ -516,7 +526,7 @@ class Projector:
                 if failures == 1 or failures % 20 == 0:
                     log.warning(
                         "%s: cannot take the projector lease (Redis: %s); retrying in %.1f s",
-                        self.loc.topic,
+                        self.location.topic,
                         exc,
                         pause,
                     )
@@ -538,7 +548,7 @@ class Projector:
     def _start_state(self, tid: str, consumer: Consumer) -> tuple[LogState, int, int]:
         """(state, lifecycle offset of its next event, lifecycle-topic offset to resume the
         dedup from): the snapshot of this log if there is one, else nothing folded yet."""
-        tp = TopicPartition(self.loc.topic, 0)
+        tp = TopicPartition(self.location.topic, 0)
 
         def identify() -> LogIdentity:
             _, high = consumer.get_watermark_offsets(tp, timeout=30, cached=False)
@@ -552,7 +562,9 @@ class Projector:
                 self.store.identify = before
             position = self.store.loaded
             if loaded is not None and (position is None or position.lifecycle is None):
-                log.warning("%s: the snapshot has no lifecycle position; ignored", self.loc.topic)
+                log.warning(
+                    "%s: the snapshot has no lifecycle position; ignored", self.location.topic
+                )
                 loaded = None
             if loaded is not None and len(loaded.memory) >= _FREEZE_AT:
                 # A large hydrated state lives as long as the projector: out of the
@@ -561,11 +573,11 @@ class Projector:
                 gc.freeze()
         if loaded is None:
             self.store.start_epoch(tid)
-            log.info("%s: no snapshot of this log; folding it from seq 0", self.loc.topic)
+            log.info("%s: no snapshot of this log; folding it from seq 0", self.location.topic)
             return empty_state(), 0, 0
         assert position is not None and position.lifecycle is not None
         self.store.adopt(position)
-        log.info("%s: resumed from the snapshot at seq %s", self.loc.topic, loaded.last_seq)
+        log.info("%s: resumed from the snapshot at seq %s", self.location.topic, loaded.last_seq)
         return loaded, position.lifecycle[0], position.lifecycle[1]
 
     def _start_compactor(self) -> None:
@@ -582,7 +594,7 @@ class Projector:
                 # In a child process: unpickling and pickling chunks would otherwise hold
                 # this process's GIL for up to a second, a pause in the fold loop.
                 child = multiprocessing.get_context("spawn").Process(
-                    target=_compact, args=(self.loc, position.epoch), daemon=True
+                    target=_compact, args=(self.location, position.epoch), daemon=True
                 )
                 child.start()
                 while child.is_alive() and not done.wait(0.05):
@@ -594,7 +606,7 @@ class Projector:
                     # a cache: the next round (or the next run) merges
                     log.warning(
                         "%s: merging snapshot chunks failed (exit code %s)",
-                        self.loc.topic,
+                        self.location.topic,
                         child.exitcode,
                     )
 
@@ -612,12 +624,12 @@ class Projector:
             self._compactor = None
 
     def _lifecycle_end(self, consumer: Consumer) -> int:
-        tp = TopicPartition(self.loc.lifecycle_topic, 0)
+        tp = TopicPartition(self.location.lifecycle_topic, 0)
         try:
             return int(consumer.get_watermark_offsets(tp, timeout=30, cached=False)[1])
         except KafkaException as exc:
             raise KafkaLogError(
-                f"{self.loc.lifecycle_topic}: no watermark: {exc.args[0]}"
+                f"{self.location.lifecycle_topic}: no watermark: {exc.args[0]}"
             ) from None
 
     def _transaction_failed(self, what: str, exc: KafkaException) -> _EndTenure:
@@ -662,7 +674,9 @@ class Projector:
                 self.stats.restarts += 1
                 pause = min(_MAX_BACKOFF_S, 0.25 * 2 ** min(self.stats.restarts, 5))
                 log.warning(
-                    "%s: %s; resuming from the snapshot once the lease is held", self.loc.topic, exc
+                    "%s: %s; resuming from the snapshot once the lease is held",
+                    self.location.topic,
+                    exc,
                 )
             finally:
                 keeper.stop()
@@ -682,7 +696,7 @@ class Projector:
         # Lifecycle events are latency-bound (subscribers wait on them): a short linger.
         producer = Producer(
             producer_conf(
-                self.loc.bootstrap,
+                self.location.bootstrap,
                 **{
                     "linger.ms": self.linger_ms,
                     "on_delivery": acks.report,
@@ -708,19 +722,19 @@ class Projector:
 
         initialiser = threading.Thread(target=initialise, name="lifecycle-init", daemon=True)
         initialiser.start()
-        consumer = Consumer(consumer_conf(self.loc.bootstrap))
-        tp = TopicPartition(self.loc.topic, 0)
+        consumer = Consumer(consumer_conf(self.location.bootstrap))
+        tp = TopicPartition(self.location.topic, 0)
         margin = self.lease_ms / 4000  # stop publishing this long before the lease lapses
         committer = _Committer(self, producer, lambda: time.monotonic() < keeper.until - margin)
         writer: _SnapshotWriter | None = None
         tail: LifecycleTail | None = None
-        lifecycle_topic = self.loc.lifecycle_topic
+        lifecycle_topic = self.location.lifecycle_topic
         memex_topic_name = self.memex.topic
         # Events produced once the commit holding the lock is done, in order.
         # (topic, value, headers, seq): lifecycle events, and the derived topic's envelopes.
-        held: list[tuple[str, bytes, list[tuple[str, bytes]], int]] = []
+        held: list[tuple[str, bytes, KafkaHeaders, int]] = []
 
-        def produce(topic: str, value: bytes, headers: list[tuple[str, bytes]], seq: int) -> None:
+        def produce(topic: str, value: bytes, headers: KafkaHeaders, seq: int) -> None:
             """Into the open transaction (under the committer's lock)."""
             if not committer.open:
                 committer.begin()
@@ -749,7 +763,7 @@ class Projector:
 
         try:
             try:
-                tid = self._tid = topic_id(self._admin, self.loc.topic)
+                tid = self._tid = topic_id(self._admin, self.location.topic)
             except LogNotFoundError as exc:
                 raise _EndTenure(f"the log topic is gone ({exc}); waiting for it") from None
             tid_bytes = tid.encode()
@@ -776,16 +790,16 @@ class Projector:
                     "%s: the lifecycle topic ends at offset %d, before the snapshot's "
                     "lifecycle position %d; folding the log from seq 0 to publish it "
                     "again",
-                    self.loc.topic,
+                    self.location.topic,
                     tail_end,
                     resume_at,
                 )
                 self.store.start_epoch(tid)
                 state, count, resume_at = empty_state(), 0, 0
             tail = LifecycleTail(
-                self.loc.bootstrap, lifecycle_topic, tid_bytes, resume_at, tail_end, end
+                self.location.bootstrap, lifecycle_topic, tid_bytes, resume_at, tail_end, end
             )
-            consumer.assign([TopicPartition(self.loc.topic, 0, state.next_seq)])
+            consumer.assign([TopicPartition(self.location.topic, 0, state.next_seq)])
             self._folded_seq, self._log_end = state.last_seq, end
             self._published_seq = state.last_seq
             buffer: list[Entry] = []
@@ -796,7 +810,7 @@ class Projector:
             head_linger_s = self.commit_linger_ms / 1000
             paused = False
             # A record's lifecycle events and derived envelopes, produced together.
-            ready: list[tuple[str, bytes, list[tuple[str, bytes]], int]] = []
+            ready: list[tuple[str, bytes, KafkaHeaders, int]] = []
             reset_checked = 0.0
             writer = _SnapshotWriter(self, committer)
             while stop is None or not stop.is_set():
@@ -825,14 +839,14 @@ class Projector:
                         raise _EndTenure("the lease lapsed with lifecycle events unpublished")
                     if not paused:
                         log.warning(
-                            "%s: lease not renewed in time; publishing paused", self.loc.topic
+                            "%s: lease not renewed in time; publishing paused", self.location.topic
                         )
                         paused = True
                     producer.poll(0)
                     time.sleep(0.05)
                     continue
                 if paused:
-                    log.info("%s: lease renewed; publishing again", self.loc.topic)
+                    log.info("%s: lease renewed; publishing again", self.location.topic)
                     paused = False
                 if held and committer.lock.acquire(blocking=False):
                     try:
@@ -852,8 +866,9 @@ class Projector:
                             continue
                         if error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
                             raise _EndTenure(f"the log topic is gone ({error})")
-                        raise KafkaLogError(f"{self.loc.topic}: {error}")
-                    seq = message.offset()
+                        raise KafkaLogError(f"{self.location.topic}: {error}")
+                    # Consumed, not an error: it has an offset (the stubs type it optional).
+                    seq = cast(int, message.offset())
                     if seq < state.next_seq:
                         # Only an offset reset brings these: was the topic created again?
                         if time.monotonic() - reset_checked > 5.0:
@@ -862,7 +877,8 @@ class Projector:
                             if keeper.topic_changed:
                                 raise _EndTenure("the log topic was deleted and created again")
                         continue
-                    data = message.value()
+                    # A null value (None) is folded as a refused record: the fold is total.
+                    data = cast(bytes, message.value())
                     before = state
                     state, events = fold_record(state, seq, data)
                     self.stats.folded += 1
@@ -926,8 +942,8 @@ class Projector:
                 if writer.lost == generation:
                     drain()
                     consumer.close()
-                    consumer = Consumer(consumer_conf(self.loc.bootstrap))
-                    consumer.assign([TopicPartition(self.loc.topic, 0, 0)])
+                    consumer = Consumer(consumer_conf(self.location.bootstrap))
+                    consumer.assign([TopicPartition(self.location.topic, 0, 0)])
                     state, first, buffer = empty_state(), 0, []
                     generation += 1
                     # The new epoch's dedup reads the whole lifecycle topic from its start.
@@ -935,7 +951,7 @@ class Projector:
                         tail.close()
                     end = max(end, self._folded_seq + 1 if self._folded_seq is not None else 0)
                     tail = LifecycleTail(
-                        self.loc.bootstrap,
+                        self.location.bootstrap,
                         lifecycle_topic,
                         tid_bytes,
                         0,
@@ -973,18 +989,19 @@ class Projector:
                 at = tail.position if tail is not None else max(resume_at, acks.last_offset + 1)
                 writer.put(generation, committer.txn, state, first, buffer, (count, at))
             writer.close()
-            writer, closed = None, writer
+            closed, writer = writer, None
             if closed.error is not None:
                 raise closed.error
             if closed.lease_lost is not None:
                 log.warning(
                     "%s: stopping; the last snapshot was not written (%s)",
-                    self.loc.topic,
+                    self.location.topic,
                     closed.lease_lost,
                 )
             if closed.lost == generation:
                 log.warning(
-                    "%s: stopping with the snapshot lost; the next run rebuilds", self.loc.topic
+                    "%s: stopping with the snapshot lost; the next run rebuilds",
+                    self.location.topic,
                 )
             self.state = state
         finally:
@@ -1014,7 +1031,7 @@ class Projector:
         except SnapshotLost as exc:
             # Redis was flushed (or another writer moved the position): rebuild from the
             # log under a new epoch. Lifecycle events already published are skipped.
-            log.warning("%s: snapshot lost (%s); rebuilding from the log", self.loc.topic, exc)
+            log.warning("%s: snapshot lost (%s); rebuilding from the log", self.location.topic, exc)
             self.stats.rebuilds += 1
             self.store.start_epoch(self._tid)
             raise _Rebuild from exc

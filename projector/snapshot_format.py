@@ -104,7 +104,7 @@ Checkpoint = tuple[int, GraphState, IntentState, TaskState, "int | None"]
 
 
 class Decoded(NamedTuple):
-    """A chunk's content, in the order of `projector.snapshot.Chunk`'s fields."""
+    """A chunk's content, in the order of `projector.snapshot_store.Chunk`'s fields."""
 
     first: int
     last: int
@@ -380,12 +380,12 @@ def _decode(data: bytes) -> Decoded:
     columns = (wire.messages, wire.documents, wire.recalls, wire.deletions)
     for kind, cols in enumerate(columns):
         for name in cols.__struct_fields__:
-            column = getattr(cols, name)
-            if type(column) is list and len(column) != counts[kind]:
+            values = getattr(cols, name)
+            if type(values) is list and len(values) != counts[kind]:
                 raise _fail(
                     where,
                     f"{type(cols).__name__[1:].lower()}.{name}: "
-                    f"{len(column)} values for {counts[kind]} rows",
+                    f"{len(values)} values for {counts[kind]} rows",
                 )
     if len(wire.raw) != counts[_KIND_RAW] or len(wire.rejected) != counts[_KIND_REJECTED]:
         raise _fail(
@@ -399,16 +399,16 @@ def _decode(data: bytes) -> Decoded:
     ) -> Iterable[Any]:
         try:  # the refs are >= 0
             out: Any = (
-                [strings[refs]] if type(refs) is int else list(map(strings.__getitem__, refs))
+                [strings[refs]] if isinstance(refs, int) else list(map(strings.__getitem__, refs))
             )
         except IndexError:
-            top = refs if type(refs) is int else max(refs)  # type: ignore[type-var]
+            top = refs if isinstance(refs, int) else max(refs)
             raise _fail(where, f"{name}: string {top} of {len(strings)}") from None
         if not nullable and None in out:
             raise _fail(where, f"{name}: null")
         if not empty and "" in out:
             raise _fail(where, f"{name}: empty")
-        return repeat(out[0]) if type(refs) is int else out
+        return repeat(out[0]) if isinstance(refs, int) else out
 
     def column(values: list[Any] | None) -> Iterable[Any]:
         return repeat(None) if values is None else values
@@ -696,7 +696,7 @@ def encode_checkpoint(
     except (KeyError, AttributeError) as exc:  # a model missing a field: not one to store
         raise SnapshotFormatError(f"checkpoint at seq {seq}: {exc!r}") from None
     for rows, model in zip(value[2:], _CHECKS, strict=True):
-        _columns_checked(rows, model, f"checkpoint at seq {seq}")  # type: ignore[arg-type]
+        _columns_checked(rows, model, f"checkpoint at seq {seq}")
     try:
         return json.dumps(value, ensure_ascii=True, separators=(",", ":"))
     except (TypeError, ValueError, RecursionError) as exc:
@@ -713,7 +713,7 @@ def _columns_checked(rows: Any, model: type[Any], where: str) -> list[Sequence[A
         return [()] * len(checks)
     if not set(map(type, rows)) <= {list, tuple} or set(map(len, rows)) != {len(checks)}:
         raise _fail(where, f"a {name} that is not an array of its {len(checks)} fields")
-    columns = list(zip(*rows, strict=True))
+    columns: list[Sequence[Any]] = list(zip(*rows, strict=True))
     for (field, check), column in zip(checks.items(), columns, strict=True):
         if not check(column):
             raise _fail(where, f"{name}.{field}: a value of another type or out of range")
@@ -732,7 +732,7 @@ def _models(rows: list[Any], model: type[Any]) -> list[Any]:
     set_ = object.__setattr__
     for attribute, values in (
         ("__dict__", dicts),
-        ("__pydantic_fields_set__", repeat(shared_fields_set(fields))),
+        ("__pydantic_fields_set__", repeat(shared_fields_set(frozenset(fields)))),
         ("__pydantic_extra__", repeat(None)),
         ("__pydantic_private__", repeat(None)),
     ):

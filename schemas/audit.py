@@ -42,7 +42,7 @@ def utc_now() -> datetime:
 
 
 class BaseEvent(BaseModel):
-    """Fields every event carries (seed 000)."""
+    """Fields every audit event carries."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from itertools import accumulate
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 from fastavro.schema import fingerprint, to_parsing_canonical_form
@@ -528,7 +528,8 @@ def decode_record(
         else:
             stream = io.BytesIO(data)
             stream.seek(HEADER_LEN)
-            body = schemaless_reader(stream, entry.schema, reader)
+            # fastavro types any datum; a record schema reads a dict
+            body = cast(dict[str, Any], schemaless_reader(stream, entry.schema, reader))
             rest = len(data) - stream.tell()
     except DecodeError:
         raise

@@ -28,12 +28,19 @@ from typing import ParamSpec, TypeVar
 P = ParamSpec("P")
 R = TypeVar("R")
 
-try:
-    _untrack = ctypes.pythonapi.PyObject_GC_UnTrack
-    _untrack.argtypes = [ctypes.py_object]
-    _untrack.restype = None
-except AttributeError:  # not CPython: leave everything tracked
-    _untrack = None
+
+def _gc_untrack() -> Callable[[object], None] | None:
+    """CPython's PyObject_GC_UnTrack; None elsewhere (leave everything tracked)."""
+    try:
+        untrack = ctypes.pythonapi.PyObject_GC_UnTrack
+    except AttributeError:
+        return None
+    untrack.argtypes = [ctypes.py_object]
+    untrack.restype = None
+    return untrack
+
+
+_untrack = _gc_untrack()
 
 UNTRACK_MIN = 512  # below this a traversal is cheaper than the call that avoids it
 AGE_MIN = 10_000  # new objects past which a guard moves them to the oldest generation

@@ -1,9 +1,9 @@
-"""What a log record holds: an audit event (seed 001) or a graph envelope (seed 003).
+"""What a log record holds: an audit event, or an envelope of the memory, intent and task graphs.
 
 One log carries both. A `GraphEnvelope` is the @ai2070/memex event envelope: a memory,
 intent or task command (its `type` is the command tag, its `payload` the command), an
 operation that the fold decides in log order (namespace ``memstream``, see
-`projector.log_state`), or a lifecycle event on the lifecycle topic.
+`projector.record_fold`), or a lifecycle event on the lifecycle topic.
 """
 
 from __future__ import annotations

@@ -22,5 +22,6 @@ echo "KAFKA_BOOTSTRAP_SERVERS=$KAFKA_BOOTSTRAP_SERVERS REDIS_URL=$REDIS_URL"
 
 "$BIN/ruff" check . || exit $?
 "$BIN/ruff" format --check . || exit $?
+"$BIN/mypy" || exit $?
 "$BIN/python" -m pytest "$@"
 exit $?

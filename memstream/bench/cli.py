@@ -9,6 +9,7 @@ import importlib
 SUITES = {
     "audit": "memstream.bench.audit",
     "graph": "memstream.bench.graph",
+    "import": "memstream.bench.importer",
     "kafka": "memstream.bench.kafka",
     "queryd": "memstream.bench.queryd",
     "snapshot": "memstream.bench.snapshot",

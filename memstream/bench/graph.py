@@ -14,10 +14,10 @@ from typing import Any
 from memstream.bench.report import Row, best_of, ms, once, print_table
 from projector.graph.integrity import cascade_retract
 from projector.graph.replay import replay_commands
-from queryd.graph.items import get_items
+from projector.graph.selection import get_items
+from projector.graph.serialization import to_json
 from queryd.graph.scoring import get_scored_items
 from schemas.graph.ids import uuid7
-from schemas.graph.serialization import to_json
 
 __all__ = ["add_arguments", "run"]
 

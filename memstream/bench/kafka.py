@@ -237,7 +237,7 @@ def bench_restart(location: str, console: Console) -> dict[str, float]:
     from memstream import Memory
     from producers.logs.location import parse_kafka_location
     from projector.service import Projector
-    from projector.snapshot import SnapshotStore
+    from projector.snapshot_store import SnapshotStore
 
     loc = parse_kafka_location(location)
     figures: dict[str, float] = {}

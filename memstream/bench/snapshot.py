@@ -47,8 +47,8 @@ def _log(events: int, items: int) -> tuple[list[tuple[Any, ...]], Any, Any]:
     """(entries, word index, state of the graphs): the snapshot's content."""
     from projector.audit.index import WordIndex
     from projector.audit.rows import row_of
-    from projector.log_state import empty_state, fold_record
-    from projector.snapshot import entry_of
+    from projector.record_fold import empty_state, fold_record
+    from projector.snapshot_store import entry_of
     from schemas.audit import Message
     from schemas.codec import encode_record
     from schemas.graph.envelopes import now_iso
@@ -117,7 +117,7 @@ def _pickled(chunk: Any) -> bytes:
 
 
 def _unpickled(data: bytes) -> Any:
-    from projector.snapshot import Chunk
+    from projector.snapshot_store import Chunk
 
     value = pickle.loads(data)  # noqa: S301 - bytes this process made a moment ago
     return Chunk(*value[1:])
@@ -128,7 +128,7 @@ def _load(
 ) -> Any:
     """What `SnapshotStore.load` does: read the chunks' bytes, decode, hydrate."""
     from projector.audit.state import no_gc
-    from projector.snapshot import hydrate
+    from projector.snapshot_store import hydrate
 
     with no_gc(1 << 30):
         chunks = [decode(b) for b in read()]
@@ -166,7 +166,7 @@ def _wall_and_cpu(fn: Callable[[], Any]) -> tuple[float, float]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from projector.snapshot import build_chunk, decode_chunk, encode_chunk
+    from projector.snapshot_store import build_chunk, decode_chunk, encode_chunk
 
     console = Console(width=160)
     events, items, runs = args.snapshot_events, args.snapshot_items, args.snapshot_runs

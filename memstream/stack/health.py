@@ -7,42 +7,30 @@ import time
 import uuid
 
 import redis
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from memstream.stack.config import HEALTH_TOPIC
+from producers.logs.kafka_client import client_conf, ensure_topic
 
 log = logging.getLogger(__name__)
-# librdkafka's own chatter (connection refused while the broker starts) goes here, not stderr.
-_client_log = logging.getLogger("memstream.stack.kafka_client")
-
-
-def _client_conf(bootstrap: str) -> dict[str, object]:
-    # Errors only: while a broker starts, librdkafka warns of retries that are expected here.
-    return {"bootstrap.servers": bootstrap, "logger": _client_log, "log_level": 3}
-
-
-def ensure_topic(bootstrap: str, topic: str, timeout: float) -> None:
-    admin = AdminClient(_client_conf(bootstrap))
-    futures = admin.create_topics(
-        [NewTopic(topic, num_partitions=1, replication_factor=1)],
-        request_timeout=timeout,
-    )
-    try:
-        futures[topic].result(timeout=timeout)
-    except KafkaException as exc:
-        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise
 
 
 def kafka_roundtrip(bootstrap: str, timeout: float = 15.0) -> int:
     """Produce one record with acks=all and read it back by offset. Returns the offset.
 
-    Raises RuntimeError (or KafkaException) when the broker does not complete the trip.
+    Raises RuntimeError (or a `KafkaLogError`) when the broker does not complete the trip.
+    The health topic is made and checked as a log topic is (one partition).
     """
-    ensure_topic(bootstrap, HEALTH_TOPIC, timeout)
+    ensure_topic(
+        AdminClient(client_conf(bootstrap)),
+        HEALTH_TOPIC,
+        replication_factor=1,
+        timeout=timeout,
+        bootstrap=bootstrap,
+    )
     token = uuid.uuid4().hex.encode()
-    producer = Producer({**_client_conf(bootstrap), "acks": "all", "enable.idempotence": True})
+    producer = Producer({**client_conf(bootstrap), "acks": "all", "enable.idempotence": True})
     delivered: list[Message] = []
     errors: list[KafkaError] = []
 
@@ -62,7 +50,7 @@ def kafka_roundtrip(bootstrap: str, timeout: float = 15.0) -> int:
     assert offset is not None
     consumer = Consumer(
         {
-            **_client_conf(bootstrap),
+            **client_conf(bootstrap),
             # assign() below reads by offset without joining the group; librdkafka still
             # requires a group id.
             "group.id": f"memstream-health-{token.decode()}",

@@ -1,7 +1,7 @@
 """What the facades need of a log: its folded state, checked appends, and its records.
 
 Every log (the embedded SQLite file, a Kafka topic) stores record bytes at dense seqs and
-folds them with the one total fold, `projector.log_state.fold_record`, so the embedded
+folds them with the one total fold, `projector.record_fold.fold_record`, so the embedded
 default and the distributed mode cannot drift apart.
 """
 
@@ -12,14 +12,8 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from typing import NamedTuple, Protocol, TypeVar, runtime_checkable
 
-from projector.log_state import (
-    Lifecycle,
-    LogState,
-    check_records,
-    empty_state,
-    fold_record,
-    lifecycle_envelope,
-)
+from projector.lifecycle import Lifecycle, lifecycle_envelope
+from projector.record_fold import LogState, check_records, empty_state, fold_record
 from schemas.audit import Deletion, Document, Message, Recall
 from schemas.codec import encode_record
 from schemas.limits import MAX_RECORD_BYTES, check_record_size

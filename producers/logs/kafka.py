@@ -1,8 +1,12 @@
 """The distributed log: one Kafka topic with one partition; a record's offset is its seq.
 
+`KafkaLog` is the adapter of ``kafka://`` locations (registered with
+`producers.logs.adapters`); the client configurations, headers, size limits, topic creation
+and error types it shares with the projector are in `producers.logs.kafka_client`.
+
 Producers are idempotent with ``acks=all`` and not transactional (invariant 8): a retry
 never duplicates or reorders a record, and offsets stay dense. The state is the same total
-fold as everywhere (`projector.log_state.fold_record`), hydrated from the projector's Redis
+fold as everywhere (`projector.record_fold.fold_record`), hydrated from the projector's Redis
 snapshot when there is one, then following the topic.
 
 Two ways in:
@@ -58,32 +62,19 @@ import logging
 import os
 import threading
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from functools import partial
-from typing import Any, TypeVar
+from os import PathLike
+from typing import Any, TypeVar, cast
 from uuid import UUID
 
-from confluent_kafka import (
-    Consumer,
-    KafkaError,
-    KafkaException,
-    Producer,
-    TopicPartition,
-)
-from confluent_kafka import (
-    Message as KafkaMessage,
-)
-from confluent_kafka.admin import (
-    AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
-    NewTopic,
-)
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Message as KafkaMessage
+from confluent_kafka.admin import AdminClient
 
+from producers.logs.adapters import register_opener
 from producers.logs.base import (
     Appended,
     LifecycleRecord,
@@ -92,275 +83,62 @@ from producers.logs.base import (
     encode_records,
     prepare,
 )
-from producers.logs.location import KafkaLocation
-from projector.log_state import (
-    Lifecycle,
+from producers.logs.kafka_client import (
+    BATCH_HEADER_BYTES,
+    PRODUCER_MESSAGE_MAX_BYTES,
+    KafkaHeaders,
+    KafkaLogError,
+    KafkaUnavailableError,
+    client_conf,
+    consume_ready,
+    consumer_conf,
+    ensure_topic,
+    error_cause,
+    producer_conf,
+)
+from producers.logs.lifecycle_topic import follow_lifecycle
+from producers.logs.location import KAFKA_SCHEME, KafkaLocation, parse_kafka_location
+from producers.logs.topic_identity import LogIdentity, admin_for, topic_id
+from projector.lifecycle import Lifecycle
+from projector.record_fold import (
     LogState,
     apply_record,
     check_records,
     empty_state,
     fold_record,
 )
+from projector.snapshot_store import SnapshotStore
 from schemas.audit import BaseEvent
-from schemas.codec import KIND_HEADER, KINDS, MAX_DECODE_BYTES, record_id, record_kind
+from schemas.codec import KIND_HEADER, KINDS, record_id, record_kind
 from schemas.errors import (
     AppendFailedError,
     AppendOutcomeUnknownError,
     CorruptLogError,
-    LogNotFoundError,
-    LogUnavailableError,
     MemstreamError,
 )
-from schemas.limits import MAX_RECORD_BYTES
 from schemas.records import Record
 
 __all__ = [
     "KafkaLog",
-    "KafkaLogError",
-    "KafkaUnavailableError",
-    "TopicConfigError",
     "APPEND_TIMEOUT_S",
     "READ_TIMEOUT_S",
-    "ensure_topic",
-    "client_conf",
-    "producer_conf",
-    "consumer_conf",
-    "consume_ready",
-    "SEQ_HEADER",
-    "INDEX_HEADER",
+    "APPEND_TIMEOUT_ENV",
+    "READ_TIMEOUT_ENV",
 ]
 
 log = logging.getLogger("memstream.producers.kafka")
-_client_log = logging.getLogger("memstream.kafka.client")
 T = TypeVar("T")
 R = TypeVar("R")
 
-# Lifecycle records name the log record that caused them, and their index among its events.
-SEQ_HEADER = "memstream.seq"
-INDEX_HEADER = "memstream.index"
-# The size limits that let Kafka take every record under `MAX_RECORD_BYTES` (see
-# `schemas.limits`): the producer refuses a message over PRODUCER_MESSAGE_MAX_BYTES and
-# never sends a batch over it plus the batch header; topics take batches up to
-# TOPIC_MAX_MESSAGE_BYTES (Kafka's default, set on the topics memstream creates).
-PRODUCER_MESSAGE_MAX_BYTES = 1_000_000
-TOPIC_MAX_MESSAGE_BYTES = 1_048_588
-_BATCH_HEADER_BYTES = 61
-# The projector's derived topics (lifecycle, LOG.memex) take messages up to the readers'
-# decoding bound (`MAX_DECODE_BYTES`, which `encode_lifecycle` keeps each event under) and
-# its producer sends them; a batch header and headers fit in the margins.
-DERIVED_PRODUCER_MESSAGE_MAX_BYTES = MAX_DECODE_BYTES + 32 * 1024
-DERIVED_TOPIC_MAX_MESSAGE_BYTES = MAX_DECODE_BYTES + 64 * 1024
-TOPIC_CONFIG = {
-    "cleanup.policy": "delete",
-    "retention.ms": "-1",
-    "retention.bytes": "-1",
-    "max.message.bytes": str(TOPIC_MAX_MESSAGE_BYTES),
-}
 # An append reports success or failure within this; reads and opening give up after
 # READ_TIMEOUT_S without progress. Both can be set per log (KafkaLog's keywords, else
 # MEMSTREAM_KAFKA_APPEND_TIMEOUT / MEMSTREAM_KAFKA_READ_TIMEOUT).
 APPEND_TIMEOUT_S = 30.0
 READ_TIMEOUT_S = 15.0
-_TIMEOUT_S = 30.0  # admin calls of ensure_topic when no timeout is given (the projector)
 # Shares of the append timeout: queued records are dropped (never sent) after the first,
 # librdkafka gives up on sent ones after the second; both before the call answers.
 _PURGE_SHARE = 0.6
 _MESSAGE_TIMEOUT_SHARE = 0.8
-
-
-class KafkaLogError(MemstreamError):
-    """The Kafka log could not do what was asked (delivery failed, broker unreachable)."""
-
-
-class KafkaUnavailableError(KafkaLogError, LogUnavailableError):
-    """The broker could not be reached or answered with an error: the message names the
-    log, the operation and the cause."""
-
-
-class TopicConfigError(KafkaLogError):
-    """A log topic that is not one partition, is compacted, or takes too small messages."""
-
-
-def _cause(exc: BaseException) -> str:
-    """The text of a confluent-kafka error (a KafkaException holds a KafkaError)."""
-    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
-        return str(exc.args[0].str())
-    return str(exc) or type(exc).__name__
-
-
-def client_conf(bootstrap: str) -> dict[str, Any]:
-    return {"bootstrap.servers": bootstrap, "logger": _client_log, "log_level": 3}
-
-
-def producer_conf(bootstrap: str, **extra: Any) -> dict[str, Any]:
-    return {
-        **client_conf(bootstrap),
-        "enable.idempotence": True,
-        "acks": "all",
-        # A few ms of linger packs pipelined appends into few, large requests (less CPU on
-        # both ends); synchronous appends flush, which sends at once regardless.
-        "linger.ms": 5,
-        "max.in.flight.requests.per.connection": 5,
-        # lz4 is cheap to compress, and the broker then writes and replicates fewer bytes.
-        "compression.type": "lz4",
-        **extra,
-    }
-
-
-def consumer_conf(bootstrap: str, **extra: Any) -> dict[str, Any]:
-    return {
-        **client_conf(bootstrap),
-        # Partitions are assigned by hand and offsets never committed: the position is the
-        # state's own seq (invariant 10). librdkafka still wants a group id.
-        "group.id": f"memstream-reader-{uuid.uuid4().hex}",
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
-        "auto.offset.reset": "earliest",
-        "fetch.wait.max.ms": 20,
-        "enable.partition.eof": False,
-        **extra,
-    }
-
-
-def consume_ready(consumer: Consumer, max_messages: int, timeout: float) -> list[KafkaMessage]:
-    """The messages ready now, at once; when none are, the first to come within `timeout`
-    (with any that came beside it).
-
-    librdkafka's batch `consume(n, timeout)` waits out its whole timeout unless n messages
-    arrive, which adds up to `timeout` to every record's latency on a trickling topic;
-    `poll` returns on the first message.
-    """
-    messages = consumer.consume(max_messages, 0)
-    if messages or timeout <= 0:
-        return messages
-    first = consumer.poll(timeout)
-    if first is None:
-        return []
-    return [first, *consumer.consume(max_messages - 1, 0)] if max_messages > 1 else [first]
-
-
-def ensure_topic(
-    admin: AdminClient,
-    topic: str,
-    replication_factor: int,
-    *,
-    create: bool = True,
-    timeout: float = _TIMEOUT_S,
-    min_message_bytes: int | None = None,
-    bootstrap: str | None = None,
-    message_bytes: int | None = None,
-) -> None:
-    """Create the topic (one partition, never compacted, unlimited retention) or check it.
-
-    `create=False` (readers): a topic that does not exist raises `LogNotFoundError`.
-    `min_message_bytes`: the least ``max.message.bytes`` the topic must take (writers), or
-    `TopicConfigError`. `message_bytes` (the projector's derived topics, whose events can
-    be larger than the record that caused them): the topic's ``max.message.bytes``, set on
-    creation and raised to it on a topic that takes less. A broker that does not answer
-    within `timeout` seconds in all raises `KafkaUnavailableError` (naming `bootstrap`, the
-    brokers, when given).
-    """
-    deadline = time.monotonic() + timeout
-    where = f"broker {bootstrap}, " if bootstrap else ""
-
-    def left() -> float:
-        return max(0.1, deadline - time.monotonic())
-
-    def unavailable(operation: str, exc: BaseException | str) -> KafkaUnavailableError:
-        cause = exc if isinstance(exc, str) else _cause(exc)
-        return KafkaUnavailableError(
-            f"log {topic}: cannot {operation} ({where}waited up to {timeout:g} s): {cause}"
-        )
-
-    config = dict(TOPIC_CONFIG)
-    if message_bytes is not None:
-        config["max.message.bytes"] = str(message_bytes)
-    if create:
-        try:
-            futures = admin.create_topics(
-                [
-                    NewTopic(
-                        topic,
-                        num_partitions=1,
-                        replication_factor=replication_factor,
-                        config=config,
-                    )
-                ],
-                request_timeout=left(),
-            )
-            futures[topic].result(timeout=left())
-            log.info("created topic %s (1 partition, rf=%d)", topic, replication_factor)
-        except KafkaException as exc:
-            error = exc.args[0] if exc.args else None
-            if not isinstance(error, KafkaError) or error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise unavailable("create its topic", exc) from None
-        except TimeoutError:
-            raise unavailable("create its topic", "no answer") from None
-    # A topic just created may take a moment to show in the metadata.
-    while True:
-        try:
-            metadata = admin.list_topics(topic, timeout=left()).topics.get(topic)
-        except KafkaException as exc:
-            raise unavailable("read its metadata", exc) from None
-        if metadata is not None and metadata.error is None and metadata.partitions:
-            break
-        if not create and (
-            metadata is None
-            or (
-                metadata.error is not None
-                and metadata.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
-            )
-        ):
-            raise LogNotFoundError(
-                f"log {topic}: no such topic on the broker; only writers create logs "
-                "(check the location's LOG name)"
-            )
-        if time.monotonic() > deadline:
-            raise unavailable("read its metadata", str(metadata and metadata.error))
-        time.sleep(0.05)
-    if len(metadata.partitions) != 1:
-        raise TopicConfigError(
-            f"topic {topic} has {len(metadata.partitions)} partitions; a memstream log is "
-            "one partition, so that offsets are a total order (seq)"
-        )
-    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-    try:
-        configs = admin.describe_configs([resource], request_timeout=left())[resource].result(
-            timeout=left()
-        )
-    except KafkaException as exc:
-        raise unavailable("read its configuration", exc) from None
-    except TimeoutError:
-        raise unavailable("read its configuration", "no answer") from None
-    policy = configs["cleanup.policy"].value if "cleanup.policy" in configs else "delete"
-    if "compact" in (policy or ""):
-        raise TopicConfigError(
-            f"topic {topic} has cleanup.policy={policy}; a memstream log is never compacted"
-        )
-    entry = configs.get("max.message.bytes")
-    if min_message_bytes is not None and entry is not None and entry.value:
-        if int(entry.value) < min_message_bytes:
-            raise TopicConfigError(
-                f"topic {topic} has max.message.bytes={entry.value}; a memstream log takes "
-                f"records up to {MAX_RECORD_BYTES:,} bytes, so it needs at least "
-                f"{min_message_bytes} (set max.message.bytes={TOPIC_MAX_MESSAGE_BYTES} on the "
-                "topic, or on the broker as message.max.bytes)"
-            )
-    if message_bytes is not None and (entry is None or int(entry.value or 0) < message_bytes):
-        wanted = ConfigEntry(
-            "max.message.bytes",
-            str(message_bytes),
-            incremental_operation=AlterConfigOpType.SET,
-        )
-        try:
-            admin.incremental_alter_configs(
-                [ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[wanted])],
-                request_timeout=left(),
-            )[resource].result(timeout=left())
-        except (KafkaException, TimeoutError) as exc:
-            raise unavailable(f"raise its max.message.bytes to {message_bytes}", exc) from None
-        log.info("topic %s: max.message.bytes raised to %d", topic, message_bytes)
-
 
 # The kind header's bytes, made once.
 _KIND_BYTES = {kind: kind.encode() for kind in KINDS}
@@ -429,7 +207,7 @@ class _Delivery:
         self.log = owner
         self.records = records
         self.offsets: list[int | None] = [None] * len(records)
-        self.stored: list[Record | None] = [None] * len(records)
+        self.stored: list[BaseEvent | None] = [None] * len(records)
         self.failures: dict[int, tuple[bool, str]] = {}
         self.remaining = len(records)
         self.future = future
@@ -581,7 +359,7 @@ def _seek(consumer: Consumer, topic: str, offset: int) -> None:
             consumer.assign([tp])
     except KafkaException as exc:
         raise KafkaUnavailableError(
-            f"log {topic}: cannot read from offset {offset}: {_cause(exc)}"
+            f"log {topic}: cannot read from offset {offset}: {error_cause(exc)}"
         ) from None
 
 
@@ -603,7 +381,7 @@ class KafkaLog:
         append_timeout: float | None = None,
         read_timeout: float | None = None,
     ) -> None:
-        self.loc = location
+        self.kafka_location = location
         self.location = str(location)
         self.topic = location.topic
         self._tp = TopicPartition(self.topic, 0)
@@ -629,14 +407,14 @@ class KafkaLog:
         # Own audit appends acknowledged but not folded yet (checked against, see `append`),
         # and those produced but not acknowledged yet; both guarded by `_dr_lock`.
         self._pending: dict[UUID, BaseEvent] = {}
-        self._inflight: dict[UUID, Record] = {}
+        self._inflight: dict[UUID | str, Record] = {}
         self._outstanding = 0  # pipelined batches not fully acknowledged
         self._open: deque[_Delivery] = deque()  # batches produced, oldest first
         self._poller: threading.Thread | None = None
         self._closed = False
 
     def _ensure_topics(self, create: bool) -> None:
-        location = self.loc
+        location = self.kafka_location
         errors: list[str] = []  # the client's own errors, e.g. a refused connection
         conf = {
             **client_conf(location.bootstrap),
@@ -648,7 +426,7 @@ class KafkaLog:
             admin = AdminClient(conf)
         except KafkaException as exc:
             raise KafkaUnavailableError(
-                f"log {self.topic}: cannot connect to {location.bootstrap}: {_cause(exc)}"
+                f"log {self.topic}: cannot connect to {location.bootstrap}: {error_cause(exc)}"
             ) from None
         opening = time.monotonic()
         try:
@@ -660,7 +438,7 @@ class KafkaLog:
                 timeout=self._read_timeout,
                 bootstrap=location.bootstrap,
                 min_message_bytes=(
-                    PRODUCER_MESSAGE_MAX_BYTES + _BATCH_HEADER_BYTES if create else None
+                    PRODUCER_MESSAGE_MAX_BYTES + BATCH_HEADER_BYTES if create else None
                 ),
             )
             if create:  # a reader finds the lifecycle topic once a writer or projector made it
@@ -681,14 +459,11 @@ class KafkaLog:
             raise KafkaUnavailableError(f"{exc} (the client's last error: {errors[-1]})") from None
 
     def _hydrate(self) -> LogState:
-        from producers.logs.topic_identity import LogIdentity, admin_for, topic_id
-        from projector.snapshot import SnapshotStore
-
         try:
-            store = SnapshotStore.connect(self.loc)
+            store = SnapshotStore.connect(self.kafka_location)
             # Only a snapshot of this topic (its id now), within the partition's end (asked
             # after the snapshot's position was read), is this log's.
-            tid = topic_id(admin_for(self.loc.bootstrap), self.topic)
+            tid = topic_id(admin_for(self.kafka_location.bootstrap), self.topic)
             store.identify = lambda: LogIdentity(tid, self.end_offset())
             loaded = store.load()
         except Exception as exc:  # a cache: without it, the log is folded from seq 0
@@ -700,7 +475,7 @@ class KafkaLog:
 
     def _new_producer(self) -> Producer:
         conf = producer_conf(
-            self.loc.bootstrap,
+            self.kafka_location.bootstrap,
             **{
                 "message.timeout.ms": int(self._append_timeout * _MESSAGE_TIMEOUT_SHARE * 1000),
                 "message.max.bytes": PRODUCER_MESSAGE_MAX_BYTES,
@@ -711,15 +486,15 @@ class KafkaLog:
             return Producer(conf)
         except KafkaException as exc:
             raise KafkaUnavailableError(
-                f"log {self.topic}: cannot create a producer: {_cause(exc)}"
+                f"log {self.topic}: cannot create a producer: {error_cause(exc)}"
             ) from None
 
     def _new_consumer(self, topic: str) -> Consumer:
         try:
-            return Consumer(consumer_conf(self.loc.bootstrap))
+            return Consumer(consumer_conf(self.kafka_location.bootstrap))
         except KafkaException as exc:
             raise KafkaUnavailableError(
-                f"log {topic}: cannot create a consumer: {_cause(exc)}"
+                f"log {topic}: cannot create a consumer: {error_cause(exc)}"
             ) from None
 
     def _on_client_error(self, error: KafkaError) -> None:
@@ -753,7 +528,7 @@ class KafkaLog:
             self._consumer.assign([tp])
         except KafkaException as exc:
             raise KafkaUnavailableError(
-                f"log {self.topic}: cannot read from seq {seq}: {_cause(exc)}"
+                f"log {self.topic}: cannot read from seq {seq}: {error_cause(exc)}"
             ) from None
 
     def _rewind(self, seq: int) -> None:
@@ -767,14 +542,21 @@ class KafkaLog:
             )
         except KafkaException as exc:
             raise KafkaUnavailableError(
-                f"log {topic}: {doing}: no answer from the broker ({self.loc.bootstrap}) "
-                f"within {self._read_timeout:g} s: {_cause(exc)}"
+                f"log {topic}: {doing}: no answer from the broker "
+                f"({self.kafka_location.bootstrap}) within {self._read_timeout:g} s: "
+                f"{error_cause(exc)}"
             ) from None
         return int(low), int(high)
 
     def end_offset(self) -> int:
         """The partition's high watermark: the seq the next record will get."""
         return self._watermarks(self._consumer, self.topic, "cannot find the log's end")[1]
+
+    def head(self) -> int | None:
+        """The seq of the log's last record, folded yet or not (None: an empty log): one
+        round trip to the broker (the partition's high watermark)."""
+        end = self.end_offset()
+        return end - 1 if end > 0 else None
 
     def _gap(self, consumer: Consumer, topic: str, expected: int, got: int) -> None:
         """A record past `expected` came first: raise if `expected` is gone from the topic
@@ -831,7 +613,7 @@ class KafkaLog:
         with self._dr_lock:
             if track:
                 for record in records:
-                    self._inflight[record.id] = record  # type: ignore[union-attr,index]
+                    self._inflight[record.id] = record
                 self._outstanding += 1
             self._open.append(delivery)
         self._send(delivery, encoded)
@@ -851,7 +633,7 @@ class KafkaLog:
         topic = self.topic
         n = len(delivery.records)
         for i, (record, data) in enumerate(zip(delivery.records, encoded, strict=True)):
-            headers = [(KIND_HEADER, _KIND_BYTES[record_kind(record)])]
+            headers: KafkaHeaders = [(KIND_HEADER, _KIND_BYTES[record_kind(record)])]
             while True:
                 try:
                     produce(
@@ -871,7 +653,7 @@ class KafkaLog:
                 except Exception as exc:  # refused before being queued: never sent
                     if _fatal(exc) is not None:
                         self._producer_failed(producer, exc)
-                    delivery.fail(range(i, n), False, _cause(exc))
+                    delivery.fail(range(i, n), False, error_cause(exc))
                     return
 
     def _serve(self, producer: Producer, timeout: float, *, flush: bool = True) -> None:
@@ -901,7 +683,7 @@ class KafkaLog:
                 self.topic,
                 error.str(),
             )
-        reason = f"the Kafka producer failed ({_cause(exc) if error is None else error.str()})"
+        reason = f"the Kafka producer failed ({error_cause(exc) if error is None else error.str()})"
         for delivery in doomed:
             delivery.abandon(reason)
         try:
@@ -957,13 +739,14 @@ class KafkaLog:
             inflight, pending = self._inflight, self._pending
             for i, record in enumerate(delivery.records):
                 if delivery.track:
-                    inflight.pop(record.id, None)  # type: ignore[union-attr]
+                    inflight.pop(record.id, None)
                 seq = delivery.offsets[i]
-                if seq is not None and delivery.track:
-                    stored = record.with_seq(seq)  # type: ignore[union-attr]
+                # Tracked batches hold audit events only (`submit` and `append` check).
+                if seq is not None and delivery.track and isinstance(record, BaseEvent):
+                    stored = record.with_seq(seq)
                     delivery.stored[i] = stored
                     if seq > last:
-                        pending[stored.id] = stored  # type: ignore[index]
+                        pending[stored.id] = stored
             if delivery.track:
                 self._outstanding -= 1
 
@@ -1025,7 +808,7 @@ class KafkaLog:
                     messages = consume_ready(consumer, 5000, 0.2)
                 except KafkaException as exc:
                     raise KafkaUnavailableError(
-                        f"log {self.topic}: reading seq {state.next_seq}: {_cause(exc)}"
+                        f"log {self.topic}: reading seq {state.next_seq}: {error_cause(exc)}"
                     ) from None
                 before_batch = state.next_seq
                 for message in messages:
@@ -1033,7 +816,9 @@ class KafkaLog:
                         raise KafkaUnavailableError(
                             f"log {self.topic}: reading seq {state.next_seq}: {message.error()}"
                         )
-                    seq = message.offset()
+                    # A consumed message that is not an error has an offset (the stubs
+                    # type it optional for every message).
+                    seq = cast(int, message.offset())
                     if seq != state.next_seq:
                         if seq < state.next_seq:  # folded already
                             continue
@@ -1041,7 +826,8 @@ class KafkaLog:
                         self._rewind(state.next_seq)
                         break
                     before = state
-                    state, events = fold_record(state, seq, message.value())
+                    # A null value (None) is folded as a refused record: the fold is total.
+                    state, events = fold_record(state, seq, cast(bytes, message.value()))
                     if seq not in watch:
                         continue
                     lifecycle[seq] = events
@@ -1075,7 +861,7 @@ class KafkaLog:
         last = f"; its last error: {self._last_error}" if self._last_error else ""
         return KafkaUnavailableError(
             f"log {self.topic}: seq {seq} did not arrive within {self._read_timeout:g} s "
-            f"(the log ends at seq {end - 1}; broker {self.loc.bootstrap}{last})"
+            f"(the log ends at seq {end - 1}; broker {self.kafka_location.bootstrap}{last})"
         )
 
     def _prune_pending(self) -> None:
@@ -1087,7 +873,7 @@ class KafkaLog:
     def _check(self, records: list[Record]) -> None:
         """Raise what the fold would refuse (see the module's docstring). Under `_lock`."""
         inflight = self._inflight
-        if not inflight or not any(r.id in inflight for r in records):  # type: ignore[union-attr]
+        if not inflight or not any(r.id in inflight for r in records):
             try:
                 check_records(self._state, records, self._pending)
                 return
@@ -1201,7 +987,7 @@ class KafkaLog:
                 consumer.assign([TopicPartition(topic, 0, from_offset)])
             except KafkaException as exc:
                 raise KafkaUnavailableError(
-                    f"log {topic}: cannot read from offset {from_offset}: {_cause(exc)}"
+                    f"log {topic}: cannot read from offset {from_offset}: {error_cause(exc)}"
                 ) from None
             idle_since = time.monotonic()
             while stop is None or not stop.is_set():
@@ -1209,7 +995,7 @@ class KafkaLog:
                     messages = consume_ready(consumer, 500, 0.05)
                 except KafkaException as exc:
                     raise KafkaUnavailableError(
-                        f"log {topic}: reading offset {expected}: {_cause(exc)}"
+                        f"log {topic}: reading offset {expected}: {error_cause(exc)}"
                     ) from None
                 for message in messages:
                     if message.error() is not None:
@@ -1217,7 +1003,7 @@ class KafkaLog:
                             f"log {topic}: reading offset {expected}: {message.error()}"
                         )
                     if dense:
-                        seq = message.offset()
+                        seq = cast(int, message.offset())  # consumed, not an error
                         if seq != expected:
                             if seq < expected:
                                 continue
@@ -1244,15 +1030,14 @@ class KafkaLog:
         self, from_seq: int = 0, *, timeout: float | None = None, stop: StopFlag | None = None
     ) -> Iterator[tuple[int, bytes]]:
         for message in self._follow(self.topic, from_seq, timeout, stop, dense=True):
-            yield message.offset(), message.value()
+            # As `_fold_until`: an offset, and a value that may be null (folded as refused).
+            yield cast(int, message.offset()), cast(bytes, message.value())
 
     def lifecycle(
         self, from_offset: int = 0, *, timeout: float | None = None, stop: StopFlag | None = None
     ) -> Iterator[LifecycleRecord]:
-        from producers.logs.lifecycle_topic import follow_lifecycle
-
         # Lifecycle offsets (not topic offsets), checked records of this topic id only.
-        yield from follow_lifecycle(self.loc, from_offset, timeout=timeout, stop=stop)
+        yield from follow_lifecycle(self.kafka_location, from_offset, timeout=timeout, stop=stop)
 
     def close(self) -> None:
         with self._lock:
@@ -1273,3 +1058,10 @@ class KafkaLog:
         # Outside the lock: a future's callback on the poller thread may still want it.
         if self._poller is not None and self._poller is not threading.current_thread():
             self._poller.join()
+
+
+def _open(location: str | PathLike[str], *, create: bool) -> KafkaLog:
+    return KafkaLog(parse_kafka_location(str(location)), create=create)
+
+
+register_opener(KAFKA_SCHEME, _open)

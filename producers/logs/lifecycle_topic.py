@@ -27,15 +27,16 @@ import logging
 import time
 from collections import deque
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Message as KafkaMessage
 
 from producers.logs.base import LifecycleRecord, StopFlag
-from producers.logs.kafka import (
+from producers.logs.kafka_client import (
     INDEX_HEADER,
     SEQ_HEADER,
+    KafkaHeaders,
     KafkaLogError,
     consume_ready,
     consumer_conf,
@@ -85,11 +86,11 @@ class LifecycleEntry(NamedTuple):
     topic_offset: int  # where it lies on the lifecycle topic
     offset: int  # its lifecycle offset
     seq: int
-    index: int
+    event_index: int  # its index among the events of record `seq`
     value: bytes
 
 
-def lifecycle_headers(tid: bytes, seq: int, index: int, offset: int) -> list[tuple[str, bytes]]:
+def lifecycle_headers(tid: bytes, seq: int, index: int, offset: int) -> KafkaHeaders:
     """The headers of the lifecycle record of event `offset` (caused by seq, index)."""
     return [
         (TOPIC_ID_HEADER, tid),
@@ -113,7 +114,9 @@ def parse_lifecycle(message: KafkaMessage, tid: bytes) -> LifecycleEntry | str:
         return "it has no value"
     if len(value) > MAX_LIFECYCLE_BYTES:
         return f"its value is {len(value)} bytes, more than {MAX_LIFECYCLE_BYTES}"
-    headers = message.headers()
+    # A consumed message's headers are a list of (name, bytes or None); the stubs also
+    # allow the dict a producer may be given.
+    headers = cast(list[tuple[str, bytes | None]] | None, message.headers())
     if not headers:
         return "it has no headers"
     if len(headers) > _MAX_HEADERS:
@@ -133,7 +136,7 @@ def parse_lifecycle(message: KafkaMessage, tid: bytes) -> LifecycleEntry | str:
     index = _int(found.get(INDEX_HEADER))
     if offset is None or seq is None or index is None:
         return f"headers {OFFSET_HEADER}, {SEQ_HEADER} and {INDEX_HEADER} must be decimal numbers"
-    return LifecycleEntry(message.offset(), offset, seq, index, value)
+    return LifecycleEntry(cast(int, message.offset()), offset, seq, index, value)
 
 
 class _Complaints:
@@ -182,14 +185,15 @@ def _probe(
                 if error.code() == KafkaError._PARTITION_EOF:
                     return None  # nothing readable from `at` on
                 continue
-            if message.offset() >= below:
+            topic_offset = cast(int, message.offset())  # consumed, not an error: it has one
+            if topic_offset >= below:
                 return None
             seen += 1
             entry = parse_lifecycle(message, tid)
             if isinstance(entry, LifecycleEntry):
-                return message.offset(), entry.offset
+                return topic_offset, entry.offset
             if entry == OTHER_TOPIC:
-                return message.offset(), -1
+                return topic_offset, -1
     return None
 
 
@@ -259,6 +263,7 @@ def follow_lifecycle(
                     if error.code() == KafkaError._PARTITION_EOF:
                         continue
                     raise KafkaLogError(f"topic {topic}: {error}")
+                topic_offset = cast(int, message.offset())  # consumed, not an error
                 entry = parse_lifecycle(message, tid)
                 if isinstance(entry, str):
                     if entry == OTHER_TOPIC and time.monotonic() - checked > _RECHECK_S:
@@ -270,7 +275,7 @@ def follow_lifecycle(
                                 f"id {tid_text}, now {now}): its lifecycle stream is over; "
                                 "subscribe again for the new log's"
                             )
-                    complain(message.offset(), entry)
+                    complain(topic_offset, entry)
                     continue
                 if entry.offset < expected:
                     continue  # an offset already given (a duplicate, or forged)
@@ -287,16 +292,16 @@ def follow_lifecycle(
                         searched = False
                         consumer.assign([TopicPartition(topic, 0, from_offset)])
                         break
-                    complain(message.offset(), f"lifecycle offset {entry.offset} skips {expected}")
+                    complain(topic_offset, f"lifecycle offset {entry.offset} skips {expected}")
                     continue
                 searched = False
                 try:
                     envelope = decode_record(entry.value)
                 except Exception as exc:  # untrusted bytes: any failure is a refusal
-                    complain(message.offset(), f"undecodable: {type(exc).__name__}: {exc}")
+                    complain(topic_offset, f"undecodable: {type(exc).__name__}: {exc}")
                     continue
                 if not isinstance(envelope, GraphEnvelope):
-                    complain(message.offset(), "not an envelope")
+                    complain(topic_offset, "not an envelope")
                     continue
                 expected += 1
                 yield LifecycleRecord(entry.offset, entry.seq, envelope)
@@ -378,15 +383,16 @@ class LifecycleTail:
                         self._finish()
                         return
                     raise KafkaLogError(f"topic {self.topic}: {error}")
-                if message.offset() >= self.end:
+                topic_offset = cast(int, message.offset())  # consumed, not an error
+                if topic_offset >= self.end:
                     self._finish()
                     return
                 entry = parse_lifecycle(message, self.tid)
                 if isinstance(entry, str):
-                    self._complain(message.offset(), entry)
+                    self._complain(topic_offset, entry)
                 elif entry.seq >= self.log_end:
                     self._complain(
-                        message.offset(),
+                        topic_offset,
                         f"it names seq {entry.seq}, beyond the log's end ({self.log_end})",
                     )
                 else:
@@ -418,7 +424,7 @@ class LifecycleTail:
             self.position = entry.topic_offset + 1
             if entry.offset < offset:
                 continue  # an event matched before (a duplicate, or forged)
-            if entry.seq == seq and entry.index == index and entry.value == value:
+            if entry.seq == seq and entry.event_index == index and entry.value == value:
                 self.matched += 1
                 return True
             self._complain(

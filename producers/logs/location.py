@@ -11,18 +11,40 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from os import PathLike
-from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlsplit
 
 from schemas.errors import LocationError
 
-if TYPE_CHECKING:
-    from producers.logs.base import Log
+__all__ = [
+    "KAFKA_SCHEME",
+    "PATH_SCHEME",
+    "KafkaLocation",
+    "parse_kafka_location",
+    "scheme_of",
+    "is_kafka_location",
+]
 
-__all__ = ["KafkaLocation", "parse_kafka_location", "open_log"]
+KAFKA_SCHEME = "kafka"
+PATH_SCHEME = ""  # a filesystem path (the embedded log) has no scheme
 
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,240}$")
 _PARAMS = {"redis", "replication"}
+
+
+def scheme_of(location: str | PathLike[str]) -> str:
+    """The scheme of a location: ``kafka`` for a kafka:// URL, `PATH_SCHEME` for a
+    filesystem path, and for any other ``SCHEME://`` text what precedes ``://`` (which no
+    adapter opens)."""
+    text = str(location)
+    if text.startswith("kafka://"):
+        return KAFKA_SCHEME
+    scheme, separator, _ = text.partition("://")
+    return scheme if separator else PATH_SCHEME
+
+
+def is_kafka_location(location: str | PathLike[str]) -> bool:
+    """Whether `location` names a log on Kafka (it may still be malformed)."""
+    return scheme_of(location) == KAFKA_SCHEME
 
 
 @dataclass(frozen=True)
@@ -50,7 +72,7 @@ class KafkaLocation:
 def parse_kafka_location(text: str) -> KafkaLocation:
     """The parts of a kafka:// location; LocationError naming what is wrong."""
     expected = "expected kafka://HOST:PORT/LOG?redis=redis://HOST:PORT/DB"
-    if not text.startswith("kafka://"):
+    if not is_kafka_location(text):
         raise LocationError(f"location {text!r}: {expected}")
     parts = urlsplit(text)
     bootstrap = parts.netloc
@@ -73,20 +95,3 @@ def parse_kafka_location(text: str) -> KafkaLocation:
     if not replication.isdigit() or int(replication) < 1:
         raise LocationError(f"location {text!r}: replication must be a positive integer")
     return KafkaLocation(bootstrap, topic, redis_url, int(replication))
-
-
-def open_log(location: str | PathLike[str], *, create: bool = True) -> Log:
-    """The log at `location`. Writers create it when absent (`create=True`); readers pass
-    `create=False` and get `LogNotFoundError` for a log that does not exist."""
-    text = str(location)
-    if text.startswith("kafka://"):
-        from producers.logs.kafka import KafkaLog
-
-        return KafkaLog(parse_kafka_location(text), create=create)
-    if "://" in text:
-        raise LocationError(
-            f"location {text!r}: expected a filesystem path or kafka://HOST:PORT/LOG"
-        )
-    from producers.logs.sqlite import SqliteLog
-
-    return SqliteLog(location, create=create)

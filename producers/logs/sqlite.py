@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 from urllib.parse import quote
 
+from producers.logs.adapters import register_opener
 from producers.logs.base import (
     Appended,
     LifecycleRecord,
@@ -47,14 +48,15 @@ from producers.logs.base import (
     Transaction,
     prepare,
 )
+from producers.logs.location import PATH_SCHEME
 from producers.logs.signing_key import KeySpec, SigningKeyError, resolve_signer
 from producers.logs.sqlite_evidence import SqliteEvidence
-from projector.log_state import (
+from projector.lifecycle import lifecycle_envelope
+from projector.record_fold import (
     FoldResult,
     LogState,
     apply_record,
     empty_state,
-    lifecycle_envelope,
 )
 from schemas.codec import MAX_JSON_DEPTH, decode_record, record_id, record_kind
 from schemas.errors import (
@@ -735,3 +737,10 @@ class SqliteLog:
                     self._folder.stop()
                     self._folder.thread.join()
                     self._folder = None
+
+
+def _open(location: str | PathLike[str], *, create: bool) -> SqliteLog:
+    return SqliteLog(location, create=create)
+
+
+register_opener(PATH_SCHEME, _open)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from producers.logs.kafka_client import client_conf
 from schemas.errors import LogNotFoundError, MemstreamError
 
 __all__ = ["LogIdentity", "TopicIdentityError", "admin_for", "topic_id", "log_identity"]
@@ -61,8 +62,6 @@ def topic_id(admin: AdminClient, topic: str, timeout: float = _TIMEOUT_S) -> str
 def admin_for(bootstrap: str) -> AdminClient:
     """One admin client per cluster for identity look-ups (thread-safe, long-lived): a
     look-up is then two round trips, not a client's start-up."""
-    from producers.logs.kafka import client_conf
-
     return AdminClient(client_conf(bootstrap))
 
 

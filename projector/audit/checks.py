@@ -1,4 +1,4 @@
-"""What an append must satisfy against the state it lands on (seed 000, invariants 2 and 5).
+"""What an append must satisfy against the state it lands on (invariants 2 and 5).
 
 Shared by every store and by the projector, so the embedded log and Kafka refuse alike.
 """
@@ -30,7 +30,8 @@ def check_targets(
             raise ValueError(f"{field}: unknown id {target}; expected a message or document")
         if not isinstance(event, Message | Document):
             raise ValueError(
-                f"{field}: id {target} is a {event.kind}; expected a message or document"
+                f"{field}: id {target} is a {getattr(event, 'kind', type(event).__name__)}; "
+                "expected a message or document"
             )
 
 

@@ -25,10 +25,26 @@ from uuid import UUID, SafeUUID
 from schemas.audit import BaseEvent, Deletion, Document, Message, Recall
 from schemas.fields import shared_fields_set
 
-__all__ = ["Row", "MESSAGE", "DOCUMENT", "RECALL", "DELETION", "row_of", "event_of", "uuid_of"]
+__all__ = [
+    "Row",
+    "MESSAGE",
+    "DOCUMENT",
+    "RECALL",
+    "DELETION",
+    "SEQ",
+    "KIND",
+    "FIELDS",
+    "row_of",
+    "event_of",
+    "uuid_of",
+]
 
 Row = tuple[Any, ...]
+# The kinds, at ``row[KIND]``.
 MESSAGE, DOCUMENT, RECALL, DELETION = 0, 1, 2, 3
+# Positions in a row: its seq, its kind, and the first of its kind's own fields (a message's
+# speaker, a document's name, a recall's query, a deletion's targets; the others follow).
+SEQ, KIND, FIELDS = 0, 1, 7
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _US = timedelta(microseconds=1)
@@ -109,12 +125,12 @@ def _make(cls: type[Any], values: dict[str, Any], shape: tuple[bool, ...]) -> An
 
 
 def event_of(row: Row) -> Message | Document | Recall | Deletion:
-    kind = row[1]
+    kind = row[KIND]
     if kind == MESSAGE:
         seq, _, idi, ts, session_id, source, actor, speaker, content, retain = row
         return _make(
             Message,
-            {  # type: ignore[no-any-return]
+            {
                 "id": uuid_of(idi),
                 "timestamp": _EPOCH + timedelta(microseconds=ts),
                 "seq": seq,
@@ -132,7 +148,7 @@ def event_of(row: Row) -> Message | Document | Recall | Deletion:
         seq, _, idi, ts, session_id, source, actor, name, text, media_type, sha256, retain = row
         return _make(
             Document,
-            {  # type: ignore[no-any-return]
+            {
                 "id": uuid_of(idi),
                 "timestamp": _dt(ts),
                 "seq": seq,
@@ -152,7 +168,7 @@ def event_of(row: Row) -> Message | Document | Recall | Deletion:
         seq, _, idi, ts, session_id, source, actor, query, recalled = row
         return _make(
             Recall,
-            {  # type: ignore[no-any-return]
+            {
                 "id": uuid_of(idi),
                 "timestamp": _dt(ts),
                 "seq": seq,
@@ -168,7 +184,7 @@ def event_of(row: Row) -> Message | Document | Recall | Deletion:
     seq, _, idi, ts, session_id, source, actor, targets, reason, requested_by = row
     return _make(
         Deletion,
-        {  # type: ignore[no-any-return]
+        {
             "id": uuid_of(idi),
             "timestamp": _dt(ts),
             "seq": seq,

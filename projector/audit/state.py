@@ -234,7 +234,7 @@ class _DeletedView(Mapping[UUID, Deletion]):
 
     def __iter__(self) -> Iterator[UUID]:
         h = self._horizon
-        return (key for key, d in self._ledger.deleted.items() if d.seq <= h)
+        return (key for key, d in self._ledger.deleted.items() if d.seq is not None and d.seq <= h)
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
@@ -247,6 +247,9 @@ class MemoryState:
     """A frozen snapshot of the memory as it stood after `last_seq`."""
 
     __slots__ = ("_ledger", "_count", "last_seq", "__dict__")
+    _ledger: Ledger
+    _count: int
+    last_seq: int | None
 
     def __init__(self, ledger: Ledger | None = None, count: int | None = None) -> None:
         ledger = ledger if ledger is not None else Ledger()
@@ -269,13 +272,15 @@ class MemoryState:
     def messages(self) -> tuple[Message, ...]:
         ledger = self._ledger
         n = bisect_right(ledger.message_seqs, self._horizon)
-        return ledger.models(ledger.message_pos[:n])
+        # message_pos holds the positions of messages only
+        return ledger.models(ledger.message_pos[:n])  # type: ignore[return-value]
 
     @cached_property
     def documents(self) -> tuple[Document, ...]:
         ledger = self._ledger
         n = bisect_right(ledger.document_seqs, self._horizon)
-        return ledger.models(ledger.document_pos[:n])
+        # document_pos holds the positions of documents only
+        return ledger.models(ledger.document_pos[:n])  # type: ignore[return-value]
 
     @property
     def visible_messages(self) -> tuple[Message, ...]:

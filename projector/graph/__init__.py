@@ -1,1 +1,3 @@
-"""Memory graph of seed 003 (see schemas.graph for its models)."""
+"""The memory, intent and task graphs: their states and the pure functions that change them.
+
+Their models are in `schemas.graph`."""

@@ -6,8 +6,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from projector.graph.reducer import Tx
+from projector.graph.selection import get_items
 from projector.graph.state import CommandResult, GraphState
-from queryd.graph.items import get_items
 from schemas.gc_guard import cyclic_gc_paused, no_cyclic_gc
 from schemas.graph.coerce import coerce
 from schemas.graph.filters import MemoryFilter, QueryOptions, ScoreAdjustment

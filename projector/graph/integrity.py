@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
-from projector.graph.pmap import sset_iter
+from projector.graph.pmap import SmallSet, sset_iter
 from projector.graph.reducer import Tx
 from projector.graph.state import CommandResult, GraphState, child_ids, in_edge_order
 from schemas.gc_guard import cyclic_gc_paused, no_cyclic_gc
@@ -119,7 +119,7 @@ def cascade_order(state: GraphState, item_id: str) -> list[str]:
     and the root comes last. An absent root is not listed: only the items that still name
     it as a parent, and theirs. Iterative: no recursion limit on deep chains."""
     children = state.index.children
-    lookup = children.get
+    lookup: Callable[[str], SmallSet | None] = children.get
     # Each persistent lookup is a Python call; once the walk has covered a good share of
     # the index, one C-level dict copy of it makes the remaining lookups cheap.
     switch_at = max(256, len(children) >> 3)

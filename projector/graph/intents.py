@@ -64,8 +64,9 @@ def index_drop(index: Index, key: str | None, member: str) -> Index:
     """``index`` without ``member`` under ``key``; an emptied key disappears."""
     if not _indexable(key) or key not in index:
         return index
-    rest = sset_remove(index[key], member)
-    return index.set(key, rest) if rest is not None else index.remove(key)
+    # _indexable: a hashable value other than None (unvalidated updates may hold a non-str)
+    rest = sset_remove(index[key], member)  # type: ignore[index]
+    return index.set(key, rest) if rest is not None else index.remove(key)  # type: ignore[arg-type]
 
 
 def _parent_index(intents: Mapping[str, Intent]) -> Index:

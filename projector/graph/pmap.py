@@ -365,12 +365,12 @@ class OrderedPMap(MutableMapping[K, V], Generic[K, V]):
             # anew beats editing the vectors key by key.
             d = self.to_dict()
             try:
-                out = list(map(d.pop, keys) if strict else map(d.pop, keys, repeat(None)))
+                popped = list(map(d.pop, keys) if strict else map(d.pop, keys, repeat(None)))
             except KeyError:
                 raise KeyError(next((k for k in keys if k not in self), keys[0])) from None
             if len(d) == self._len:
-                return self, out
-            return OrderedPMap(d.items()), out
+                return self, popped
+            return OrderedPMap(d.items()), popped
         buckets = self._buckets.evolver()
         vals = self._vals.evolver()
         mask = self._mask

@@ -102,7 +102,7 @@ def _event(
 def coerce_command(cmd: MemoryCommand | Mapping[str, Any]) -> MemoryCommand:
     """A command model as is; anything else validated (pydantic.ValidationError if bad)."""
     if isinstance(cmd, MEMORY_COMMAND_TYPES):
-        return cmd  # type: ignore[return-value]
+        return cmd
     return MemoryCommandAdapter.validate_python(cmd)
 
 
@@ -225,16 +225,17 @@ class Tx:
                 if dirty:
                     rows = column_values(map(vals.__getitem__, dirty))
                     has_none = has_none or rows[4]
-                    for k in range(4):
+                    for k, column in enumerate(rows[:4]):
                         args: list[Any] = [None] * (2 * len(dirty))
                         args[::2] = dirty
-                        args[1::2] = rows[k]
+                        args[1::2] = column
                         vecs[k] = vecs[k].mset(*args)
                 if base < end:
                     rows = column_values(vals[base:end])
                     has_none = has_none or rows[4]
                     vecs = [v.extend(r) for v, r in zip(vecs, rows[:4], strict=True)]
-                cols = Columns(*vecs, has_none)
+                authority, conviction, importance, ts = vecs
+                cols = Columns(authority, conviction, importance, ts, has_none)
         self.col_dirty.clear()
         self.columns = cols
         return cols
@@ -468,7 +469,7 @@ class Tx:
         # its children that stay become stale.
         children = self.children
         for iid, item in zip(ids, removed, strict=True):
-            parents = item.parents  # type: ignore[union-attr]
+            parents = item.parents
             if parents:
                 for p in parents if len(parents) == 1 else set(parents):
                     if p not in gone:
@@ -505,7 +506,7 @@ class Tx:
         items = self.items
         children = self.children
         missing = False
-        for p in parents if len(parents) == 1 else set(parents):  # type: ignore[arg-type]
+        for p in parents if len(parents) == 1 else set(parents):
             children = _idx_add(children, p, iid)
             if p not in items:
                 missing = True
@@ -515,7 +516,7 @@ class Tx:
 
     def _unlink(self, iid: str, parents: list[str]) -> None:
         children = self.children
-        for p in parents if len(parents) == 1 else set(parents):  # type: ignore[arg-type]
+        for p in parents if len(parents) == 1 else set(parents):
             children = _idx_remove(children, p, iid)
         self.children = children
 

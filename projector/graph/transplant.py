@@ -277,13 +277,13 @@ def import_slice(
             "input_memory_ids": _ids(task.input_memory_ids, mems),
             "output_memory_ids": _ids(task.output_memory_ids, mems),
         }
-        new = _rewrite(task, {"id": tasks[task.id] if action == "reid" else task.id, **refs})
+        new_task = _rewrite(task, {"id": tasks[task.id] if action == "reid" else task.id, **refs})
         if action == "update":
-            partial = {**new.model_dump(exclude_none=True), **refs}
+            partial = {**new_task.model_dump(exclude_none=True), **refs}
             cmd = TaskUpdate(task_id=task.id, partial=partial, author="import_slice")
             task_state = apply_task_command(task_state, cmd).state
         elif action in ("create", "reid"):
-            task_state = apply_task_command(task_state, TaskCreate(task=new)).state
-        out.add(_BUCKET_OF[action], "tasks", new.id)
+            task_state = apply_task_command(task_state, TaskCreate(task=new_task)).state
+        out.add(_BUCKET_OF[action], "tasks", new_task.id)
 
     return ImportResult(mem_state, intent_state, task_state, out.report())

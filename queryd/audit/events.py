@@ -1,4 +1,4 @@
-"""The audit log in seq order with seed 001's filters, one page at a time (pure)."""
+"""The audit log in seq order with `Memory.events`' filters, one page at a time (pure)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def select_events(
     up_to_seq: int | None = None,
     limit: int | None = None,
 ) -> EventsPage:
-    """`Memory.events` of seed 001, paged: at most `limit` events after `after_seq`."""
+    """`Memory.events`, paged: at most `limit` events after `after_seq`."""
     if kind is not None and kind not in EVENT_KINDS:
         raise ValueError(f"kind: expected one of {', '.join(EVENT_KINDS)}, got {kind!r}")
     if limit is not None and limit < 0:

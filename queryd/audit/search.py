@@ -1,4 +1,4 @@
-"""Keyword search (seed 001): word overlap, ranked by overlap count then log order.
+"""Keyword search of the audit memory: word overlap, ranked by overlap count then log order.
 
 Answered from the fold's inverted index. With q query words present in the index, an
 item with overlap c appears in at least one of the q - c + 1 shortest posting lists, so

@@ -10,6 +10,7 @@ pages of one state, concatenated, are exactly that state's lists.
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Iterator
 from heapq import merge
 from itertools import islice
 from typing import NamedTuple
@@ -46,7 +47,7 @@ def select_state(
         messages = messages[bisect_right(messages, after_seq, key=_seq) :]
         documents = documents[bisect_right(documents, after_seq, key=_seq) :]
     remaining = len(messages) + len(documents)
-    ordered = merge(messages, documents, key=_seq)
+    ordered: Iterator[Message | Document] = merge(messages, documents, key=_seq)
     chosen = list(ordered if limit is None else islice(ordered, limit))
     deleted = state.deleted
     stats = state.recall_stats

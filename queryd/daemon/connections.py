@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import resource
-from collections.abc import Callable
 from typing import Any
 
 import h11
@@ -93,13 +92,14 @@ class ConnectionGuard:
         self.open.pop(protocol, None)
 
 
-def guarded_protocol(guard: ConnectionGuard) -> Callable[..., asyncio.Protocol]:
+def guarded_protocol(guard: ConnectionGuard) -> type[H11Protocol]:
     """uvicorn's h11 protocol with `guard`'s cap and read deadline (pass as ``http=``)."""
 
     class GuardedH11Protocol(H11Protocol):
         _read_timer: asyncio.TimerHandle | None = None
         _admitted = False
 
+        # uvicorn narrows asyncio's BaseTransport to Transport here (and ignores it too).
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             if not guard.admit(self):

@@ -23,20 +23,19 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
-from urllib.parse import urlsplit
+from typing import Any, Literal
 
+from producers.logs.base import LifecycleRecord
+from producers.logs.location import is_kafka_location, parse_kafka_location
 from producers.memory import Memory
-from projector.log_state import LogState
+from projector.record_fold import LogState
 from queryd.daemon.jsonlog import Throttle
 from queryd.daemon.projector_status import ProjectorReport, ProjectorStatusReader
+from queryd.daemon.streams import HubSettings, LifecycleHub
 from schemas.errors import LocationError, LogNotFoundError, MemstreamError
-
-if TYPE_CHECKING:
-    from queryd.daemon.streams import HubSettings, LifecycleHub
 
 __all__ = [
     "Health",
@@ -78,6 +77,7 @@ class SeqTimeout(MemstreamError):
 
 
 Status = Literal["hydrating", "missing", "ready", "unavailable"]
+Mode = Literal["embedded", "kafka"]
 
 
 @dataclass(frozen=True)
@@ -95,11 +95,8 @@ class Health:
 def log_name(location: str) -> str:
     """The name a log is served under: the Kafka topic, or the directory's name."""
     text = str(location)
-    if text.startswith("kafka://"):
-        topic = urlsplit(text).path.strip("/")
-        if not topic or "/" in topic:
-            raise LocationError(f"location {text!r}: expected kafka://HOST:PORT/LOG")
-        return topic
+    if is_kafka_location(text):
+        return parse_kafka_location(text).topic
     name = Path(text).expanduser().resolve().name
     if not name:
         raise LocationError(f"location {text!r}: a log directory needs a name")
@@ -137,7 +134,7 @@ class LogHandle:
     ) -> None:
         self.location = str(location)
         self.name = name or log_name(self.location)
-        self.mode = "kafka" if self.location.startswith("kafka://") else "embedded"
+        self.mode: Mode = "kafka" if is_kafka_location(self.location) else "embedded"
         self.poll_interval = poll_interval
         self.probe_interval = probe_interval
         self.probe_timeout = probe_timeout
@@ -157,8 +154,6 @@ class LogHandle:
         self.projector: ProjectorReport | None = None
         self._status_reader: ProjectorStatusReader | None = None
         if self.mode == "kafka":
-            from producers.logs.location import parse_kafka_location
-
             self._status_reader = ProjectorStatusReader(
                 parse_kafka_location(self.location), timeout=min(1.0, probe_timeout)
             )
@@ -282,15 +277,7 @@ class LogHandle:
     @staticmethod
     def _read_head(memory: Memory) -> int | None:
         """The seq of the log's last record (blocking: one round trip on Kafka)."""
-        head = getattr(memory.log, "head", None)
-        if head is not None:
-            return head()  # type: ignore[no-any-return]
-        end_offset = getattr(memory.log, "end_offset", None)  # a Kafka log's high watermark
-        if end_offset is not None:
-            end = int(end_offset())
-            return end - 1 if end > 0 else None
-        state = memory.log.state()
-        return state.last_seq
+        return memory.log.head()
 
     def stop(self) -> None:
         """Stop following and close the log; `start` may open it again afterwards.
@@ -333,12 +320,17 @@ class LogHandle:
 
     def lifecycle_hub(self, settings: HubSettings | None = None) -> LifecycleHub:
         """The one lifecycle hub of this log (its reader starts with its first stream)."""
-        from queryd.daemon.streams import LifecycleHub
-
         with self._hub_lock:
             if self._hub is None:
-                self._hub = LifecycleHub(self, settings)
+                self._hub = LifecycleHub(self.name, self._read_lifecycle, settings)
             return self._hub
+
+    def _read_lifecycle(self, from_offset: int, stop: threading.Event) -> Iterator[LifecycleRecord]:
+        """The log's lifecycle stream from `from_offset` on, until `stop` is set."""
+        memory = self.memory
+        if memory is None:
+            raise RuntimeError(f"log {self.name!r} is not open")
+        return memory.lifecycle(from_offset, stop=stop)
 
     @property
     def hub(self) -> LifecycleHub | None:
@@ -404,7 +396,7 @@ class LogHandle:
 
     def _storage(self) -> str:
         if self.mode == "kafka":
-            return f"the Kafka broker at {urlsplit(self.location).netloc}"
+            return f"the Kafka broker at {parse_kafka_location(self.location).bootstrap}"
         return "the log file"
 
     def not_ready_message(self) -> str:
@@ -495,8 +487,9 @@ class LogRegistry:
             self.handles[handle.name] = handle
 
     @classmethod
-    def from_locations(cls, locations: Iterable[str], **kwargs: object) -> LogRegistry:
-        return cls(LogHandle(loc, **kwargs) for loc in locations)  # type: ignore[arg-type]
+    def from_locations(cls, locations: Iterable[str], **handle_options: Any) -> LogRegistry:
+        """A handle for each location, made with `handle_options` (`LogHandle`'s)."""
+        return cls(LogHandle(location, **handle_options) for location in locations)
 
     def get(self, name: str) -> LogHandle | None:
         return self.handles.get(name)

@@ -25,7 +25,8 @@ def _fields(model: type[BaseModel]) -> tuple[tuple[str, bytes, TypeAdapter[Any]]
     out = []
     for name, info in model.model_fields.items():
         key = info.serialization_alias or info.alias or name
-        out.append((name, json.dumps(key).encode(), TypeAdapter(info.annotation)))
+        annotation = Any if info.annotation is None else info.annotation
+        out.append((name, json.dumps(key).encode(), TypeAdapter(annotation)))
     return tuple(out)
 
 

@@ -12,8 +12,8 @@ from datetime import datetime
 from typing import Annotated, Any, Literal, TypeVar
 from uuid import UUID
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
-from pydantic_core import InitErrorDetails
+from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, ValidationError
+from pydantic_core import CoreSchema, InitErrorDetails, core_schema
 
 from queryd.graph.costs import CostName
 from schemas.audit import Deletion, Document, Event, Message, Recall
@@ -41,31 +41,39 @@ _REQUEST = ConfigDict(extra="forbid", allow_inf_nan=False)
 # --- strict request bodies ----------------------------------------------------------------------
 
 
-def _non_finite(value: Any, loc: tuple[str | int, ...]) -> list[InitErrorDetails]:
+def _non_finite(value: Any, location: tuple[str | int, ...]) -> list[InitErrorDetails]:
     if isinstance(value, float) and not math.isfinite(value):
-        return [{"type": "finite_number", "loc": loc, "input": value}]
+        return [{"type": "finite_number", "loc": location, "input": value}]
     errors: list[InitErrorDetails] = []
     if isinstance(value, dict):
         for key, item in value.items():
-            errors.extend(_non_finite(item, (*loc, str(key))))
+            errors.extend(_non_finite(item, (*location, str(key))))
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            errors.extend(_non_finite(item, (*loc, index)))
+            errors.extend(_non_finite(item, (*location, index)))
     return errors
 
 
-def strict(model: type[M]) -> Any:
-    """`model` as a request body: unknown keys forbidden at every depth, numbers finite."""
+class _Strict:
+    """Validates the model it annotates as a request body: unknown keys forbidden at
+    every depth, numbers finite (what the model's own validation says comes after)."""
 
-    def validate(data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data  # the model's own validation names what is wrong
-        errors = _non_finite(data, ())
-        if errors:
-            raise ValidationError.from_exception_data(model.__name__, errors)
-        return model.model_validate(data, extra="forbid")
+    def __get_pydantic_core_schema__(
+        self, model: type[BaseModel], handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        def validate(data: Any) -> Any:
+            if not isinstance(data, dict):
+                return data  # the model's own validation names what is wrong
+            errors = _non_finite(data, ())
+            if errors:
+                raise ValidationError.from_exception_data(model.__name__, errors)
+            return model.model_validate(data, extra="forbid")
 
-    return Annotated[model, BeforeValidator(validate)]
+        return core_schema.no_info_before_validator_function(validate, handler(model))
+
+
+STRICT = _Strict()
+StrictBody = Annotated[M, STRICT]  # StrictBody[Model]: `Model` as a strict request body
 
 
 # --- answers ------------------------------------------------------------------------------------
@@ -90,14 +98,14 @@ class ProjectorOut(BaseModel):
     )
     cause: str | None = None
     owner: str | None = None
-    heartbeat_age_s: float | None = Field(None, description="seconds since its heartbeat")
+    heartbeat_age_s: float | None = Field(default=None, description="seconds since its heartbeat")
     folded_seq: int | None = None
     published_seq: int | None = Field(
-        None, description="the seq whose lifecycle events it published last"
+        default=None, description="the seq whose lifecycle events it published last"
     )
-    lag: int | None = Field(None, description="records it has not folded yet")
+    lag: int | None = Field(default=None, description="records it has not folded yet")
     lifecycle_lag: int | None = Field(
-        None, description="records whose lifecycle events are not published yet"
+        default=None, description="records whose lifecycle events are not published yet"
     )
 
 
@@ -110,9 +118,9 @@ class LogSummary(BaseModel):
     seq: int | None
     head: int | None
     lag: int
-    error: str | None = Field(None, description="why it is not ready (None when it is)")
+    error: str | None = Field(default=None, description="why it is not ready (None when it is)")
     projector: ProjectorOut | None = Field(
-        None, description="Kafka logs only: the projector that publishes lifecycle events"
+        default=None, description="Kafka logs only: the projector that publishes lifecycle events"
     )
 
 

@@ -30,18 +30,14 @@ import threading
 import time
 from bisect import bisect_left
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
+from producers.logs.base import LifecycleRecord
 from queryd.daemon.jsonlog import Throttle
 from queryd.daemon.lifecycle import sse_frame
 
-if TYPE_CHECKING:
-    from producers.logs.base import LifecycleRecord
-    from queryd.daemon.handles import LogHandle
-
-__all__ = ["HubSettings", "LifecycleHub", "StreamLimit", "hub_stream"]
+__all__ = ["HubSettings", "LifecycleHub", "LifecycleReader", "StreamLimit", "hub_stream"]
 
 log = logging.getLogger("memstream.queryd.lifecycle")
 
@@ -93,11 +89,20 @@ class Subscriber:
         self.waiting = False  # asked for a train, not riding yet
 
 
-class LifecycleHub:
-    """The shared lifecycle reader of one log (see the module docstring)."""
+# Reads a log's lifecycle stream from an offset on, following it until the event is set
+# (`Memory.lifecycle`); raises when the log cannot be read.
+LifecycleReader = Callable[[int, threading.Event], Iterator[LifecycleRecord]]
 
-    def __init__(self, handle: LogHandle, settings: HubSettings | None = None) -> None:
-        self.handle = handle
+
+class LifecycleHub:
+    """The shared lifecycle reader of the log named `name` (see the module docstring),
+    reading the stream with `read`."""
+
+    def __init__(
+        self, name: str, read: LifecycleReader, settings: HubSettings | None = None
+    ) -> None:
+        self.name = name
+        self._read = read
         self.settings = settings or HubSettings()
         self._lock = threading.Lock()
         self._space = threading.Condition(self._lock)  # riders took frames from buffers
@@ -133,7 +138,7 @@ class LifecycleHub:
                 self._next = self._covered = sub.next
                 self._live = threading.Thread(
                     target=self._read_live,
-                    name=f"memstream-lifecycle-{self.handle.name}",
+                    name=f"memstream-lifecycle-{self.name}",
                     daemon=True,
                 )
                 self._live.start()
@@ -217,7 +222,7 @@ class LifecycleHub:
         if self._train is None and not self._stop.is_set():
             self._train = threading.Thread(
                 target=self._run_trains,
-                name=f"memstream-lifecycle-replay-{self.handle.name}",
+                name=f"memstream-lifecycle-replay-{self.name}",
                 daemon=True,
             )
             self._train.start()
@@ -241,10 +246,7 @@ class LifecycleHub:
             sub.wake.set()
 
     def _records(self, from_offset: int) -> Iterator[LifecycleRecord]:
-        memory = self.handle.memory
-        if memory is None:
-            raise RuntimeError(f"log {self.handle.name!r} is not open")
-        return memory.lifecycle(from_offset, stop=self._stop)
+        return self._read(from_offset, self._stop)
 
     def _read_live(self) -> None:
         backoff = 0.5
@@ -261,7 +263,7 @@ class LifecycleHub:
                 self._warn.warning(
                     "live",
                     "log %s: the lifecycle stream failed at offset %d (%s); retrying",
-                    self.handle.name,
+                    self.name,
                     start,
                     self.error,
                 )
@@ -311,7 +313,7 @@ class LifecycleHub:
                     self._warn.warning(
                         "train",
                         "log %s: replaying the lifecycle stream from offset %d failed (%s)",
-                        self.handle.name,
+                        self.name,
                         start,
                         exc,
                     )
@@ -416,13 +418,3 @@ async def hub_stream(
                 yield ": keep-alive\n\n"
     finally:
         hub.detach(sub)
-
-
-def stream_stats(hubs: list[Any]) -> tuple[int, int]:
-    """(frames, bytes) held by these hubs' rings, for /metrics."""
-    frames = size = 0
-    for hub in hubs:
-        f, b = hub.ring_size
-        frames += f
-        size += b
-    return frames, size

@@ -1,1 +1,3 @@
-"""Memory graph of seed 003 (see schemas.graph for its models)."""
+"""Queries of the memory, intent and task graphs: pure functions of their states.
+
+Their models are in `schemas.graph`."""

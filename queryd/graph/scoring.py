@@ -8,12 +8,12 @@ from itertools import compress, repeat
 from operator import is_not
 from typing import Any
 
+from projector.graph.decay import check_decay, compute_decay_multiplier, decay_at
+from projector.graph.native import native
+from projector.graph.ordering import sort_indexes
 from projector.graph.pmap import HOLE
+from projector.graph.selection import compile_filter, filter_items
 from projector.graph.state import COLUMN_NAMES, GraphState, column_values, dense_column
-from queryd.graph.decay import check_decay, compute_decay_multiplier, decay_at
-from queryd.graph.items import compile_filter, filter_items
-from queryd.graph.native import native
-from queryd.graph.ordering import sort_indexes
 from schemas.gc_guard import no_cyclic_gc
 from schemas.graph.coerce import coerce, coerce_opt
 from schemas.graph.filters import ScoredQueryOptions
@@ -135,7 +135,7 @@ def scored_item(item: MemoryItem, score: float) -> ScoredItem:
 def scored_items(items: Iterable[MemoryItem], scores: Iterable[float]) -> list[ScoredItem]:
     """``scored_item`` over two sequences, inlined: the all-items query builds 100k."""
     new, setattr_, cls, fs = _new, _setattr, ScoredItem, _SCORED_SET
-    out = []
+    out: list[ScoredItem] = []
     append = out.append
     for item, score in zip(items, scores, strict=True):
         s = new(cls)

@@ -107,8 +107,10 @@ def export_slice(
     if opts.include_related_intents:
         for m in memories:
             found = items.get(m)
-            intent_id = None if found is None else found.intent_id
-            intent = None if intent_id is None else get_intent_by_id(intent_state, intent_id)
+            related_intent = None if found is None else found.intent_id
+            intent = (
+                None if related_intent is None else get_intent_by_id(intent_state, related_intent)
+            )
             if intent is not None:
                 intents[intent.id] = intent
         for intent in intent_state.intents.values():
@@ -124,8 +126,8 @@ def export_slice(
     if opts.include_related_tasks:
         for mem_id in memories:
             found = items.get(mem_id)
-            task_id = None if found is None else found.task_id
-            task = None if task_id is None else get_task_by_id(task_state, task_id)
+            related_task = None if found is None else found.task_id
+            task = None if related_task is None else get_task_by_id(task_state, related_task)
             if task is not None:
                 tasks[task.id] = task
         # The requested intent ids count whether or not they exist (as the seed's).

@@ -1,1 +1,1 @@
-"""Wire models of the memory graph of seed 003: items, edges, commands, filters, envelopes."""
+"""Wire models of the memory, intent and task graphs: items, edges, commands, filters, envelopes."""

@@ -6,8 +6,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from schemas.graph.aliases import LifecycleEventType
 from schemas.graph.items import Edge, MemoryItem
+from schemas.graph.vocabulary import LifecycleEventType
 
 # Mutable, as the seed's commands and events are.
 _FROZEN = ConfigDict()

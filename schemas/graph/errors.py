@@ -1,4 +1,4 @@
-"""Domain errors of seed 003 (memory, intent and task graphs). All derive from MemexError.
+"""Domain errors of the memory, intent and task graphs. All derive from MemexError.
 
 Messages are memex-python 0.14.0's, word for word: programs match on them.
 """

@@ -6,8 +6,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from schemas.graph.aliases import SortOrder
 from schemas.graph.scoring import DecayConfig
+from schemas.graph.vocabulary import SortOrder
 
 # As the seed's models: mutable, serialized under the Python names (``from_``, ``not_``,
 # ``or_``) unless ``by_alias=True`` is asked; the filters with a keyword field also accept

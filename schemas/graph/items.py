@@ -133,7 +133,8 @@ def create_edge(
     meta: dict[str, Any] | None = None,
 ) -> Edge:
     """A validated Edge; active defaults to True and edge_id to a fresh UUIDv7."""
-    return Edge(
+    # Edge takes its field names too (populate_by_name); typing knows only the alias "from".
+    return Edge(  # type: ignore[call-arg]
         edge_id=uuid7() if edge_id is None else edge_id,
         from_=from_,
         to=to,

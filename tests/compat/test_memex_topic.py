@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from producers.memex_log_store import _batch_commands, mutation_envelope
-from producers.memex_store import GraphOperation
-from projector.log_state import BATCH, LogState, empty_state, fold_decoded
+from projector.graph.dispatch import GraphOperation, GraphStates
+from projector.graph.serialization import stringify
 from projector.memex_topic import memex_envelopes
-from schemas.graph.serialization import stringify
+from projector.record_fold import BATCH, LogState, empty_state, fold_decoded
 from schemas.records import OPERATION_NAMESPACE, GraphEnvelope
 from tests.compat import graph_scripts as g
 
@@ -79,7 +79,8 @@ def record_of(n: int, state: LogState, name: str, a: dict[str, Any]) -> GraphEnv
         else:
             args = {"older_than_ms": a["older"], "factor": a["factor"], "author": "x"}
         try:
-            commands = _batch_commands(state.graph, name, args)
+            states = GraphStates(state.graph, state.intents, state.tasks)
+            commands = _batch_commands(states, name, args)
         except Exception:
             commands = [{"type": "memory.retract", "item_id": "never-there", "author": "x"}]
         payload = {"commands": commands, "graph_seq": state.graph_seq, "operation": name}

@@ -93,7 +93,7 @@ def state(store: Any, L: ModuleType) -> Any:
 def compare_on(location: str, script: list[Any]) -> None:
     seed = memex.MemexStore()
     na, nb = g.Normalizer(with_ms=False), g.Normalizer(with_ms=False)
-    with memstream.MemexStore.open(location) as ours:  # type: ignore[attr-defined]
+    with memstream.MemexStore.open(location) as ours:
         for step, (name, args) in enumerate(script):
             got_a = g.outcome(lambda n=name, x=args: run(seed, memex, n, x), na)
             got_b = g.outcome(lambda n=name, x=args: run(ours, memstream, n, x), nb)

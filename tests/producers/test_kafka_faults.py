@@ -34,7 +34,8 @@ from memstream.stack.config import StackConfig
 from memstream.stack.paths import StackPaths
 from memstream.stack.procs import ProcessRecord, spawn, terminate
 from producers.logs.base import Appended
-from producers.logs.kafka import READ_TIMEOUT_ENV, KafkaLog, client_conf
+from producers.logs.kafka import READ_TIMEOUT_ENV, KafkaLog
+from producers.logs.kafka_client import client_conf
 from producers.logs.location import KafkaLocation, parse_kafka_location
 from producers.memory import Memory
 from schemas.audit import Message

@@ -14,7 +14,7 @@ import producers.logs.kafka as kafka_log
 from producers.logs.kafka import KafkaLog
 from producers.logs.location import parse_kafka_location
 from producers.memory import Memory
-from projector.log_state import FoldResult, LogState
+from projector.record_fold import FoldResult, LogState
 from schemas.audit import Message
 from schemas.errors import CorruptLogError
 

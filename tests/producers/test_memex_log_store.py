@@ -12,7 +12,7 @@ from schemas.graph.errors import DuplicateMemoryError, MemoryNotFoundError
 
 @pytest.fixture
 def store(memory_location: str) -> Iterator[MemexStore]:
-    with MemexStore.open(memory_location) as s:  # type: ignore[attr-defined]
+    with MemexStore.open(memory_location) as s:
         yield s
 
 
@@ -64,18 +64,18 @@ def test_operations_are_decided_by_the_fold(store: MemexStore) -> None:
     assert store.item("c") is None
     store.decay_importance(-10_000, 0.5, "agent")
     assert store.item("a").importance == pytest.approx(0.4)  # type: ignore[union-attr]
-    state = store.state()  # type: ignore[attr-defined]
+    state = store.state()
     assert not state.rejections
 
 
 def test_the_same_log_folds_to_the_same_graph_when_reopened(memory_location: str) -> None:
-    with MemexStore.open(memory_location) as s:  # type: ignore[attr-defined]
+    with MemexStore.open(memory_location) as s:
         _item(s, "a")
         _item(s, "b")
         s.mark_contradiction("a", "b", "judge")
         s.resolve_contradiction("a", "b", "judge")
         first = s.dumps()
-    with MemexStore.open(memory_location) as again:  # type: ignore[attr-defined]
+    with MemexStore.open(memory_location) as again:
         assert again.dumps() == first
 
 
@@ -98,7 +98,7 @@ def test_intents_tasks_and_import(store: MemexStore) -> None:
 def test_memory_and_memex_share_one_log(memory_location: str) -> None:
     from memstream import Memory, Message
 
-    with Memory(memory_location) as memory, MemexStore.open(memory_location) as store:  # type: ignore[attr-defined]
+    with Memory(memory_location) as memory, MemexStore.open(memory_location) as store:
         memory.add_message(Message(speaker="a", content="hello"))
         _item(store, "a")
         stored = memory.add_message(Message(speaker="a", content="again"))

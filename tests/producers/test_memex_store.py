@@ -7,8 +7,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from producers.memex_store import GraphOperation, MemexStore, MutationOutcome, apply_mutation
+from producers.memex_store import InMemoryGraphs, MemexStore
+from projector.graph.dispatch import GraphOperation, MutationOutcome, apply_mutation
 from projector.graph.intents import create_intent
+from projector.graph.serialization import stringify
 from projector.graph.state import GraphState
 from schemas.graph.commands import MemoryRetract
 from schemas.graph.errors import (
@@ -19,7 +21,6 @@ from schemas.graph.errors import (
 )
 from schemas.graph.intents import IntentPause
 from schemas.graph.items import create_memory_item
-from schemas.graph.serialization import stringify
 from schemas.graph.transplant import ImportReport, MemexExport
 
 OBS: dict[str, Any] = {"scope": "user:laz", "kind": "observation", "source_kind": "observed"}
@@ -217,20 +218,21 @@ def test_to_json_dumps_loads_round_trip(store: MemexStore) -> None:
     assert len(restored.intents.intents) == 0 and len(restored.tasks.tasks) == 0
 
 
-class RecordingStore(MemexStore):
-    """What a log-backed subclass would do: see every mutation at one place."""
+class RecordingGraphs(InMemoryGraphs):
+    """What a log's backend does: see every mutation at one place."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(MemexStore().backend.graphs())
         self.seen: list[Any] = []
 
-    def _mutate(self, mutation: Any) -> MutationOutcome:
+    def mutate(self, mutation: Any) -> MutationOutcome:
         self.seen.append(mutation)
-        return super()._mutate(mutation)
+        return super().mutate(mutation)
 
 
 def test_every_mutation_goes_through_one_door() -> None:
-    store = RecordingStore()
+    backend = RecordingGraphs()
+    store = MemexStore(backend=backend)
     a = mk(store, "a")
     b = mk(store, "b", parents=[a])
     store.update(a, {"importance": 0.1}, "x")
@@ -250,7 +252,7 @@ def test_every_mutation_goes_through_one_door() -> None:
     store.import_slice(MemexExport())
     store.cascade_retract(a, "x")
     store.retract(mk(store, "c"), "x")
-    kinds = [m.name if isinstance(m, GraphOperation) else m.type for m in store.seen]
+    kinds = [m.name if isinstance(m, GraphOperation) else m.type for m in backend.seen]
     assert kinds == [
         "memory.create",
         "memory.create",
@@ -272,9 +274,9 @@ def test_every_mutation_goes_through_one_door() -> None:
         "memory.retract",
     ]
     # reads never go through the door
-    n = len(store.seen)
+    n = len(backend.seen)
     store.items(), store.edges(), store.stats(), store.get_intents(), store.export_slice()
-    assert len(store.seen) == n
+    assert len(backend.seen) == n
 
 
 def test_apply_mutation_is_pure(store: MemexStore) -> None:

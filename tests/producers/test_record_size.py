@@ -10,7 +10,7 @@ import time
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from producers.logs.kafka import TopicConfigError
+from producers.logs.kafka_client import TopicConfigError
 from producers.memex_store import MemexStore
 from producers.memory import Memory
 from schemas.audit import Message

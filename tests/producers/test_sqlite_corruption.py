@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 
 from producers.logs.sqlite import LOG_FILE, SqliteLog
-from producers.memex_log_store import LogMemexStore
+from producers.memex_log_store import LogGraphs
+from producers.memex_store import MemexStore
 from producers.memory import Memory
-from projector.log_state import LogState
+from projector.record_fold import LogState
 from schemas.audit import Deletion, Document, Message, Recall
 from schemas.codec import decode_record, encode_record, record_id, record_kind
 from schemas.errors import CorruptLogError, DecodeError
@@ -38,7 +39,7 @@ def _build(path: Path) -> None:
         memory.add_document(Document(name="vet.txt", text="Tom is due in May " * 4))
         memory.recall("message 3")
         memory.delete([m.id for m in messages[5:10]], "user asked", requested_by="ana")
-        store = LogMemexStore(memory.log)
+        store = MemexStore(backend=LogGraphs(memory.log))
         a = store.create(
             scope="user:a",
             kind="observation",

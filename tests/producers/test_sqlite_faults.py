@@ -21,9 +21,10 @@ from pathlib import Path
 import pytest
 
 from producers.logs.sqlite import LOG_FILE, SqliteLog
-from producers.memex_log_store import LogMemexStore
+from producers.memex_log_store import LogGraphs
+from producers.memex_store import MemexStore
 from producers.memory import Memory
-from projector.log_state import LogState
+from projector.record_fold import LogState
 from queryd.audit import search
 from schemas.audit import Document, Message
 from schemas.errors import LogNotFoundError, LogUnavailableError, MemstreamError
@@ -90,7 +91,7 @@ def _build(path: Path) -> None:
         kept = [memory.add_message(Message(speaker="ana", content=f"m{i}")) for i in range(20)]
         memory.delete([kept[3].id], "asked", requested_by="ana")
         memory.recall("m1")
-        store = LogMemexStore(memory.log)
+        store = MemexStore(backend=LogGraphs(memory.log))
         store.create(
             scope="s",
             kind="observation",

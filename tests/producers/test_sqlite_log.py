@@ -13,7 +13,7 @@ import pytest
 import producers.logs.sqlite as sqlite_log
 from memstream import Memory, Message
 from producers.logs.sqlite import LOG_FILE, SqliteLog
-from projector.log_state import fold_log
+from projector.record_fold import fold_log
 from schemas.errors import LogUnavailableError
 
 FRAME = 24 + 4096  # a WAL frame: its header and one page

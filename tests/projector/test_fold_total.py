@@ -16,11 +16,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from projector.graph.intents import create_intent
-from projector.log_state import (
+from projector.lifecycle import encode_lifecycle
+from projector.record_fold import (
     LogState,
     apply_record,
     empty_state,
-    encode_lifecycle,
     fold_decoded,
     fold_log,
     fold_record,
@@ -676,7 +676,7 @@ def test_the_projector_and_a_fresh_reader_get_past_the_record_on_kafka(
 def test_a_lifecycle_event_over_the_readers_bound_is_published_as_its_stand_in() -> None:
     """An event whose encoding is over `MAX_LIFECYCLE_BYTES` (an operation's value here)
     becomes a stand-in naming its seq and size; one at the bound is published whole."""
-    from projector.log_state import MAX_LIFECYCLE_BYTES, Lifecycle, encode_full_lifecycle
+    from projector.lifecycle import MAX_LIFECYCLE_BYTES, Lifecycle, encode_full_lifecycle
 
     cause = {"cause_id": "c", "cause_ts": "2026-12-03T10:00:00.000Z"}
 

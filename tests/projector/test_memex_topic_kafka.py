@@ -12,9 +12,9 @@ import memex
 import pytest
 
 from producers.memex_store import MemexStore
+from projector.graph.serialization import stringify
 from projector.memex_topic import memex_topic
 from projector.service import Projector
-from schemas.graph.serialization import stringify
 from tests.projector.test_projector_kafka import read_topic
 
 OBS = {"scope": "s", "kind": "observation", "author": "agent", "source_kind": "observed"}
@@ -97,7 +97,7 @@ def test_replaying_the_memex_topic_reaches_the_projectors_fold(
     kafka_bootstrap: str, redis_url: str, unique_name: str
 ) -> None:
     location = f"kafka://{kafka_bootstrap}/{unique_name}?redis={redis_url}"
-    with MemexStore.open(location) as store:  # type: ignore[attr-defined]
+    with MemexStore.open(location) as store:
         _write(store, 0)
         first = Projector(location, every_records=5)
         first.run(until_caught_up=True)

@@ -23,11 +23,11 @@ from confluent_kafka.admin import AdminClient
 
 from memstream import Memory, Message
 from producers.logs.base import LifecycleRecord, fold_lifecycle
-from producers.logs.kafka import INDEX_HEADER, SEQ_HEADER, consumer_conf
+from producers.logs.kafka_client import INDEX_HEADER, SEQ_HEADER, consumer_conf
 from producers.logs.location import KafkaLocation, parse_kafka_location
-from projector.log_state import fold_log
+from projector.record_fold import fold_log
 from projector.service import Projector
-from projector.snapshot import SnapshotStore
+from projector.snapshot_store import SnapshotStore
 from projector.status import decode_status, status_key
 from queryd.daemon.lifecycle import sse_frame
 from schemas.codec import KIND_HEADER, encode_record
@@ -302,8 +302,8 @@ def test_a_snapshot_past_the_partitions_end_or_of_another_topic_is_refused(
     redis_url: str, unique_name: str
 ) -> None:
     from producers.logs.topic_identity import LogIdentity
-    from projector.log_state import fold_record
-    from projector.snapshot import entry_of
+    from projector.record_fold import fold_record
+    from projector.snapshot_store import entry_of
 
     store = SnapshotStore(redis.Redis.from_url(redis_url), f"memstream:{unique_name}:")
     records = [(i, encode_record(Message(speaker="a", content=f"m{i}"))) for i in range(10)]

@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from memstream import Memory, Message, Recall
 from producers.logs.base import fold_lifecycle
-from producers.logs.kafka import (
+from producers.logs.kafka_client import (
     SEQ_HEADER,
     TopicConfigError,
     consumer_conf,
@@ -29,9 +29,9 @@ from producers.logs.kafka import (
 )
 from producers.logs.location import KafkaLocation, parse_kafka_location
 from producers.memex_store import MemexStore
-from projector.log_state import LogState, fold_log
+from projector.record_fold import LogState, fold_log
 from projector.service import Projector
-from projector.snapshot import SnapshotStore
+from projector.snapshot_store import SnapshotStore
 from schemas.codec import MAGIC, decode_record, encode_record
 from schemas.graph.envelopes import now_iso
 from schemas.graph.ids import uuid7
@@ -181,7 +181,7 @@ def test_projector_killed_and_restarted_equals_an_uninterrupted_run(location: st
 
     def write() -> None:
         try:
-            with Memory(location) as memory, MemexStore.open(location) as store:  # type: ignore[attr-defined]
+            with Memory(location) as memory, MemexStore.open(location) as store:
                 i = 0
                 while not stop.is_set() and i < 3000:
                     memory.append_many(
@@ -273,7 +273,7 @@ def test_redis_flushed_while_running_is_rebuilt_and_never_wrong(
 
 def test_garbage_unknown_schemas_and_invalid_commands_are_rejections(location: str) -> None:
     loc = parse_kafka_location(location)
-    with Memory(location) as memory, MemexStore.open(location) as store:  # type: ignore[attr-defined]
+    with Memory(location) as memory, MemexStore.open(location) as store:
         first = memory.add_message(Message(speaker="a", content="kept"))
         store.create(
             id="x",
@@ -346,7 +346,7 @@ def test_garbage_unknown_schemas_and_invalid_commands_are_rejections(location: s
 
 def test_replay_up_to_seq_equals_the_fold_of_the_prefix(location: str) -> None:
     loc = parse_kafka_location(location)
-    with Memory(location) as memory, MemexStore.open(location) as store:  # type: ignore[attr-defined]
+    with Memory(location) as memory, MemexStore.open(location) as store:
         for i in range(300):
             stored = memory.add_message(Message(speaker="a", content=f"word{i % 7} n{i}"))
             if i % 10 == 0:

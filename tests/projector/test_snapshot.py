@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import redis
 
-from projector.log_state import fold_log, fold_record
-from projector.snapshot import SnapshotLost, SnapshotStore, entry_of
+from projector.record_fold import fold_log, fold_record
+from projector.snapshot_store import SnapshotLost, SnapshotStore, entry_of
 from schemas.audit import Deletion, Document, Message, Recall
 from schemas.codec import encode_record
 from schemas.graph.envelopes import now_iso
@@ -193,7 +193,7 @@ def test_a_write_over_the_size_bound_is_split_into_chunks_that_load(
 def test_merges_stop_below_the_byte_bound(
     store: SnapshotStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import projector.snapshot as snapshot
+    import projector.snapshot_store as snapshot
 
     records = _log(200)
     _write(store, records, every=5)

@@ -22,13 +22,14 @@ from confluent_kafka import Consumer, TopicPartition
 
 import projector.snapshot_format as fmt
 from memstream import Document, Memory, Message
-from producers.logs.kafka import KafkaLog, consumer_conf
+from producers.logs.kafka import KafkaLog
+from producers.logs.kafka_client import consumer_conf
 from producers.logs.location import KafkaLocation, parse_kafka_location
 from producers.logs.topic_identity import log_identity
 from producers.memex_store import MemexStore
-from projector.log_state import LogState, empty_state, fold_record
+from projector.record_fold import LogState, empty_state, fold_record
 from projector.service import Projector
-from projector.snapshot import SnapshotStore, decode_chunk, entry_of
+from projector.snapshot_store import SnapshotStore, decode_chunk, entry_of
 
 pytestmark = pytest.mark.kafka
 
@@ -68,7 +69,7 @@ def _fill(location: str) -> KafkaLocation:
     """A log of messages, documents, deletions and graph items, and its snapshot as the
     projector writes it: a chunk every 40 records, graph checkpoints among them."""
     loc = parse_kafka_location(location)
-    with Memory(location) as memory, MemexStore.open(location) as store:  # type: ignore[attr-defined]
+    with Memory(location) as memory, MemexStore.open(location) as store:
         for i in range(120):
             if i % 9 == 4:
                 memory.add_document(Document(name=f"doc {i}", text=f"a document, number {i}"))

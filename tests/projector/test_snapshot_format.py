@@ -27,8 +27,9 @@ from projector.graph.state import (
     outgoing_edge_ids,
     stale_ids,
 )
-from projector.log_state import LogState, fold_log, fold_record
-from projector.snapshot import (
+from projector.record_fold import LogState, fold_log, fold_record
+from projector.snapshot_format import SnapshotFormatError
+from projector.snapshot_store import (
     Chunk,
     build_chunk,
     decode_chunk,
@@ -37,7 +38,6 @@ from projector.snapshot import (
     hydrate,
     merge_chunks,
 )
-from projector.snapshot_format import SnapshotFormatError
 from queryd.audit.search import search
 from schemas.audit import Deletion, Document, Message, Recall
 from schemas.codec import encode_record

@@ -12,15 +12,8 @@ from fastavro import schemaless_reader, schemaless_writer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from projector.log_state import (
-    Lifecycle,
-    _lifecycle_id,
-    empty_state,
-    encode_lifecycle,
-    fold_decoded,
-    fold_record,
-    lifecycle_envelope,
-)
+from projector.lifecycle import Lifecycle, _lifecycle_id, encode_lifecycle, lifecycle_envelope
+from projector.record_fold import empty_state, fold_decoded, fold_record
 from schemas.audit import Deletion, Document, Message, Recall
 from schemas.codec import (
     HEADER_LEN,

@@ -1,0 +1,412 @@
+"""`import_audit_ready_memory`: an audit-ready-memory database appended to a memstream log.
+
+The source's events are appended in their seq order, each keeping its id, timestamp,
+session, source, actor, ``retain_until``, recall and tombstone targets; only ``seq`` is the
+target log's. Afterwards the imported events are replayed and compared with the source's
+replay (the summary, every event, and the answers of `search` on a sample of queries).
+
+Resuming. An event's id is unique in a memstream log (the log refuses a second event with
+the same id), and the importer appends the source in seq order in all-or-none batches. So
+the log itself records how far an import got: the source events whose ids are in the log,
+always a prefix of the source. A run finds them, checks that each equals its source event,
+and appends the rest; nothing is appended twice. A log holding only events of this source
+counts as this import's own (resumed without ``append``); any other record makes the log
+"not empty" (``append=True`` needed).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+from uuid import UUID
+
+from pydantic import TypeAdapter, ValidationError
+
+from producers.importers.arcadedb_source import read_memory_events
+from producers.importers.errors import (
+    CorruptSourceError,
+    ImportConflictError,
+    LogNotEmptyError,
+    VerificationError,
+)
+from producers.importers.report import ImportReport, Progress, Skip
+from producers.importers.run import append_batches
+from producers.memory import Memory
+from projector.audit import MemoryState, check_append, fold, replay
+from queryd.audit import search
+from schemas.audit import Deletion, Document, Event, Message, Recall
+from schemas.codec import MAX_DECODE_BYTES, MAX_JSON_DEPTH, encode_record, json_depth
+from schemas.gc_guard import no_cyclic_gc
+from schemas.limits import MAX_RECORD_BYTES, check_record_size
+
+__all__ = [
+    "import_audit_ready_memory",
+    "parse_rows",
+    "check_source",
+    "source_state",
+    "summarize",
+    "sample_queries",
+    "DEFAULT_BATCH",
+]
+
+log = logging.getLogger("memstream.import.audit")
+
+AnyEvent = Message | Document | Recall | Deletion
+DEFAULT_BATCH = 2000
+DEFAULT_SAMPLES = 25
+
+
+@dataclass(frozen=True)
+class SourceEvent:
+    """An event read from the source, at its source seq, with its seq cleared."""
+
+    seq: int
+    event: AnyEvent
+    size: int = 0  # characters of the source's JSON, a bound of the record's size
+
+
+def _where(row: dict[str, Any], index: int) -> str:
+    seq = row.get("seq")
+    ident = row.get("id")
+    place = f"seq {seq}" if isinstance(seq, int) else f"record {index} (no seq)"
+    return f"{place} (id {ident})" if isinstance(ident, str) else place
+
+
+_EVENTS: TypeAdapter[AnyEvent] = TypeAdapter(Event)
+
+
+def _without_seq(event: AnyEvent) -> AnyEvent:
+    """The event with its seq cleared, built as `BaseEvent.with_seq` builds a copy (what
+    `model_copy(update={"seq": None})` gives, without its generic path)."""
+    copy = object.__new__(type(event))
+    values = event.__dict__.copy()
+    values["seq"] = None
+    object.__setattr__(copy, "__dict__", values)
+    object.__setattr__(copy, "__pydantic_fields_set__", event.__pydantic_fields_set__)
+    object.__setattr__(copy, "__pydantic_extra__", None)
+    object.__setattr__(copy, "__pydantic_private__", None)
+    return copy
+
+
+def _parse_row(row: dict[str, Any], index: int) -> AnyEvent:
+    """The event of one row, its seq cleared; every column checked against the payload."""
+    where = _where(row, index)
+    payload = row.get("payload")
+    if not isinstance(payload, str):
+        raise CorruptSourceError(f"{where}: payload is {type(payload).__name__}, not JSON text")
+    if len(payload) * 4 > MAX_DECODE_BYTES and len(payload.encode()) > MAX_DECODE_BYTES:
+        raise CorruptSourceError(
+            f"{where}: payload of {len(payload):,} characters is over the limit"
+        )
+    # Depth is at most the number of brackets: count them (in C) before measuring it.
+    if payload.count("[") + payload.count("{") > MAX_JSON_DEPTH:
+        if json_depth(payload.encode()) > MAX_JSON_DEPTH:
+            raise CorruptSourceError(f"{where}: payload nests deeper than {MAX_JSON_DEPTH}")
+    try:
+        # Parsed and validated in one pass (pydantic's JSON parser).
+        event = _EVENTS.validate_json(payload)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        if first["type"].startswith("json_"):
+            raise CorruptSourceError(f"{where}: payload is not JSON ({first['msg']})") from None
+        field = ".".join(str(p) for p in first["loc"]) or "event"
+        raise CorruptSourceError(
+            f"{where}: payload does not validate: {field}: {first['msg']}"
+        ) from None
+    for column, stored in (("id", str(event.id)), ("seq", event.seq), ("kind", event.kind)):
+        if row.get(column) != stored:
+            raise CorruptSourceError(
+                f"{where}: column {column} is {row.get(column)!r} but the payload says {stored!r}"
+            )
+    return _without_seq(event)
+
+
+def parse_rows(
+    rows: Sequence[dict[str, Any]], *, skip_bad: bool = False, source: str = "source"
+) -> tuple[list[SourceEvent], list[Skip]]:
+    """The source's events in seq order, checked record by record.
+
+    The seqs must run 0, 1, 2, ... as audit-ready-memory assigns them: a gap means records
+    were lost. Raises `CorruptSourceError` naming the first bad record, unless `skip_bad`:
+    then each is left out and reported.
+    """
+    events: list[SourceEvent] = []
+    skips: list[Skip] = []
+    seen: set[int] = set()
+
+    def bad(where: str, reason: str) -> None:
+        if not skip_bad:
+            raise CorruptSourceError(f"{source}: {where}: {reason}")
+        skips.append(Skip(where, reason))
+
+    with no_cyclic_gc():  # 100k events are 100k acyclic models: no cycle hunting
+        _parse_all(rows, events, seen, bad)
+    return events, skips
+
+
+def _parse_all(
+    rows: Sequence[dict[str, Any]],
+    events: list[SourceEvent],
+    seen: set[int],
+    bad: Any,
+) -> None:
+    expected = 0
+    for index, row in enumerate(rows):
+        seq = row.get("seq")
+        if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+            bad(_where(row, index), f"seq is {seq!r}, not a non-negative integer")
+            continue
+        if seq in seen:
+            bad(_where(row, index), f"seq {seq} appears twice")
+            continue
+        seen.add(seq)
+        if seq != expected:
+            gap = f"seq {expected}" if seq == expected + 1 else f"seqs {expected} to {seq - 1}"
+            bad(gap, f"missing: the source jumps from seq {expected - 1} to seq {seq}")
+        expected = seq + 1
+        try:
+            event = _parse_row(row, index)
+        except CorruptSourceError as exc:
+            text = str(exc)
+            where = _where(row, index)
+            bad(where, text[len(where) + 2 :] if text.startswith(where) else text)
+            continue
+        events.append(SourceEvent(seq, event, len(row["payload"])))
+
+
+def _check_size(item: SourceEvent) -> None:
+    """`RecordTooLargeError` for an event over the log's record size limit. The record
+    (Avro: raw UTF-8 strings, no keys) is smaller than the event's JSON (ASCII-escaped,
+    keyed) but for a few bytes; only events whose JSON comes near the limit are encoded."""
+    if item.size * 4 + 4096 > MAX_RECORD_BYTES:
+        check_record_size(item.event, encode_record(item.event))
+
+
+def check_source(
+    events: Sequence[SourceEvent], *, skip_bad: bool = False, source: str = "source"
+) -> tuple[list[SourceEvent], list[Skip]]:
+    """Check the events as a memstream log would take them, in order.
+
+    Returns the events kept and the skips. A recall or deletion naming an event that is not in
+    the source, an event over the record size limit: `CorruptSourceError` unless
+    `skip_bad` (then the events that depend on a skipped one are skipped in turn).
+    """
+    kept: list[SourceEvent] = []
+    skips: list[Skip] = []
+    with no_cyclic_gc():
+        # Checked as one batch on an empty log (what `check_records` does), then folded
+        # at once: a state per event would cost more than the check.
+        empty = MemoryState()
+        before: dict[UUID, AnyEvent] = {}
+        for item in events:
+            event = item.event
+            try:
+                check_append(empty, event, before)
+                _check_size(item)
+            except (ValueError, TypeError) as exc:
+                where = f"seq {item.seq} (id {event.id})"
+                if not skip_bad:
+                    raise CorruptSourceError(f"{source}: {where}: {exc}") from None
+                skips.append(Skip(where, str(exc)))
+                continue
+            before[event.id] = event
+            kept.append(item)
+    return kept, skips
+
+
+def source_state(kept: Sequence[SourceEvent]) -> MemoryState:
+    """The source's replay: the kept events folded at their source seqs."""
+    with no_cyclic_gc():
+        return replay(cast(AnyEvent, item.event.with_seq(item.seq)) for item in kept)
+
+
+def summarize(state: MemoryState) -> dict[str, Any]:
+    """What two replays must agree on: every content id in order, what is visible, what
+    was deleted (by which tombstone), and the recall statistics."""
+    return {
+        "messages": [m.id for m in state.messages],
+        "documents": [d.id for d in state.documents],
+        "visible_messages": [m.id for m in state.visible_messages],
+        "visible_documents": [d.id for d in state.visible_documents],
+        "deleted": {k: v.id for k, v in state.deleted.items()},
+        "recall_stats": {
+            k: (v.num_recalled, v.last_recalled_at) for k, v in state.recall_stats.items()
+        },
+        "events": len(state.events),
+    }
+
+
+def sample_queries(state: MemoryState, count: int = DEFAULT_SAMPLES) -> list[str]:
+    """Up to `count` queries drawn evenly from the visible content: a few words of each."""
+    content: list[str] = [m.content for m in state.visible_messages]
+    content += [d.text for d in state.visible_documents]
+    if not content:
+        return []
+    step = max(1, len(content) // count)
+    queries = []
+    for text in content[::step][:count]:
+        words = text.split()
+        queries.append(" ".join(words[:3]) if words else text)
+    return queries
+
+
+def _same(a: AnyEvent, b: AnyEvent) -> bool:
+    """The same event but for its seq (what `model_copy` and `==` say, without copies)."""
+    return a.__class__ is b.__class__ and {**a.__dict__, "seq": None} == {
+        **b.__dict__,
+        "seq": None,
+    }
+
+
+def _verify(memory: Memory, kept: Sequence[SourceEvent], *, whole: bool) -> str:
+    """Compare the log with the source: every imported event, in order, then the replay.
+
+    `whole`: the log holds nothing but this source's events, so its own state is the
+    replay of the import; otherwise the imported events are picked out and replayed.
+    """
+    ids = {item.event.id for item in kept}
+    source = source_state(kept)
+    with no_cyclic_gc():
+        imported = [e for e in memory.events() if e.id in ids]
+        if len(imported) != len(kept):
+            raise VerificationError(
+                f"the log holds {len(imported):,} of the {len(kept):,} source events after "
+                "the import"
+            )
+        for item, event in zip(kept, imported, strict=True):
+            if not _same(event, item.event):
+                raise VerificationError(
+                    f"seq {event.seq} (id {event.id}) differs from source seq {item.seq} "
+                    f"(id {item.event.id}): the log's order or content is not the source's"
+                )
+        log_state = memory.replay() if whole else replay(imported)
+        want, got = summarize(source), summarize(log_state)
+    for key in want:
+        if want[key] != got[key]:
+            raise VerificationError(f"replay summary differs from the source's in {key!r}")
+    queries = sample_queries(source)
+    for query in queries:
+        a = [x.id for x in search(source, query, limit=5)]
+        b = [x.id for x in search(log_state, query, limit=5)]
+        if a != b:
+            raise VerificationError(f"search {query!r}: the source answers {a}, the log {b}")
+    return (
+        f"replay equal to the source's ({len(want['messages']):,} messages, "
+        f"{len(want['documents']):,} documents, {len(want['deleted']):,} deleted, "
+        f"{len(want['recall_stats']):,} recalled items; {len(kept):,} events equal in order), "
+        f"search answers equal on {len(queries)} sampled queries"
+    )
+
+
+def _existing(
+    memory: Memory, kept: Sequence[SourceEvent], *, append: bool, skip_bad: bool, source: str
+) -> tuple[set[UUID], int, list[Skip]]:
+    """Which source events the log already holds (an earlier run), how many of its
+    records are foreign, and source events skipped because the log holds their id with
+    other content."""
+    head = memory.log.state().last_seq  # the last record of any kind
+    if head is None:
+        return set(), 0, []
+    by_id = {item.event.id: item for item in kept}
+    present: set[UUID] = set()
+    skips: list[Skip] = []
+    in_log = memory.events()
+    foreign = head + 1 - len(in_log)  # graph envelopes and refused records
+    for event in in_log:
+        item = by_id.get(event.id)
+        if item is None:
+            foreign += 1
+        elif not _same(event, item.event):
+            where = f"seq {item.seq} (id {event.id})"
+            reason = f"the log holds event {event.id} at seq {event.seq} with other content"
+            if not skip_bad:
+                raise ImportConflictError(f"{source}: {where}: {reason}")
+            skips.append(Skip(where, reason))
+            foreign += 1
+        else:
+            present.add(event.id)
+    if foreign and not append:
+        raise LogNotEmptyError(
+            f"log {memory.location} holds {foreign:,} record(s) that are not from {source} "
+            f"(and {len(present):,} that are); pass --append (append=True) to import after them"
+        )
+    return present, foreign, skips
+
+
+def import_audit_ready_memory(
+    path: str | Path,
+    location: str,
+    *,
+    append: bool = False,
+    skip_bad: bool = False,
+    verify: bool = True,
+    batch_size: int = DEFAULT_BATCH,
+    progress: Progress | None = None,
+    rows: Sequence[dict[str, Any]] | None = None,
+) -> ImportReport:
+    """Import the audit-ready-memory database at `path` into the log at `location`.
+
+    Everything is read and checked before anything is appended: a bad source raises an
+    `ImportSourceError` naming the record and appends nothing (with `skip_bad`, bad records
+    and those depending on them are left out and reported). `rows` replaces reading `path`
+    (tests, benchmarks: the rows as `read_memory_events` gives them).
+    """
+    if batch_size < 1:  # before the log is opened (a writer creates it)
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    source = str(path)
+    report = ImportReport(source=source, location=str(location), kind="audit-ready-memory")
+    clock = time.perf_counter()
+    if rows is None:
+        rows = read_memory_events(path)
+    report.read = len(rows)
+    report.timings["read"] = -clock + (clock := time.perf_counter())
+    events, skips = parse_rows(rows, skip_bad=skip_bad, source=source)
+    kept, check_skips = check_source(events, skip_bad=skip_bad, source=source)
+    report.skipped = skips + check_skips
+    with Memory(location) as memory:
+        present, foreign, conflicts = _existing(
+            memory, kept, append=append, skip_bad=skip_bad, source=source
+        )
+        if conflicts:
+            report.skipped += conflicts
+            dropped = {s.where for s in conflicts}
+            kept = [k for k in kept if f"seq {k.seq} (id {k.event.id})" not in dropped]
+            kept, more = check_source(kept, skip_bad=True, source=source)
+            report.skipped += more
+        report.already = len(present)
+        pending = [item.event for item in kept if item.event.id not in present]
+        if foreign and pending:
+            _check_against(memory, pending, source)
+        report.timings["check"] = -clock + (clock := time.perf_counter())
+        append_batches(
+            pending,
+            lambda batch: [cast(int, e.seq) for e in memory.append_many(batch)],
+            batch_size=batch_size,
+            progress=progress,
+            report=report,
+        )
+        report.timings["append"] = -clock + (clock := time.perf_counter())
+        if verify:
+            report.verified = _verify(memory, kept, whole=not foreign)
+        report.timings["verify"] = time.perf_counter() - clock
+    log.info("imported %s into %s: %d appended", source, location, report.appended)
+    return report
+
+
+def _check_against(memory: Memory, pending: Sequence[AnyEvent], source: str) -> None:
+    """Check the events against the log's own state (it holds foreign records), so that a
+    refusal comes before the first batch is appended."""
+    state = memory.replay()
+    last = memory.log.state().last_seq
+    seq = 0 if last is None else last + 1
+    for event in pending:
+        try:
+            check_append(state, event)
+        except ValueError as exc:
+            raise ImportConflictError(f"{source}: id {event.id}: {exc}") from None
+        state = fold(state, cast(AnyEvent, event.with_seq(seq)))
+        seq += 1

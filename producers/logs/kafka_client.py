@@ -1,0 +1,272 @@
+"""The Kafka client helpers every Kafka adapter shares: client, producer and consumer
+configurations, the header names and size limits, topic creation and checks
+(`ensure_topic`), reading what is ready (`consume_ready`), and the error types.
+
+`KafkaLog` (`producers.logs.kafka`), the lifecycle topic's readers
+(`producers.logs.lifecycle_topic`), the projector and the stack's health check all build
+their clients and topics here, so a log topic is made and checked one way.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import Message as KafkaMessage
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
+
+from schemas.codec import MAX_DECODE_BYTES
+from schemas.errors import LogNotFoundError, LogUnavailableError, MemstreamError
+from schemas.limits import MAX_RECORD_BYTES
+
+__all__ = [
+    "KafkaLogError",
+    "KafkaUnavailableError",
+    "TopicConfigError",
+    "error_cause",
+    "client_conf",
+    "producer_conf",
+    "consumer_conf",
+    "consume_ready",
+    "ensure_topic",
+    "SEQ_HEADER",
+    "INDEX_HEADER",
+    "PRODUCER_MESSAGE_MAX_BYTES",
+    "TOPIC_MAX_MESSAGE_BYTES",
+    "BATCH_HEADER_BYTES",
+    "DERIVED_PRODUCER_MESSAGE_MAX_BYTES",
+    "DERIVED_TOPIC_MAX_MESSAGE_BYTES",
+    "TOPIC_CONFIG",
+    "KafkaHeaders",
+]
+
+log = logging.getLogger("memstream.producers.kafka")
+_client_log = logging.getLogger("memstream.kafka.client")
+
+# Lifecycle records name the log record that caused them, and their index among its events.
+SEQ_HEADER = "memstream.seq"
+INDEX_HEADER = "memstream.index"
+# A message's headers as the producer takes them: (name, value) in order.
+KafkaHeaders = list[tuple[str, str | bytes | None]]
+# The size limits that let Kafka take every record under `MAX_RECORD_BYTES` (see
+# `schemas.limits`): the producer refuses a message over PRODUCER_MESSAGE_MAX_BYTES and
+# never sends a batch over it plus the batch header; topics take batches up to
+# TOPIC_MAX_MESSAGE_BYTES (Kafka's default, set on the topics memstream creates).
+PRODUCER_MESSAGE_MAX_BYTES = 1_000_000
+TOPIC_MAX_MESSAGE_BYTES = 1_048_588
+BATCH_HEADER_BYTES = 61
+# The projector's derived topics (lifecycle, LOG.memex) take messages up to the readers'
+# decoding bound (`MAX_DECODE_BYTES`, which `encode_lifecycle` keeps each event under) and
+# its producer sends them; a batch header and headers fit in the margins.
+DERIVED_PRODUCER_MESSAGE_MAX_BYTES = MAX_DECODE_BYTES + 32 * 1024
+DERIVED_TOPIC_MAX_MESSAGE_BYTES = MAX_DECODE_BYTES + 64 * 1024
+TOPIC_CONFIG = {
+    "cleanup.policy": "delete",
+    "retention.ms": "-1",
+    "retention.bytes": "-1",
+    "max.message.bytes": str(TOPIC_MAX_MESSAGE_BYTES),
+}
+_TIMEOUT_S = 30.0  # admin calls of ensure_topic when no timeout is given (the projector)
+
+
+class KafkaLogError(MemstreamError):
+    """The Kafka log could not do what was asked (delivery failed, broker unreachable)."""
+
+
+class KafkaUnavailableError(KafkaLogError, LogUnavailableError):
+    """The broker could not be reached or answered with an error: the message names the
+    log, the operation and the cause."""
+
+
+class TopicConfigError(KafkaLogError):
+    """A log topic that is not one partition, is compacted, or takes too small messages."""
+
+
+def error_cause(exc: BaseException) -> str:
+    """The text of a confluent-kafka error (a KafkaException holds a KafkaError)."""
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return str(exc.args[0].str())
+    return str(exc) or type(exc).__name__
+
+
+def client_conf(bootstrap: str) -> dict[str, Any]:
+    return {"bootstrap.servers": bootstrap, "logger": _client_log, "log_level": 3}
+
+
+def producer_conf(bootstrap: str, **extra: Any) -> dict[str, Any]:
+    return {
+        **client_conf(bootstrap),
+        "enable.idempotence": True,
+        "acks": "all",
+        # A few ms of linger packs pipelined appends into few, large requests (less CPU on
+        # both ends); synchronous appends flush, which sends at once regardless.
+        "linger.ms": 5,
+        "max.in.flight.requests.per.connection": 5,
+        # lz4 is cheap to compress, and the broker then writes and replicates fewer bytes.
+        "compression.type": "lz4",
+        **extra,
+    }
+
+
+def consumer_conf(bootstrap: str, **extra: Any) -> dict[str, Any]:
+    return {
+        **client_conf(bootstrap),
+        # Partitions are assigned by hand and offsets never committed: the position is the
+        # state's own seq (invariant 10). librdkafka still wants a group id.
+        "group.id": f"memstream-reader-{uuid.uuid4().hex}",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+        "fetch.wait.max.ms": 20,
+        "enable.partition.eof": False,
+        **extra,
+    }
+
+
+def consume_ready(consumer: Consumer, max_messages: int, timeout: float) -> list[KafkaMessage]:
+    """The messages ready now, at once; when none are, the first to come within `timeout`
+    (with any that came beside it).
+
+    librdkafka's batch `consume(n, timeout)` waits out its whole timeout unless n messages
+    arrive, which adds up to `timeout` to every record's latency on a trickling topic;
+    `poll` returns on the first message.
+    """
+    messages = consumer.consume(max_messages, 0)
+    if messages or timeout <= 0:
+        return messages
+    first = consumer.poll(timeout)
+    if first is None:
+        return []
+    return [first, *consumer.consume(max_messages - 1, 0)] if max_messages > 1 else [first]
+
+
+def ensure_topic(
+    admin: AdminClient,
+    topic: str,
+    replication_factor: int,
+    *,
+    create: bool = True,
+    timeout: float = _TIMEOUT_S,
+    min_message_bytes: int | None = None,
+    bootstrap: str | None = None,
+    message_bytes: int | None = None,
+) -> None:
+    """Create the topic (one partition, never compacted, unlimited retention) or check it.
+
+    `create=False` (readers): a topic that does not exist raises `LogNotFoundError`.
+    `min_message_bytes`: the least ``max.message.bytes`` the topic must take (writers), or
+    `TopicConfigError`. `message_bytes` (the projector's derived topics, whose events can
+    be larger than the record that caused them): the topic's ``max.message.bytes``, set on
+    creation and raised to it on a topic that takes less. A broker that does not answer
+    within `timeout` seconds in all raises `KafkaUnavailableError` (naming `bootstrap`, the
+    brokers, when given).
+    """
+    deadline = time.monotonic() + timeout
+    where = f"broker {bootstrap}, " if bootstrap else ""
+
+    def left() -> float:
+        return max(0.1, deadline - time.monotonic())
+
+    def unavailable(operation: str, exc: BaseException | str) -> KafkaUnavailableError:
+        cause = exc if isinstance(exc, str) else error_cause(exc)
+        return KafkaUnavailableError(
+            f"log {topic}: cannot {operation} ({where}waited up to {timeout:g} s): {cause}"
+        )
+
+    config = dict(TOPIC_CONFIG)
+    if message_bytes is not None:
+        config["max.message.bytes"] = str(message_bytes)
+    if create:
+        try:
+            futures = admin.create_topics(
+                [
+                    NewTopic(
+                        topic,
+                        num_partitions=1,
+                        replication_factor=replication_factor,
+                        config=config,
+                    )
+                ],
+                request_timeout=left(),
+            )
+            futures[topic].result(timeout=left())
+            log.info("created topic %s (1 partition, rf=%d)", topic, replication_factor)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if not isinstance(error, KafkaError) or error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise unavailable("create its topic", exc) from None
+        except TimeoutError:
+            raise unavailable("create its topic", "no answer") from None
+    # A topic just created may take a moment to show in the metadata.
+    while True:
+        try:
+            metadata = admin.list_topics(topic, timeout=left()).topics.get(topic)
+        except KafkaException as exc:
+            raise unavailable("read its metadata", exc) from None
+        if metadata is not None and metadata.error is None and metadata.partitions:
+            break
+        if not create and (
+            metadata is None
+            or (
+                metadata.error is not None
+                and metadata.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+            )
+        ):
+            raise LogNotFoundError(
+                f"log {topic}: no such topic on the broker; only writers create logs "
+                "(check the location's LOG name)"
+            )
+        if time.monotonic() > deadline:
+            raise unavailable("read its metadata", str(metadata and metadata.error))
+        time.sleep(0.05)
+    if len(metadata.partitions) != 1:
+        raise TopicConfigError(
+            f"topic {topic} has {len(metadata.partitions)} partitions; a memstream log is "
+            "one partition, so that offsets are a total order (seq)"
+        )
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    try:
+        configs = admin.describe_configs([resource], request_timeout=left())[resource].result(
+            timeout=left()
+        )
+    except KafkaException as exc:
+        raise unavailable("read its configuration", exc) from None
+    except TimeoutError:
+        raise unavailable("read its configuration", "no answer") from None
+    policy = configs["cleanup.policy"].value if "cleanup.policy" in configs else "delete"
+    if "compact" in (policy or ""):
+        raise TopicConfigError(
+            f"topic {topic} has cleanup.policy={policy}; a memstream log is never compacted"
+        )
+    entry = configs.get("max.message.bytes")
+    if min_message_bytes is not None and entry is not None and entry.value:
+        if int(entry.value) < min_message_bytes:
+            raise TopicConfigError(
+                f"topic {topic} has max.message.bytes={entry.value}; a memstream log takes "
+                f"records up to {MAX_RECORD_BYTES:,} bytes, so it needs at least "
+                f"{min_message_bytes} (set max.message.bytes={TOPIC_MAX_MESSAGE_BYTES} on the "
+                "topic, or on the broker as message.max.bytes)"
+            )
+    if message_bytes is not None and (entry is None or int(entry.value or 0) < message_bytes):
+        wanted = ConfigEntry(
+            "max.message.bytes",
+            str(message_bytes),
+            incremental_operation=AlterConfigOpType.SET,
+        )
+        try:
+            admin.incremental_alter_configs(
+                [ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[wanted])],
+                request_timeout=left(),
+            )[resource].result(timeout=left())
+        except (KafkaException, TimeoutError) as exc:
+            raise unavailable(f"raise its max.message.bytes to {message_bytes}", exc) from None
+        log.info("topic %s: max.message.bytes raised to %d", topic, message_bytes)

@@ -1,0 +1,1 @@
+"""The daemon's routes, one `APIRouter` a group: service, audit, graph, live."""

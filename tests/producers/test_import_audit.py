@@ -1,0 +1,258 @@
+"""`import_audit_ready_memory`: a database written by audit-ready-memory itself, appended to
+a memstream log (embedded and Kafka), checked against the seed's own replay and search."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from producers.importers import (
+    CorruptSourceError,
+    ImportConflictError,
+    LogNotEmptyError,
+    SourceNotFoundError,
+    UnsupportedSourceError,
+    import_audit_ready_memory,
+)
+from producers.memory import Memory
+from queryd.audit import search
+from schemas.audit import Message, event_to_dict
+from tests.producers.seed_sources import copy_db, sql, write_audit_ready_memory
+
+pytest.importorskip("audit_ready_memory")
+pytest.importorskip("arcadedb_embedded")
+
+
+@pytest.fixture(scope="module")
+def seed_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("seed") / "audit-db"
+    write_audit_ready_memory(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def seed_view(seed_db: Path):  # type: ignore[no-untyped-def]
+    """The seed's own reading of its database: events, replay, search answers."""
+    from audit_ready_memory import Memory as SeedMemory
+    from audit_ready_memory import search as seed_search
+
+    with SeedMemory(seed_db) as memory:
+        events = list(memory.events())
+        state = memory.replay()
+    queries = ["invoice cat", "budget report", "the document", "garden note 7", "vaccine"]
+    answers = {q: [str(x.id) for x in seed_search(state, q, limit=5)] for q in queries}
+    return events, state, answers
+
+
+def test_import_keeps_everything_the_seed_has(seed_db, seed_view, memory_location):  # type: ignore[no-untyped-def]
+    from audit_ready_memory import event_to_dict as seed_to_dict
+
+    seed_events, seed_state, answers = seed_view
+    report = import_audit_ready_memory(seed_db, memory_location)
+    assert report.read == report.appended == len(seed_events)
+    assert report.skipped == [] and report.already == 0
+    assert report.verified is not None and "search answers equal" in report.verified
+    with Memory(memory_location) as memory:
+        events = memory.events()
+        # ids, order, timestamps, sessions, actors, sources, retain_until, recall and
+        # deletion targets: the seed's JSON of each event, seq included (a fresh log).
+        assert [event_to_dict(e) for e in events] == [seed_to_dict(e) for e in seed_events]
+        state = memory.replay()
+    assert [m.id for m in state.visible_messages] == [m.id for m in seed_state.visible_messages]
+    assert [d.id for d in state.visible_documents] == [d.id for d in seed_state.visible_documents]
+    assert set(state.deleted) == set(seed_state.deleted)
+    assert {k: (v.num_recalled, v.last_recalled_at) for k, v in state.recall_stats.items()} == {
+        k: (v.num_recalled, v.last_recalled_at) for k, v in seed_state.recall_stats.items()
+    }
+    assert state.last_seq == seed_state.last_seq
+    for query, ids in answers.items():
+        assert [str(x.id) for x in search(state, query, limit=5)] == ids, query
+
+
+def test_interrupted_import_resumes_without_duplicates(seed_db, tmp_path):  # type: ignore[no-untyped-def]
+    location = str(tmp_path / "log")
+    calls = []
+
+    def stop_after_two_batches(done: int, total: int) -> None:
+        calls.append(done)
+        if done >= 10:
+            raise KeyboardInterrupt  # the user's Ctrl-C between two batches
+
+    with pytest.raises(KeyboardInterrupt):
+        import_audit_ready_memory(seed_db, location, batch_size=5, progress=stop_after_two_batches)
+    with Memory(location) as memory:
+        assert len(memory) == 10
+    # The same command again, without --append: the log holds only this source's events.
+    report = import_audit_ready_memory(seed_db, location, batch_size=5)
+    assert report.already == 10
+    assert report.appended == report.read - 10
+    with Memory(location) as memory:
+        ids = [e.id for e in memory.events()]
+    assert len(ids) == len(set(ids)) == report.read
+    assert report.verified is not None
+    # And once more: nothing left to do.
+    again = import_audit_ready_memory(seed_db, location)
+    assert again.appended == 0 and again.already == report.read
+
+
+def test_refuses_a_log_holding_other_records_unless_append(seed_db, tmp_path):  # type: ignore[no-untyped-def]
+    location = str(tmp_path / "log")
+    with Memory(location) as memory:
+        memory.add_message(Message(speaker="ops", content="already here"))
+    with pytest.raises(LogNotEmptyError, match=r"1 record\(s\) that are not from .*--append"):
+        import_audit_ready_memory(seed_db, location)
+    with Memory(location) as memory:
+        assert len(memory) == 1
+    report = import_audit_ready_memory(seed_db, location, append=True)
+    assert report.first_seq == 1 and report.appended == report.read
+    assert report.verified is not None
+    with Memory(location) as memory:
+        assert memory.events()[0].content == "already here"  # type: ignore[union-attr]
+
+
+def test_an_id_already_in_the_log_with_other_content_is_a_conflict(seed_db, seed_view, tmp_path):  # type: ignore[no-untyped-def]
+    seed_events = seed_view[0]
+    location = str(tmp_path / "log")
+    with Memory(location) as memory:
+        memory.add_message(Message(id=seed_events[3].id, speaker="x", content="forged"))
+    with pytest.raises(ImportConflictError, match=f"seq 3 \\(id {seed_events[3].id}\\)"):
+        import_audit_ready_memory(seed_db, location, append=True)
+    with Memory(location) as memory:
+        assert len(memory) == 1
+
+
+def _nothing_appended(location: Path) -> None:
+    if location.exists():
+        with Memory(str(location)) as memory:
+            assert len(memory) == 0
+
+
+def test_missing_source(tmp_path: Path) -> None:
+    with pytest.raises(SourceNotFoundError, match="no such directory"):
+        import_audit_ready_memory(tmp_path / "nope", str(tmp_path / "log"))
+    _nothing_appended(tmp_path / "log")
+
+
+def test_not_an_arcadedb_directory(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "schema.json").write_text("{not json")
+    with pytest.raises(CorruptSourceError, match="schema.json is not JSON"):
+        import_audit_ready_memory(tmp_path / "src", str(tmp_path / "log"))
+    _nothing_appended(tmp_path / "log")
+
+
+def test_unsupported_layout(seed_db: Path, tmp_path: Path) -> None:
+    src = copy_db(seed_db, tmp_path / "src")
+    sql(src, "ALTER TYPE MemoryEvent NAME Event")
+    with pytest.raises(UnsupportedSourceError, match="no type 'MemoryEvent'"):
+        import_audit_ready_memory(src, str(tmp_path / "log"))
+    _nothing_appended(tmp_path / "log")
+
+
+def test_unsupported_arcadedb_version(seed_db: Path, tmp_path: Path) -> None:
+    import json
+
+    src = copy_db(seed_db, tmp_path / "src")
+    schema = json.loads((src / "schema.json").read_text())
+    schema["dbmsVersion"] = "99.1.0"
+    (src / "schema.json").write_text(json.dumps(schema))
+    with pytest.raises(UnsupportedSourceError, match="written by ArcadeDB '99.1.0'"):
+        import_audit_ready_memory(src, str(tmp_path / "log"))
+    _nothing_appended(tmp_path / "log")
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (
+            "UPDATE MemoryEvent SET payload = '{broken' WHERE seq = 7",
+            r"seq 7 .*payload is not JSON",
+        ),
+        ("DELETE FROM MemoryEvent WHERE seq = 4", r"seq 4: missing: the source jumps from seq 3"),
+        (
+            "UPDATE MemoryEvent SET kind = 'document' WHERE seq = 2",
+            r"seq 2 .*column kind is 'document' but the payload says 'message'",
+        ),
+    ],
+)
+def test_a_damaged_record_is_named_and_nothing_is_appended(  # type: ignore[no-untyped-def]
+    seed_db, tmp_path, damage, message
+):
+    src = copy_db(seed_db, tmp_path / "src")
+    sql(src, damage)
+    with pytest.raises(CorruptSourceError, match=message):
+        import_audit_ready_memory(src, str(tmp_path / "log"))
+    _nothing_appended(tmp_path / "log")
+
+
+def test_skip_bad_reports_each_skip_and_what_depended_on_it(seed_db, seed_view, tmp_path):  # type: ignore[no-untyped-def]
+    seed_events = seed_view[0]
+    deletion = next(e for e in seed_events if e.kind == "deletion" and len(e.targets) == 2)
+    target = deletion.targets[0]
+    target_seq = next(e.seq for e in seed_events if e.id == target)
+    src = copy_db(seed_db, tmp_path / "src")
+    sql(src, f"UPDATE MemoryEvent SET payload = 'garbage' WHERE seq = {target_seq}")
+    with pytest.raises(CorruptSourceError):
+        import_audit_ready_memory(src, str(tmp_path / "log"))
+    report = import_audit_ready_memory(src, str(tmp_path / "log"), skip_bad=True)
+    wheres = [s.where for s in report.skipped]
+    assert wheres[0].startswith(f"seq {target_seq} ")
+    assert f"seq {deletion.seq} (id {deletion.id})" in wheres  # its tombstone names it
+    assert report.appended == report.read - len(report.skipped)
+    assert report.verified is not None
+
+
+def _payload(src: Path, seq: int) -> dict:  # type: ignore[type-arg]
+    import json
+
+    from tests.producers.seed_sources import audit_rows
+
+    row = next(r for r in audit_rows(src) if r["seq"] == seq)
+    return json.loads(row["payload"])
+
+
+def _set_payload(src: Path, seq: int, payload: dict) -> None:  # type: ignore[type-arg]
+    import json
+
+    text = json.dumps(payload).replace("\\", "\\\\").replace("'", "\\'")
+    sql(src, f"UPDATE MemoryEvent SET payload = '{text}' WHERE seq = {seq}")
+
+
+def test_a_recall_naming_an_unknown_id_is_named(seed_db, seed_view, tmp_path):  # type: ignore[no-untyped-def]
+    recall = next(e for e in seed_view[0] if e.kind == "recall")
+    src = copy_db(seed_db, tmp_path / "src")
+    payload = _payload(src, recall.seq)
+    payload["recalled"] = ["00000000-0000-4000-8000-000000000001"]
+    _set_payload(src, recall.seq, payload)
+    with pytest.raises(
+        CorruptSourceError,
+        match=f"seq {recall.seq} \\(id {recall.id}\\): recalled: unknown id 00000000-",
+    ):
+        import_audit_ready_memory(src, str(tmp_path / "log"))
+    _nothing_appended(tmp_path / "log")
+
+
+def test_an_event_over_the_record_size_limit_is_named(seed_db, tmp_path):  # type: ignore[no-untyped-def]
+    src = copy_db(seed_db, tmp_path / "src")
+    payload = _payload(src, 9)
+    payload["content"] = "x" * (1024 * 1024)
+    _set_payload(src, 9, payload)
+    with pytest.raises(CorruptSourceError, match=r"seq 9 \(id .*over the limit of 983,040 bytes"):
+        import_audit_ready_memory(src, str(tmp_path / "log"))
+    _nothing_appended(tmp_path / "log")
+
+
+def test_without_the_import_extra_the_error_says_what_to_install(seed_db, tmp_path):  # type: ignore[no-untyped-def]
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['arcadedb_embedded'] = None\n"  # as if not installed
+        "from producers.importers import import_audit_ready_memory, MissingExtraError\n"
+        f"try: import_audit_ready_memory({str(seed_db)!r}, {str(tmp_path / 'log')!r})\n"
+        "except MissingExtraError as exc: print(exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert "pip install 'memstream[import]'" in done.stdout, done.stderr[-1000:]
+    _nothing_appended(tmp_path / "log")
