@@ -16,6 +16,7 @@ _COMPONENTS = (
     "memstream.projector_cli",
     "memstream.queryd_cli",
     "memstream.import_cli",
+    "memstream.evidence_cli",
 )
 
 

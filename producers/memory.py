@@ -13,11 +13,13 @@ from uuid import UUID
 from producers.logs import Log, open_log
 from producers.logs.base import Appended, LifecycleRecord, PipelinedLog
 from producers.logs.batching import GroupCommitter
+from producers.logs.signing_key import KeySpec
 from projector.audit import MemoryState
 from queryd.audit import search
 from schemas.audit import BaseEvent, Deletion, Document, EventKind, Message, Recall
 from schemas.codec import decode_record
 from schemas.errors import DecodeError
+from schemas.evidence.proof import ConsistencyProof, EvidenceError, InclusionProof
 
 __all__ = ["Memory"]
 
@@ -48,11 +50,23 @@ def _records(appended: list[Appended]) -> list[AnyEvent]:
 class Memory:
     """An append-only memory log: a directory path (embedded SQLite) or a kafka:// URL."""
 
-    def __init__(self, path: str | PathLike[str], *, create: bool = True) -> None:
-        """Open the log at `path`, creating it when absent; `create=False` opens an existing
-        log only (readers: queryd, auditors)."""
+    def __init__(
+        self, path: str | PathLike[str], *, create: bool = True, key: KeySpec = None
+    ) -> None:
+        """Open the log at `path`, creating it when absent (as seed 001's `Memory` does);
+        `create=False` opens an existing log only (readers: queryd, auditors).
+
+        `key`: the signing key of the log's checkpoints, kept outside the log: a key file's
+        path (`memstream keys init`), a `NoteSigner`, or False (sign nothing); None looks
+        for ``$MEMSTREAM_SIGNING_KEY``, then ``~/.config/memstream/signing.key``."""
         self.location = str(path)
         self._log: Log = open_log(path, create=create)
+        if key is not None:
+            try:
+                self._evidence().use_signing_key(key)
+            except BaseException:
+                self._log.close()
+                raise
         # Kafka pipelines asynchronous appends itself; the embedded log group-commits them.
         self._pipelined: PipelinedLog | None = (
             self._log if isinstance(self._log, PipelinedLog) else None
@@ -264,6 +278,42 @@ class Memory:
         refused records; they have seqs but are not counted here.
         """
         return len(self._log.state().memory)
+
+    # Evidence
+
+    def _evidence(self) -> Any:
+        if not hasattr(self._log, "prove"):
+            raise EvidenceError(
+                f"log {self.location}: signed checkpoints and proofs are built for the "
+                "embedded log only so far (Kafka's come with the projector's checkpoints)"
+            )
+        return self._log
+
+    def prove(self, seq: int, *, size: int | None = None) -> InclusionProof:
+        """An inclusion proof of the record of `seq` against the log's latest signed
+        checkpoint (or its checkpoint of `size`); `.to_json()` gives it as JSON.
+        `ProofRangeError` for a seq past the head, `NoCheckpointError` when no checkpoint
+        covers it, `EvidenceMismatchError` when the log disagrees with its checkpoint."""
+        proof: InclusionProof = self._evidence().prove(seq, size)
+        return proof
+
+    def consistency(self, old_size: int, new_size: int | None = None) -> ConsistencyProof:
+        """A consistency proof: the log's first `old_size` records are a prefix of the
+        tree its signed checkpoint of `new_size` (the latest when None) names."""
+        proof: ConsistencyProof = self._evidence().consistency(old_size, new_size)
+        return proof
+
+    def checkpoint(self) -> str:
+        """Sign a checkpoint of the log as it stands (a writer with a key cuts one at each
+        commit anyway); the signed note."""
+        note: str = self._evidence().checkpoint()
+        return note
+
+    def latest_checkpoint(self) -> str:
+        """The latest signed checkpoint the log holds (a note to keep elsewhere: `memstream
+        verify --checkpoint` shows with it a log cut short after it)."""
+        note: str = self._evidence().latest_checkpoint()
+        return note
 
     # Following
 

@@ -13,6 +13,7 @@ SUITES = {
     "kafka": "memstream.bench.kafka",
     "queryd": "memstream.bench.queryd",
     "snapshot": "memstream.bench.snapshot",
+    "evidence": "memstream.bench.evidence",
 }
 
 

@@ -49,6 +49,8 @@ from producers.logs.base import (
     prepare,
 )
 from producers.logs.location import PATH_SCHEME
+from producers.logs.signing_key import KeySpec, SigningKeyError, resolve_signer
+from producers.logs.sqlite_evidence import SqliteEvidence
 from projector.lifecycle import lifecycle_envelope
 from projector.record_fold import (
     FoldResult,
@@ -64,6 +66,7 @@ from schemas.errors import (
     LogUnavailableError,
     MemstreamError,
 )
+from schemas.evidence.proof import ConsistencyProof, InclusionProof
 from schemas.records import Record
 
 __all__ = ["SqliteLog", "LOG_FILE", "record_checksum"]
@@ -297,7 +300,9 @@ class SqliteLog:
     raise `LogUnavailableError`. Damage raises `CorruptLogError`, from here or later reads.
     """
 
-    def __init__(self, path: str | PathLike[str], *, create: bool = True) -> None:
+    def __init__(
+        self, path: str | PathLike[str], *, create: bool = True, key: KeySpec = None
+    ) -> None:
         self.path = Path(path)
         self.location = str(path)
         file = self.path / LOG_FILE
@@ -325,6 +330,11 @@ class SqliteLog:
         elif not (os.access(self.path, os.W_OK) and os.access(file, os.W_OK)):
             self._open_read_only(file)
         self._lock = threading.RLock()
+        # Evidence (sqlite_evidence): the tree as folded; the signing key, found at the
+        # first append unless given (`use_signing_key`).
+        self.evidence = SqliteEvidence(self.location)
+        self._key: KeySpec = key
+        self._key_resolved = False
         self._state = empty_state()
         self._data_version = -1
         self._folder: _FoldThread | None = None
@@ -412,6 +422,7 @@ class SqliteLog:
                     columns = self._check_columns(conn)
                     if b"crc" not in columns:
                         conn.execute("ALTER TABLE events ADD COLUMN crc INTEGER")
+                    self.evidence.create(conn)
                     conn.execute("COMMIT")
                 except BaseException:
                     if conn.in_transaction:
@@ -419,6 +430,7 @@ class SqliteLog:
                     raise
                 return _ROWS.format(crc="crc")
             columns = self._check_columns(conn)
+            self.evidence.load(conn)
         except _DRIVER_ERRORS as exc:
             raise _driver_error(self.location, "open", exc) from exc
         if not columns:
@@ -463,9 +475,14 @@ class SqliteLog:
                 return
             state = self._state
             checker = self._checker
-            for row in self._rows(self._conn, state.next_seq):
-                state = checker.fold(state, row).state
-                self._state = state  # what checked so far stays folded
+            evidence = self.evidence
+            try:
+                for row in self._rows(self._conn, state.next_seq):
+                    state = checker.fold(state, row).state
+                    self._state = state  # what checked so far stays folded
+                    evidence.add(row.record)  # bytes: the checker saw to it
+            finally:
+                evidence.sync()
         except _DRIVER_ERRORS as exc:
             raise _driver_error(self.location, "read", exc) from exc
         except CorruptLogError:
@@ -489,6 +506,8 @@ class SqliteLog:
         with self._lock:
             if self.read_only is not None:
                 raise LogUnavailableError(f"log {self.location}: append refused: {self.read_only}")
+            if not self._key_resolved:
+                self.use_signing_key(self._key)
             cursor = self._cursor
             try:
                 cursor.execute("BEGIN IMMEDIATE")
@@ -531,6 +550,9 @@ class SqliteLog:
                                 )
                             ],
                         )
+                    # The tree takes the bytes just stored, and is signed in this commit.
+                    self.evidence.extend(encoded)
+                    self.evidence.cut(cursor)
                     folder = self._fold_thread()
                     folder.start(lambda: _fold_appended(state, first, records))
                     try:
@@ -541,6 +563,7 @@ class SqliteLog:
                 except _DRIVER_ERRORS as exc:
                     raise _driver_error(self.location, "append", exc) from exc
             except BaseException:
+                self.evidence.rollback(self._state.next_seq)  # the leaves of this append
                 self._rollback()
                 raise
             folded, error = folder.wait()
@@ -549,6 +572,7 @@ class SqliteLog:
                 # next read folds the log's rows as every reader does, so the state still
                 # is the log's.
                 self._data_version = -1
+                self.evidence.rollback(self._state.next_seq)  # the refold re-adds them
                 raise error
             # data_version does not move for this connection's own commits, so the
             # next catch-up still sees exactly what others add.
@@ -567,6 +591,72 @@ class SqliteLog:
             self._cursor.execute("ROLLBACK")
         except _DRIVER_ERRORS:
             log.warning("log %s: ROLLBACK failed", self.location, exc_info=True)
+
+    # Evidence (see producers.logs.sqlite_evidence)
+
+    def use_signing_key(self, key: KeySpec) -> None:
+        """Sign a checkpoint at each commit with `key` (see `signing_key.resolve_signer`;
+        False: sign nothing). `SigningKeyError` for a key that cannot be read."""
+        with self._lock:
+            self.evidence.signer = resolve_signer(key)
+            self._key, self._key_resolved = key, True
+
+    def checkpoint(self) -> str:
+        """Cut a signed checkpoint of the log as it stands now (a log written without a
+        key, or before checkpoints existed); the signed note."""
+        with self._lock:
+            if self.read_only is not None:
+                raise LogUnavailableError(
+                    f"log {self.location}: checkpoint refused: {self.read_only}"
+                )
+            if not self._key_resolved:
+                self.use_signing_key(self._key)
+            if self.evidence.signer is None:
+                raise SigningKeyError(
+                    f"log {self.location}: no signing key to sign a checkpoint with (make "
+                    "one with `memstream keys init`, or pass key=)"
+                )
+            cursor = self._cursor
+            try:
+                cursor.execute("BEGIN IMMEDIATE")
+                try:
+                    self._catch_up()
+                    self.evidence.cut(cursor)
+                    cursor.execute("COMMIT")
+                except BaseException:
+                    self._rollback()
+                    raise
+                return self.evidence.latest(self._conn)[1]
+            except _DRIVER_ERRORS as exc:
+                raise _driver_error(self.location, "checkpoint", exc) from exc
+
+    def latest_checkpoint(self) -> str:
+        """The latest signed checkpoint stored in the log (`NoCheckpointError`: none)."""
+        with self._lock:
+            try:
+                return self.evidence.latest(self._conn)[1]
+            except _DRIVER_ERRORS as exc:
+                raise _driver_error(self.location, "read", exc) from exc
+
+    def prove(self, seq: int, size: int | None = None) -> InclusionProof:
+        """An inclusion proof of record `seq` against the latest signed checkpoint (or the
+        one of `size`)."""
+        with self._lock:
+            self._catch_up()
+            try:
+                return self.evidence.prove(self._conn, seq, size)
+            except _DRIVER_ERRORS as exc:
+                raise _driver_error(self.location, "prove", exc) from exc
+
+    def consistency(self, old_size: int, new_size: int | None = None) -> ConsistencyProof:
+        """A consistency proof from the tree of `old_size` records to the signed
+        checkpoint of `new_size` (the latest when None)."""
+        with self._lock:
+            self._catch_up()
+            try:
+                return self.evidence.consistency(self._conn, old_size, new_size)
+            except _DRIVER_ERRORS as exc:
+                raise _driver_error(self.location, "prove", exc) from exc
 
     def append(self, records: Sequence[Record]) -> list[Appended]:
         """Append records (checked, all or none, one commit)."""

@@ -21,7 +21,12 @@ from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from cryptography.hazmat.primitives.serialization import (
+    Encoding,
+    NoEncryption,
+    PrivateFormat,
+    PublicFormat,
+)
 
 from schemas.errors import MemstreamError
 from schemas.evidence.merkle import HASH_SIZE
@@ -29,6 +34,7 @@ from schemas.evidence.merkle import HASH_SIZE
 __all__ = [
     "NoteError",
     "Checkpoint",
+    "CheckpointSigner",
     "NoteSigner",
     "NoteVerifier",
     "key_id",
@@ -41,6 +47,7 @@ MAX_NOTE_BYTES = 64 * 1024
 _MAX_SIGNATURES = 100
 _ALG_ED25519 = b"\x01"
 _SIG_PREFIX = "\u2014 "  # an em dash and a space
+_PRIVATE_PREFIX = "PRIVATE+KEY+"
 
 
 class NoteError(MemstreamError, ValueError):
@@ -127,6 +134,36 @@ class NoteSigner:
     def verifier(self) -> NoteVerifier:
         return NoteVerifier(self.name, _raw_public(self.private_key.public_key()))
 
+    def text(self) -> str:
+        """The signer key as Go's ``golang.org/x/mod/sumdb/note`` writes one:
+        ``PRIVATE+KEY+NAME+HEX(KEY_ID)+BASE64(0x01 || SEED)``. A secret: keep it so."""
+        seed = self.private_key.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
+        encoded = base64.b64encode(_ALG_ED25519 + seed).decode()
+        return f"{_PRIVATE_PREFIX}{self.name}+{self.verifier.key_id.hex()}+{encoded}"
+
+    @classmethod
+    def parse(cls, text: str) -> NoteSigner:
+        """A signer from its key text (`text`); `NoteError` naming what is wrong, never
+        quoting the key."""
+        text = text.strip()
+        if not text.startswith(_PRIVATE_PREFIX):
+            raise NoteError("a signer key reads PRIVATE+KEY+NAME+KEYID+BASE64KEY")
+        parts = text[len(_PRIVATE_PREFIX) :].split("+", 2)
+        if len(parts) != 3:
+            raise NoteError("a signer key reads PRIVATE+KEY+NAME+KEYID+BASE64KEY")
+        name, hex_id, encoded = parts
+        try:
+            raw = base64.b64decode(encoded, validate=True)
+            wanted = bytes.fromhex(hex_id)
+        except (binascii.Error, ValueError):
+            raise NoteError("a signer key's id is hex and its key base64") from None
+        if len(raw) != 33 or raw[:1] != _ALG_ED25519:
+            raise NoteError("only Ed25519 signer keys (type 0x01, 32 bytes) are supported")
+        signer = cls(name, Ed25519PrivateKey.from_private_bytes(raw[1:]))
+        if signer.verifier.key_id != wanted:
+            raise NoteError(f"signer key {name}: the key id does not match the key")
+        return signer
+
     def sign(self, message: bytes) -> bytes:
         return self.private_key.sign(message)
 
@@ -189,6 +226,30 @@ def open_note(note: str | bytes, verifier: NoteVerifier) -> str:
     raise NoteError(f"the note is not signed by {verifier.name!r}")
 
 
+class CheckpointSigner:
+    """Signs checkpoints of one origin with one key, fast: what a log does at each commit.
+
+    `sign(size, root)` gives exactly ``Checkpoint(origin, size, root).sign(signer)``
+    (Ed25519 signatures are deterministic), with the checks and the key's id done once.
+    """
+
+    __slots__ = ("_origin", "_sign", "_line", "_key_id")
+
+    def __init__(self, origin: str, signer: NoteSigner) -> None:
+        Checkpoint(origin, 0, bytes(HASH_SIZE))  # checks the origin once
+        self._origin = origin
+        self._sign = signer.private_key.sign
+        self._key_id = signer.verifier.key_id
+        self._line = f"\n{_SIG_PREFIX}{signer.name} "
+
+    def sign(self, size: int, root: bytes) -> str:
+        if size < 0 or len(root) != HASH_SIZE:
+            raise NoteError(f"checkpoint of size {size}: a size >= 0 and a {HASH_SIZE}-byte root")
+        text = f"{self._origin}\n{size}\n{base64.b64encode(root).decode()}\n"
+        signature = self._sign(text.encode())
+        return f"{text}{self._line}{base64.b64encode(self._key_id + signature).decode()}\n"
+
+
 @dataclass(frozen=True)
 class Checkpoint:
     """A log's state as a checkpoint: origin (its name), tree size and root hash."""
@@ -227,11 +288,14 @@ class Checkpoint:
         return cls(origin, int(size), digest)
 
     @classmethod
-    def open(cls, note: str | bytes, verifier: NoteVerifier) -> Checkpoint:
-        """The checkpoint a signed note holds, once its signature checks."""
+    def open(
+        cls, note: str | bytes, verifier: NoteVerifier, *, origin: str | None = None
+    ) -> Checkpoint:
+        """The checkpoint a signed note holds, once its signature checks. Its origin must
+        be `origin` (the log it is about); without one, the key's name (the convention of
+        a key per log)."""
         checkpoint = cls.parse(open_note(note, verifier))
-        if checkpoint.origin != verifier.name:
-            raise NoteError(
-                f"checkpoint of {checkpoint.origin!r}, but the key is {verifier.name!r}'s"
-            )
+        expected = verifier.name if origin is None else origin
+        if checkpoint.origin != expected:
+            raise NoteError(f"checkpoint of {checkpoint.origin!r}, expected one of {expected!r}")
         return checkpoint

@@ -248,7 +248,7 @@ def test_a_page_that_lost_its_last_cells_is_found(tmp_path: Path) -> None:
             continue
         leaves += 1
         cells = int.from_bytes(data[at + 3 : at + 5], "big")
-        for fewer in range(1, min(cells, 2) + 1):  # a leaf page may hold fewer than 2 cells
+        for fewer in range(1, min(cells, 2) + 1):  # the evidence tables hold 0 or 1 rows
             damaged = bytearray(data)
             damaged[at + 3 : at + 5] = (cells - fewer).to_bytes(2, "big")
             copy = tmp_path / f"page{page}-{fewer}"
