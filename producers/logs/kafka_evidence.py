@@ -663,9 +663,61 @@ def verify_kafka_log(
     sizes = sorted(notes)
     report.stored_checkpoints = len(sizes)
     note_at: Callable[[int], object] = notes.get
+    external = list(external)
     try:
-        judge(report, tree, gap, sizes, verifier, list(external), all_signatures, note_at)
+        judge(report, tree, gap, sizes, verifier, external, all_signatures, note_at)
     except Found as found:
         report.problem = found.problem
         report.first_bad_seq = found.first_bad_seq
+    if report.first_bad_seq is not None and report.first_bad_seq < tree.size:
+        _narrow(loc, report, tree, [n for _, n in external] + [notes[z] for z in sizes], verifier)
     return report
+
+
+def _narrow(
+    loc: KafkaLocation,
+    report: VerifyReport,
+    tree: MerkleTree,
+    notes: list[str | bytes],
+    verifier: NoteVerifier,
+) -> None:
+    """Name the exact first seq that differs, when the leaf hashes cached in Redis are the
+    ones a signed checkpoint covering it vouches for (the checkpoints alone bound it to
+    the span between two of them)."""
+    start = report.first_bad_seq
+    assert start is not None
+    signed: list[Checkpoint] = []
+    for note in notes:
+        try:
+            checkpoint = Checkpoint.open(note, verifier, origin=report.origin)
+        except NoteError:
+            continue
+        if checkpoint.size > start:
+            signed.append(checkpoint)
+    if not signed:
+        return
+    client = redis.Redis.from_url(loc.redis_url, socket_timeout=5.0, socket_connect_timeout=5.0)
+    try:
+        for checkpoint in sorted(signed, key=lambda c: c.size):
+            try:
+                raw = client.getrange(_leaves_key(loc), 0, checkpoint.size * HASH_SIZE - 1)
+            except redis.RedisError:
+                return
+            if not isinstance(raw, bytes) or len(raw) != checkpoint.size * HASH_SIZE:
+                continue
+            kept = MerkleTree()
+            kept.extend_packed(raw)
+            if kept.root() != checkpoint.root:
+                continue  # not the leaves that checkpoint signed
+            for seq in range(start, min(checkpoint.size, tree.size)):
+                if kept.leaf(seq) != tree.leaf(seq):
+                    report.first_bad_seq = seq
+                    report.problem = (
+                        f"seq {seq} is the first record that differs from what the signed "
+                        f"checkpoint of size {checkpoint.size} covers (by the leaf hashes kept "
+                        f"in Redis, which it vouches for); {report.problem}"
+                    )
+                    return
+            return
+    finally:
+        client.close()

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -291,23 +293,24 @@ def test_a_log_topic_created_again_with_other_records_is_found_at_the_first_seq(
     key_file: Path,
     signer: NoteSigner,
     tmp_path: Path,
+    redis_url: str,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     loc = parse_kafka_location(projected)
     _append(projected, [f"second {i}" for i in range(5)])
-    _project(projected, key_file)
+    _project(projected, key_file)  # checkpoints of sizes 20 and 25
     with Memory(projected, create=False) as memory:
         kept = memory.latest_checkpoint()  # an auditor keeps the latest checkpoint
     (tmp_path / "kept.note").write_text(kept)
     values = _values(loc.bootstrap, loc.topic)
-    # The topic deleted and created again: the first FIRST records as they were, then
-    # other ones.
+    # The topic deleted and created again: seq 0 to 21 as they were, then other records.
     _delete_topic(AdminClient({"bootstrap.servers": loc.bootstrap}), loc.topic)
-    others = [encode_record(Message(speaker="mallory", content=f"other {i}")) for i in range(5)]
-    _recreate(projected, values[:FIRST] + others)
+    others = [encode_record(Message(speaker="mallory", content=f"other {i}")) for i in range(3)]
+    _recreate(projected, values[:22] + others)
     report = verify_kafka_log(projected, signer.verifier, [("kept.note", kept)])
-    assert not report.ok and report.first_bad_seq == FIRST, report.problem
-    assert f"seq {FIRST} to {FIRST + 4}" in (report.problem or "")
+    # Exact: the leaf hashes in Redis are the ones the checkpoint of size 25 signed.
+    assert not report.ok and report.first_bad_seq == 22, report.problem
+    assert "seq 22 is the first record that differs" in (report.problem or "")
     status, out = _cli(
         capsys,
         "verify",
@@ -317,15 +320,23 @@ def test_a_log_topic_created_again_with_other_records_is_found_at_the_first_seq(
         "--checkpoint",
         str(tmp_path / "kept.note"),
     )
-    assert status == 1 and f"FAILED at seq {FIRST}" in out
+    assert status == 1 and "FAILED at seq 22" in out
     # The projector folds the new topic but signs none of it: it would be a fork.
     projector = _project(projected, key_file)
     assert projector.stats.evidence_halted is not None
     assert "disagree with the checkpoint of size 25" in projector.stats.evidence_halted
     with Memory(projected, create=False) as memory:
         assert memory.latest_checkpoint() == kept  # nothing newer was published
-        with pytest.raises(EvidenceMismatchError, match=f"seq {FIRST}: .* the log was altered"):
-            memory.prove(FIRST)
+        with pytest.raises(EvidenceMismatchError, match="seq 22: .* the log was altered"):
+            memory.prove(22)
+    # Without those leaf hashes (Redis flushed), the checkpoints bound it: 20 agrees.
+    redis.Redis.from_url(redis_url).delete(f"{loc.key_prefix}evidence:leaves")
+    report = verify_kafka_log(projected, signer.verifier, [("kept.note", kept)])
+    assert not report.ok and report.first_bad_seq == FIRST, report.problem
+    assert (
+        f"seq {FIRST} to 24: the log's records disagree with the signed checkpoint of size 25"
+        in (report.problem or "")
+    )
 
 
 def test_a_log_without_checkpoints_says_so(location: str) -> None:
@@ -386,3 +397,41 @@ def test_proofs_of_a_kafka_log_verify_with_the_go_modules(
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.count("inclusion ok") == 6 and done.stdout.count("consistency ok") == 4
+
+
+def test_the_projector_command_signs_with_the_key_the_environment_names(
+    location: str, key_file: Path, signer: NoteSigner
+) -> None:
+    _append(location, [f"message {i}" for i in range(3)])
+    root = Path(__file__).resolve().parents[2]
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(root),
+        "MEMSTREAM_SIGNING_KEY": str(key_file),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "memstream", "projector", "run", "--log", location]
+        + ["--until-caught-up"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 signed checkpoints" in done.stdout
+    with Memory(location, create=False) as memory:
+        note = memory.latest_checkpoint()
+    origin = kafka_origin(parse_kafka_location(location))
+    checkpoint = Checkpoint.open(note, signer.verifier, origin=origin)
+    assert checkpoint.size == 3
+    # A key file that cannot be read: the projector says which, and signs nothing.
+    env["MEMSTREAM_SIGNING_KEY"] = str(key_file.parent / "missing.key")
+    done = subprocess.run(
+        [sys.executable, "-m", "memstream", "projector", "run", "--log", location]
+        + ["--until-caught-up"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1 and "missing.key does not exist" in done.stderr
