@@ -313,6 +313,7 @@ class CheckpointCutter:
         self._pending = bytearray()
         self.tree = MerkleTree()
         self.cut_size = 0
+        self._in_redis = 0
         self._published_checked = False
 
     def _latest_published(self) -> Checkpoint | None:
@@ -389,14 +390,13 @@ class CheckpointCutter:
         """The leaves not in Redis yet, then the note (a reader finds a note's leaves)."""
         if now < self._redis_retry_at:
             return
+        key = _leaves_key(self.location)
         try:
+            # Fewer leaves there than written (the key deleted, Redis flushed): from there.
+            start = min(self._in_redis, int(self._redis.strlen(key)) // HASH_SIZE)
             pipe = self._redis.pipeline(transaction=True)
-            if size > self._in_redis:
-                pipe.setrange(
-                    _leaves_key(self.location),
-                    self._in_redis * HASH_SIZE,
-                    self.tree.leaves(self._in_redis, size),
-                )
+            if size > start:
+                pipe.setrange(key, start * HASH_SIZE, self.tree.leaves(start, size))
             pipe.set(_checkpoint_key(self.location), note)
             pipe.execute()
             self._in_redis = size

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -435,3 +436,33 @@ def test_the_projector_command_signs_with_the_key_the_environment_names(
         timeout=120,
     )
     assert done.returncode == 1 and "missing.key does not exist" in done.stderr
+
+
+def test_leaf_hashes_deleted_under_a_running_projector_are_written_again(
+    projected: str, key_file: Path, signer: NoteSigner, redis_url: str
+) -> None:
+    loc = parse_kafka_location(projected)
+    client = redis.Redis.from_url(redis_url)
+    leaves = f"{loc.key_prefix}evidence:leaves"
+    stop = threading.Event()
+    projector = Projector(projected, key=key_file, checkpoint_ms=0, every_ms=20, lease_ms=1000)
+    runner = threading.Thread(target=projector.run, args=(stop,))
+    runner.start()
+    try:
+        _append(projected, ["one more"])
+        _wait(lambda: client.strlen(leaves) == (FIRST + 1) * 32, "the leaves of 21 records")
+        client.delete(leaves)  # Redis loses the leaf hashes (not the snapshot)
+        _append(projected, ["and another"])
+        _wait(lambda: client.strlen(leaves) == (FIRST + 2) * 32, "the leaves of 22 records")
+    finally:
+        stop.set()
+        runner.join(60)
+    values = _values(loc.bootstrap, loc.topic)
+    assert client.get(leaves) == b"".join(leaf_hash(v) for v in values)
+
+
+def _wait(check: Any, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"waited {timeout} s for {what}"
+        time.sleep(0.05)
