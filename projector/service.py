@@ -821,7 +821,7 @@ class Projector:
             consumer.assign([TopicPartition(self.location.topic, 0, state.next_seq)])
             evidence = self.evidence
             if evidence is not None:
-                evidence.resume(state.next_seq)
+                evidence.resume(state.next_seq, end)
             self._folded_seq, self._log_end = state.last_seq, end
             self._published_seq = state.last_seq
             buffer: list[Entry] = []

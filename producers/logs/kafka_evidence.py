@@ -266,9 +266,10 @@ class CheckpointCutter:
 
     # --- tenures --------------------------------------------------------------------------
 
-    def resume(self, size: int) -> None:
+    def resume(self, size: int, end: int | None = None) -> None:
         """The tree of the log's first `size` records (the state the tenure resumes from):
-        from Redis as far as a checkpoint of ours vouches for it, the rest from the log."""
+        from Redis as far as a checkpoint of ours vouches for it, the rest from the log.
+        `end`: the log's end now (a published checkpoint past it is said)."""
         self._pending = bytearray()
         self.halted = None
         self.published = self._latest_published()
@@ -276,6 +277,16 @@ class CheckpointCutter:
         self.tree = MerkleTree()
         self._in_redis = 0
         published = self.published
+        if published is not None and end is not None and published.size > end:
+            log.error(
+                "%s: the checkpoint of size %d published on %s is past the log's end (%d "
+                "records): the log was truncated, or its topic created again; nothing is "
+                "signed until the log holds that many records and agrees with it",
+                self.location.topic,
+                published.size,
+                self.topic,
+                end,
+            )
         if published is not None and published.size > 0:
             try:
                 raw = self._redis.getrange(_leaves_key(self.location), 0, published.size * 32 - 1)
@@ -297,7 +308,13 @@ class CheckpointCutter:
                         self.topic,
                         published.size,
                     )
-        _leaves_from_log(self.location, self.tree, size, self.read_timeout)
+        try:
+            _leaves_from_log(self.location, self.tree, size, self.read_timeout)
+        except EvidenceMismatchError as exc:
+            # The fold goes on (it is the projector's job); nothing is signed of this log.
+            self.halted = f"{exc}: no checkpoint is signed for it"
+            log.error("%s: %s", self.location.topic, self.halted)
+            return
         self.cut_size = self.tree.size
         self._check_fork()
         if published is not None:

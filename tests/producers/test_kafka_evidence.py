@@ -240,7 +240,11 @@ def test_a_checkpoint_signed_with_another_key_is_refused(
 
 
 def test_a_checkpoint_past_the_head_and_a_proof_past_the_head(
-    projected: str, signer: NoteSigner, capsys: pytest.CaptureFixture[str]
+    projected: str,
+    key_file: Path,
+    signer: NoteSigner,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     loc = parse_kafka_location(projected)
     with Memory(projected, create=False) as memory:
@@ -261,6 +265,11 @@ def test_a_checkpoint_past_the_head_and_a_proof_past_the_head(
     report = verify_kafka_log(projected, signer.verifier)
     assert not report.ok and report.first_bad_seq == FIRST
     assert f"seq {FIRST} to {FIRST + 4} missing" in (report.problem or "")
+    # A projector signs nothing below it, and says why.
+    projector = _project(projected, key_file)
+    assert projector.stats.checkpoints == 0
+    assert f"the checkpoint of size {FIRST + 5} published on" in caplog.text
+    assert f"is past the log's end ({FIRST} records)" in caplog.text
 
 
 def _delete_topic(admin: AdminClient, topic: str) -> None:
