@@ -47,6 +47,7 @@ from confluent_kafka.admin import AdminClient
 from producers.logs.kafka_client import (
     KafkaUnavailableError,
     client_conf,
+    consume_ready,
     consumer_conf,
     ensure_topic,
     error_cause,
@@ -89,6 +90,7 @@ _LEAF_PREFIX = hashlib.sha256(b"\x00")
 # others published there is skipped, and said).
 _SCAN_BACK = 256
 _READ_BATCH = 10_000
+_LEADER_MOVING = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE})
 
 
 def checkpoints_topic(location: KafkaLocation) -> str:
@@ -143,7 +145,7 @@ def _read(
         last = time.monotonic()
         at = start
         while at < end:
-            messages = consumer.consume(_READ_BATCH, 0.2)
+            messages = consume_ready(consumer, min(_READ_BATCH, end - at), 0.2)
             batch: list[tuple[int, bytes | None]] = []
             for message in messages:
                 if message.topic() != topic:
@@ -176,15 +178,27 @@ def _read(
 
 
 def _watermarks(consumer: Consumer, topic: str, timeout: float) -> tuple[int, int]:
-    try:
-        low, high = consumer.get_watermark_offsets(
-            TopicPartition(topic, 0), timeout=timeout, cached=False
-        )
-    except KafkaException as exc:
-        raise KafkaUnavailableError(
-            f"log {topic}: no watermarks within {timeout:g} s: {error_cause(exc)}"
-        ) from None
-    return int(low), int(high)
+    """The partition's (low, high); a retriable broker error (a leader moving, as a busy
+    broker reports now and then) is asked again until `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, 0),
+                timeout=max(0.1, deadline - time.monotonic()),
+                cached=False,
+            )
+            return int(low), int(high)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            retriable = isinstance(error, KafkaError) and (
+                error.retriable() or error.code() in _LEADER_MOVING
+            )
+            if not retriable or time.monotonic() + 0.1 >= deadline:
+                raise KafkaUnavailableError(
+                    f"log {topic}: no watermarks within {timeout:g} s: {error_cause(exc)}"
+                ) from None
+            time.sleep(0.1)
 
 
 def _topic_exists(admin: AdminClient, topic: str, timeout: float) -> bool:
@@ -335,28 +349,41 @@ class CheckpointCutter:
 
     def _latest_published(self) -> Checkpoint | None:
         """The latest checkpoint of ours on LOG.checkpoints (signature and origin checked);
-        what else is there is skipped, with a warning naming its offset."""
+        what else is there is skipped, with a warning naming its offset. The last
+        `_SCAN_BACK` records are read, all of them when none of those is ours (so that
+        records published by others cannot hide our latest)."""
         consumer = Consumer(consumer_conf(self.location.bootstrap))
         try:
             low, high = _watermarks(consumer, self.topic, self.read_timeout)
         finally:
             consumer.close()
         start = max(low, high - _SCAN_BACK)
+        found = self._scan(start, high)
+        if found is None and start > low:
+            found = self._scan(low, start)
+        return found
+
+    def _scan(self, start: int, end: int) -> Checkpoint | None:
         found: Checkpoint | None = None
-        for batch in _read(self.location.bootstrap, self.topic, start, high, self.read_timeout):
+        skipped = 0
+        for batch in _read(self.location.bootstrap, self.topic, start, end, self.read_timeout):
             for offset, value in batch:
                 try:
                     checkpoint = Checkpoint.open(value or b"", self.verifier, origin=self.origin)
                 except NoteError as exc:
-                    log.warning(
-                        "%s: offset %d is not a checkpoint of this projector's (%s); ignored",
-                        self.topic,
-                        offset,
-                        exc,
-                    )
+                    skipped += 1
+                    if skipped <= 10:
+                        log.warning(
+                            "%s: offset %d is not a checkpoint of this projector's (%s); ignored",
+                            self.topic,
+                            offset,
+                            exc,
+                        )
                     continue
                 if found is None or checkpoint.size >= found.size:
                     found = checkpoint
+        if skipped > 10:
+            log.warning("%s: %d records in all are not its checkpoints", self.topic, skipped)
         return found
 
     def _check_fork(self) -> None:
@@ -495,6 +522,9 @@ class KafkaEvidence:
     def latest_checkpoint(self) -> str:
         """The latest note on LOG.checkpoints (its signature unchecked: the caller's)."""
         self._refresh()
+        return self._latest_note()
+
+    def _latest_note(self) -> str:
         if self._latest is None:
             raise NoCheckpointError(
                 f"log {self.location.topic}: no signed checkpoint yet: the projector cuts "
@@ -507,7 +537,7 @@ class KafkaEvidence:
         self._refresh()
         where_log = f"log {self.location.topic}"
         if size is None:
-            note = self.latest_checkpoint()
+            note = self._latest_note()
         else:
             raw = self._notes.get(size)
             if raw is None:

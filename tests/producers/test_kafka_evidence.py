@@ -475,3 +475,22 @@ def _wait(check: Any, what: str, timeout: float = 30.0) -> None:
     while not check():
         assert time.monotonic() < deadline, f"waited {timeout} s for {what}"
         time.sleep(0.05)
+
+
+def test_records_flooding_the_checkpoints_topic_do_not_hide_the_latest_checkpoint(
+    projected: str, key_file: Path
+) -> None:
+    """Others' records after our latest checkpoint (more than a projector looks back at
+    first) do not make it forget what it signed: a rewritten log is still not signed."""
+    loc = parse_kafka_location(projected)
+    producer = Producer({"bootstrap.servers": loc.bootstrap})
+    for i in range(300):
+        producer.produce(checkpoints_topic(loc), f"junk {i}".encode())
+    assert producer.flush(30) == 0
+    _delete_topic(AdminClient({"bootstrap.servers": loc.bootstrap}), loc.topic)
+    others = [encode_record(Message(speaker="mallory", content=f"other {i}")) for i in range(21)]
+    _recreate(projected, others)
+    projector = _project(projected, key_file)
+    assert projector.stats.checkpoints == 0
+    assert projector.stats.evidence_halted is not None
+    assert f"checkpoint of size {FIRST} published" in projector.stats.evidence_halted
