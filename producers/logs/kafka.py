@@ -96,7 +96,7 @@ from producers.logs.kafka_client import (
     error_cause,
     producer_conf,
 )
-from producers.logs.kafka_evidence import KafkaEvidence
+from producers.logs.kafka_evidence import Head, KafkaEvidence
 from producers.logs.lifecycle_topic import follow_lifecycle
 from producers.logs.location import KAFKA_SCHEME, KafkaLocation, parse_kafka_location
 from producers.logs.topic_identity import LogIdentity, admin_for, topic_id
@@ -1050,6 +1050,11 @@ class KafkaLog:
             self._evidence = KafkaEvidence(self.kafka_location, read_timeout=self._read_timeout)
         return self._evidence
 
+    def _head(self) -> Head:
+        # What this reader folded is in the log (the seq it reached, checked against the
+        # topic's id at hydration); past it, the broker is asked.
+        return Head(self.end_offset, self._state.next_seq)
+
     def latest_checkpoint(self) -> str:
         """The latest signed checkpoint on LOG.checkpoints (`NoCheckpointError`: none)."""
         with self._evidence_lock:
@@ -1067,13 +1072,13 @@ class KafkaLog:
         """An inclusion proof of record `seq` against the latest checkpoint on
         LOG.checkpoints (or the one of `size`)."""
         with self._evidence_lock:
-            return self._prover().prove(seq, size, self.end_offset())
+            return self._prover().prove(seq, size, self._head())
 
     def consistency(self, old_size: int, new_size: int | None = None) -> ConsistencyProof:
         """A consistency proof from the tree of `old_size` records to the checkpoint of
         `new_size` (the latest when None)."""
         with self._evidence_lock:
-            return self._prover().consistency(old_size, new_size, self.end_offset())
+            return self._prover().consistency(old_size, new_size, self._head())
 
     def close(self) -> None:
         with self._lock:

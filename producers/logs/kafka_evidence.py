@@ -79,6 +79,7 @@ __all__ = [
     "kafka_origin",
     "CheckpointCutter",
     "KafkaEvidence",
+    "Head",
     "verify_kafka_log",
 ]
 
@@ -459,6 +460,25 @@ class CheckpointCutter:
 # --- readers: provers, verify ---------------------------------------------------------------
 
 
+class Head:
+    """How many records the log holds, asked of the broker only when what the reader has
+    folded (`known`, surely in the log) does not settle it: a round trip saved a proof."""
+
+    def __init__(self, ask: Callable[[], int], known: int = 0) -> None:
+        self._ask = ask
+        self.known = known
+        self._value: int | None = None
+
+    def value(self) -> int:
+        if self._value is None:
+            self._value = self._ask()
+        return self._value
+
+    def holds(self, count: int) -> bool:
+        """Whether the log holds at least `count` records."""
+        return count <= self.known or count <= self.value()
+
+
 class KafkaEvidence:
     """A reader's view of a Kafka log's evidence: the checkpoints on LOG.checkpoints, and
     the tree as far as a checkpoint vouches for it (leaf hashes from Redis, else from the
@@ -488,11 +508,26 @@ class KafkaEvidence:
 
     def _reader(self) -> Consumer:
         if self._consumer is None:
-            self._consumer = _eof_consumer(self.location.bootstrap)
+            # Small fetches: it reads one record, or a few notes (a fetch of 1 MB of records
+            # for one of them cost milliseconds).
+            self._consumer = Consumer(
+                consumer_conf(
+                    self.location.bootstrap,
+                    **{"enable.partition.eof": True, "max.partition.fetch.bytes": 65536},
+                )
+            )
         return self._consumer
 
-    def _refresh(self) -> None:
-        """Read what LOG.checkpoints holds past what was read."""
+    def _refresh(self, quick: bool = False) -> None:
+        """Read what LOG.checkpoints holds past what was read. `quick`: not when Redis's
+        copy of the latest note is the one read last (a Redis round trip, not Kafka's)."""
+        if quick and self._latest is not None:
+            try:
+                current = self._redis.get(_checkpoint_key(self.location))
+            except redis.RedisError:
+                current = None
+            if current == self._latest:
+                return
         if not self._exists:
             if self._admin is None:
                 self._admin = AdminClient(client_conf(self.location.bootstrap))
@@ -532,9 +567,9 @@ class KafkaEvidence:
             )
         return note_text(self._latest, f"log {self.location.topic}: the latest checkpoint")
 
-    def _checkpoint(self, size: int | None, head: int) -> tuple[Checkpoint, str]:
+    def _checkpoint(self, size: int | None, head: Head) -> tuple[Checkpoint, str]:
         """A checkpoint (the latest, or the one of `size`) that the log agrees with."""
-        self._refresh()
+        self._refresh(quick=True)
         where_log = f"log {self.location.topic}"
         if size is None:
             note = self._latest_note()
@@ -549,9 +584,9 @@ class KafkaEvidence:
             raise EvidenceMismatchError(
                 f"{where}: its origin is {checkpoint.origin!r}, the log's is {self.origin!r}"
             )
-        if checkpoint.size > head:
+        if not head.holds(checkpoint.size):
             raise EvidenceMismatchError(
-                f"{where}: the log holds only {head} records: seq {head} to "
+                f"{where}: the log holds only {head.value()} records: seq {head.value()} to "
                 f"{checkpoint.size - 1} are missing (the log was truncated, or its topic "
                 "created again); run `memstream verify`"
             )
@@ -598,14 +633,15 @@ class KafkaEvidence:
                     return value or b""
         raise EvidenceMismatchError(f"log {self.location.topic}: seq {seq} is missing")
 
-    def prove(self, seq: int, size: int | None, head: int) -> InclusionProof:
+    def prove(self, seq: int, size: int | None, head: Head) -> InclusionProof:
         """An inclusion proof of record `seq` against the latest checkpoint (or the one of
-        `size`); `head` is the number of records the log holds."""
+        `size`); `head` says how many records the log holds."""
         where = f"log {self.location.topic}"
         if type(seq) is not int or seq < 0:
             raise ProofRangeError(f"{where}: seq {seq!r}: a seq is an int >= 0")
-        if seq >= head:
-            last = "the log is empty" if head == 0 else f"the last seq is {head - 1}"
+        if not head.holds(seq + 1):
+            end = head.value()
+            last = "the log is empty" if end == 0 else f"the last seq is {end - 1}"
             raise ProofRangeError(f"{where}: seq {seq} is past the head ({last})")
         checkpoint, note = self._checkpoint(size, head)
         if seq >= checkpoint.size:
@@ -623,15 +659,17 @@ class KafkaEvidence:
             note, seq, data, tuple(self.tree.inclusion_proof(seq, checkpoint.size))
         )
 
-    def consistency(self, old_size: int, new_size: int | None, head: int) -> ConsistencyProof:
+    def consistency(self, old_size: int, new_size: int | None, head: Head) -> ConsistencyProof:
         """A consistency proof from the tree of `old_size` records to the checkpoint of
         `new_size` (the latest when None)."""
         where = f"log {self.location.topic}"
         for name, value in (("old_size", old_size), ("new_size", new_size)):
             if value is not None and (type(value) is not int or value < 0):
                 raise ProofRangeError(f"{where}: {name} {value!r}: an int >= 0")
-        if new_size is not None and new_size > head:
-            raise ProofRangeError(f"{where}: new_size {new_size}: the log holds {head} records")
+        if new_size is not None and not head.holds(new_size):
+            raise ProofRangeError(
+                f"{where}: new_size {new_size}: the log holds {head.value()} records"
+            )
         checkpoint, note = self._checkpoint(new_size, head)
         if old_size > checkpoint.size:
             raise ProofRangeError(
