@@ -14,6 +14,8 @@ import json
 import sys
 from pathlib import Path
 
+from producers.logs.kafka_evidence import verify_kafka_log
+from producers.logs.location import is_kafka_location
 from producers.logs.signing_key import (
     KEY_ENV,
     default_key_path,
@@ -55,10 +57,11 @@ def _keys_show(args: argparse.Namespace) -> int:
 
 
 def _kafka(verb: str, location: str) -> int | None:
-    if location.startswith("kafka://"):
+    if is_kafka_location(location):
         print(
-            f"memstream {verb}: checkpoints and proofs of Kafka logs are not built yet "
-            "(the embedded log's are)",
+            f"memstream {verb}: on Kafka the projector signs the checkpoints as it folds "
+            "(`memstream projector run --key FILE`); `memstream checkpoint --latest "
+            "LOCATION` prints the latest",
             file=sys.stderr,
         )
         return 2
@@ -66,7 +69,7 @@ def _kafka(verb: str, location: str) -> int | None:
 
 
 def _checkpoint(args: argparse.Namespace) -> int:
-    if (status := _kafka("checkpoint", args.location)) is not None:
+    if not args.latest and (status := _kafka("checkpoint", args.location)) is not None:
         return status
     try:
         if args.latest:
@@ -81,8 +84,6 @@ def _checkpoint(args: argparse.Namespace) -> int:
 
 
 def _prove(args: argparse.Namespace) -> int:
-    if (status := _kafka("prove", args.location)) is not None:
-        return status
     if (args.seq is None) == (args.consistency is None):
         print("memstream prove: give a SEQ, or --consistency OLD_SIZE", file=sys.stderr)
         return 2
@@ -114,14 +115,11 @@ def _read_note(path: str) -> str:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    if (status := _kafka("verify", args.location)) is not None:
-        return status
     try:
         verifier = load_verifier(args.key)
         external = [(f"checkpoint file {p}", _read_note(p)) for p in args.checkpoint]
-        report = verify_sqlite_log(
-            args.location, verifier, external, all_signatures=args.all_signatures
-        )
+        verify = verify_kafka_log if is_kafka_location(args.location) else verify_sqlite_log
+        report = verify(args.location, verifier, external, all_signatures=args.all_signatures)
     except MemstreamError as exc:
         return _fail("verify", exc)
     if args.json:
@@ -175,7 +173,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     show.set_defaults(func=_keys_show)
 
     checkpoint = sub.add_parser(
-        "checkpoint", help="sign a checkpoint of an embedded log as it stands now"
+        "checkpoint",
+        help="sign a checkpoint of an embedded log as it stands now (--latest: print a log's "
+        "latest, embedded or Kafka)",
     )
     checkpoint.add_argument("location", help="the log's location")
     checkpoint.add_argument("--key", help=key_help)

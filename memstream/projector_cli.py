@@ -89,6 +89,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             every_records=args.snapshot_records,
             every_ms=args.snapshot_ms,
             progress=progress,
+            key=args.key,
+            checkpoint_ms=args.checkpoint_ms,
         )
         state = projector.run(stop, until_caught_up=args.until_caught_up)
     except MemstreamError as exc:
@@ -101,9 +103,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"projector stopped at seq {state.last_seq}: folded {s.folded}, "
         f"published {s.published} lifecycle events (skipped {s.skipped} already published), "
         f"{s.snapshots} snapshots, {s.rebuilds} rebuilds, {s.restarts} restarts, "
-        f"{len(state.rejections)} rejections",
+        f"{len(state.rejections)} rejections, {s.checkpoints} signed checkpoints",
         flush=True,
     )
+    if s.evidence_halted:
+        print(f"memstream projector: no checkpoint signed: {s.evidence_halted}", file=sys.stderr)
     return 0
 
 
@@ -130,6 +134,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=100,
         metavar="T",
         help="and at least every T milliseconds when there is news (default 100)",
+    )
+    run.add_argument(
+        "--key",
+        help="the signing key file of the log's checkpoints (default $MEMSTREAM_SIGNING_KEY, "
+        "else ~/.config/memstream/signing.key when it exists; none: no checkpoints)",
+    )
+    run.add_argument(
+        "--checkpoint-ms",
+        type=int,
+        default=1000,
+        metavar="T",
+        help="cut a signed checkpoint at most every T milliseconds (default 1000)",
     )
     run.add_argument(
         "--until-caught-up",

@@ -58,10 +58,11 @@ class Memory:
 
         `key`: the signing key of the log's checkpoints, kept outside the log: a key file's
         path (`memstream keys init`), a `NoteSigner`, or False (sign nothing); None looks
-        for ``$MEMSTREAM_SIGNING_KEY``, then ``~/.config/memstream/signing.key``."""
+        for ``$MEMSTREAM_SIGNING_KEY``, then ``~/.config/memstream/signing.key``. On Kafka
+        the projector signs (its ``--key``), and `key` is not used."""
         self.location = str(path)
         self._log: Log = open_log(path, create=create)
-        if key is not None:
+        if key is not None and hasattr(self._log, "use_signing_key"):
             try:
                 self._evidence().use_signing_key(key)
             except BaseException:
@@ -283,10 +284,7 @@ class Memory:
 
     def _evidence(self) -> Any:
         if not hasattr(self._log, "prove"):
-            raise EvidenceError(
-                f"log {self.location}: signed checkpoints and proofs are built for the "
-                "embedded log only so far (Kafka's come with the projector's checkpoints)"
-            )
+            raise EvidenceError(f"log {self.location}: this log keeps no evidence")
         return self._log
 
     def prove(self, seq: int, *, size: int | None = None) -> InclusionProof:

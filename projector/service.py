@@ -61,8 +61,10 @@ from producers.logs.kafka_client import (
     ensure_topic,
     producer_conf,
 )
+from producers.logs.kafka_evidence import CheckpointCutter
 from producers.logs.lifecycle_topic import LifecycleTail, lifecycle_headers
 from producers.logs.location import KafkaLocation, parse_kafka_location
+from producers.logs.signing_key import KeySpec, resolve_signer
 from producers.logs.topic_identity import LogIdentity, topic_id
 from projector.audit.state import no_gc
 from projector.lease import Lease
@@ -96,6 +98,9 @@ class ProjectorStats:
     rebuilds: int = 0
     # Tenures ended early (lease lost, fenced, topic recreated, a transaction failed).
     restarts: int = 0
+    # Signed checkpoints cut (issue 14), and why none is signed when the log was rewritten.
+    checkpoints: int = 0
+    evidence_halted: str | None = None
 
 
 class _Acks:
@@ -425,11 +430,19 @@ class Projector:
         commit_ms: int = 100,
         commit_linger_ms: int = 1,
         progress: Progress | None = None,
+        key: KeySpec = None,
+        checkpoint_ms: int = 1000,
     ) -> None:
         """Lifecycle transactions commit, on a thread of their own, once `commit_ms` old
         while catching up and `commit_linger_ms` old at the log's end (a commit costs a few
         broker round trips; a subscriber sees an event once its transaction is
-        committed)."""
+        committed).
+
+        `key`: the signing key of the log's checkpoints (`producers.logs.signing_key`:
+        a key file, a signer, False for none; None: ``$MEMSTREAM_SIGNING_KEY``, else the
+        default key file when it exists). With one, a signed checkpoint is cut after a
+        consumed batch at most every `checkpoint_ms` and when the run ends
+        (`producers.logs.kafka_evidence`)."""
         self.location = (
             location if isinstance(location, KafkaLocation) else parse_kafka_location(location)
         )
@@ -455,6 +468,12 @@ class Projector:
             message_bytes=DERIVED_TOPIC_MAX_MESSAGE_BYTES,
         )
         self.memex = MemexPublisher(self.location, self._admin)  # the derived topic LOG.memex
+        signer = resolve_signer(key)
+        self.evidence: CheckpointCutter | None = (
+            None
+            if signer is None
+            else CheckpointCutter(self.location, signer, self._admin, every_ms=checkpoint_ms)
+        )
         self.store = SnapshotStore.connect(self.location)
         self.store.owner = self.owner  # snapshot writes are fenced by the lease
         # The lease has a client of its own with short timeouts: a renewal that cannot
@@ -800,6 +819,9 @@ class Projector:
                 self.location.bootstrap, lifecycle_topic, tid_bytes, resume_at, tail_end, end
             )
             consumer.assign([TopicPartition(self.location.topic, 0, state.next_seq)])
+            evidence = self.evidence
+            if evidence is not None:
+                evidence.resume(state.next_seq, end)
             self._folded_seq, self._log_end = state.last_seq, end
             self._published_seq = state.last_seq
             buffer: list[Entry] = []
@@ -882,6 +904,8 @@ class Projector:
                     before = state
                     state, events = fold_record(state, seq, data)
                     self.stats.folded += 1
+                    if evidence is not None:
+                        evidence.add(data)
                     buffer.append(entry_of(seq, data, events))
                     # A record's events and envelopes share one transaction: the record's
                     # envelopes were published iff its lifecycle events were (checked
@@ -919,6 +943,8 @@ class Projector:
                     tail = None
                 # Every round, busy or idle: delivery reports are served here.
                 producer.poll(0)
+                if evidence is not None:  # a checkpoint after a batch, at most every N ms
+                    evidence.cut(time.monotonic())
                 if acks.error is not None:
                     raise _EndTenure(f"delivering lifecycle events failed: {acks.error}")
                 if committer.error is not None:
@@ -946,6 +972,8 @@ class Projector:
                     consumer.assign([TopicPartition(self.location.topic, 0, 0)])
                     state, first, buffer = empty_state(), 0, []
                     generation += 1
+                    if evidence is not None:
+                        evidence.restart()
                     # The new epoch's dedup reads the whole lifecycle topic from its start.
                     if tail is not None:
                         tail.close()
@@ -985,6 +1013,10 @@ class Projector:
                         self.progress(state.next_seq, max(end, state.next_seq))
             drain()
             self._published_seq = state.last_seq
+            if evidence is not None:
+                evidence.finish()
+                self.stats.checkpoints = evidence.cuts
+                self.stats.evidence_halted = evidence.halted
             if buffer:
                 at = tail.position if tail is not None else max(resume_at, acks.last_offset + 1)
                 writer.put(generation, committer.txn, state, first, buffer, (count, at))

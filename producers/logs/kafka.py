@@ -96,6 +96,7 @@ from producers.logs.kafka_client import (
     error_cause,
     producer_conf,
 )
+from producers.logs.kafka_evidence import Head, KafkaEvidence
 from producers.logs.lifecycle_topic import follow_lifecycle
 from producers.logs.location import KAFKA_SCHEME, KafkaLocation, parse_kafka_location
 from producers.logs.topic_identity import LogIdentity, admin_for, topic_id
@@ -116,6 +117,7 @@ from schemas.errors import (
     CorruptLogError,
     MemstreamError,
 )
+from schemas.evidence.proof import ConsistencyProof, EvidenceError, InclusionProof
 from schemas.records import Record
 
 __all__ = [
@@ -412,6 +414,8 @@ class KafkaLog:
         self._open: deque[_Delivery] = deque()  # batches produced, oldest first
         self._poller: threading.Thread | None = None
         self._closed = False
+        self._evidence: KafkaEvidence | None = None  # made at the first proof asked
+        self._evidence_lock = threading.Lock()
 
     def _ensure_topics(self, create: bool) -> None:
         location = self.kafka_location
@@ -1039,6 +1043,43 @@ class KafkaLog:
         # Lifecycle offsets (not topic offsets), checked records of this topic id only.
         yield from follow_lifecycle(self.kafka_location, from_offset, timeout=timeout, stop=stop)
 
+    # --- evidence (producers.logs.kafka_evidence) ------------------------------------------
+
+    def _prover(self) -> KafkaEvidence:
+        if self._evidence is None:
+            self._evidence = KafkaEvidence(self.kafka_location, read_timeout=self._read_timeout)
+        return self._evidence
+
+    def _head(self) -> Head:
+        # What this reader folded is in the log (the seq it reached, checked against the
+        # topic's id at hydration); past it, the broker is asked.
+        return Head(self.end_offset, self._state.next_seq)
+
+    def latest_checkpoint(self) -> str:
+        """The latest signed checkpoint on LOG.checkpoints (`NoCheckpointError`: none)."""
+        with self._evidence_lock:
+            return self._prover().latest_checkpoint()
+
+    def checkpoint(self) -> str:
+        """On Kafka the projector cuts the checkpoints (it holds the key): refused."""
+        raise EvidenceError(
+            f"log {self.topic}: on Kafka the projector signs the checkpoints as it folds "
+            "(`memstream projector run --key FILE`); `memstream checkpoint --latest` shows "
+            "the latest"
+        )
+
+    def prove(self, seq: int, size: int | None = None) -> InclusionProof:
+        """An inclusion proof of record `seq` against the latest checkpoint on
+        LOG.checkpoints (or the one of `size`)."""
+        with self._evidence_lock:
+            return self._prover().prove(seq, size, self._head())
+
+    def consistency(self, old_size: int, new_size: int | None = None) -> ConsistencyProof:
+        """A consistency proof from the tree of `old_size` records to the checkpoint of
+        `new_size` (the latest when None)."""
+        with self._evidence_lock:
+            return self._prover().consistency(old_size, new_size, self._head())
+
     def close(self) -> None:
         with self._lock:
             if self._closed:
@@ -1055,6 +1096,8 @@ class KafkaLog:
                 self._consumer.close()
             except Exception:
                 log.debug("%s: closing the consumer", self.topic, exc_info=True)
+        if self._evidence is not None:
+            self._evidence.close()
         # Outside the lock: a future's callback on the poller thread may still want it.
         if self._poller is not None and self._poller is not threading.current_thread():
             self._poller.join()

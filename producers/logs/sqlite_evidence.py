@@ -20,13 +20,11 @@ kept in the ``evidence`` table. The key is never in the file.
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import logging
 import sqlite3
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
 from urllib.parse import quote
@@ -34,10 +32,8 @@ from urllib.parse import quote
 from schemas.errors import LogNotFoundError, LogUnavailableError
 from schemas.evidence.merkle import MerkleTree, leaf_hash
 from schemas.evidence.note import (
-    MAX_NOTE_BYTES,
     Checkpoint,
     CheckpointSigner,
-    NoteError,
     NoteSigner,
     NoteVerifier,
 )
@@ -47,6 +43,13 @@ from schemas.evidence.proof import (
     InclusionProof,
     NoCheckpointError,
     ProofRangeError,
+)
+from schemas.evidence.verify import (
+    Found,
+    VerifyReport,
+    judge,
+    note_text,
+    unsigned_checkpoint,
 )
 
 __all__ = ["SqliteEvidence", "VerifyReport", "verify_sqlite_log", "ORIGIN_PREFIX"]
@@ -78,27 +81,6 @@ _INSERT = "INSERT OR IGNORE INTO checkpoints (size, note) VALUES (?, ?)"
 _LEAF = "SELECT CAST(record AS BLOB) FROM events WHERE seq = ?"
 
 _LEAF_PREFIX = hashlib.sha256(b"\x00")
-
-
-def _note_text(raw: object, where: str) -> str:
-    """A stored note's text, bounded and UTF-8 (it is read from a file anyone may edit)."""
-    if type(raw) is not bytes or len(raw) > MAX_NOTE_BYTES:
-        raise EvidenceMismatchError(f"{where}: the stored checkpoint is not a note")
-    try:
-        return raw.decode()
-    except UnicodeDecodeError:
-        raise EvidenceMismatchError(f"{where}: the stored checkpoint is not UTF-8") from None
-
-
-def _unsigned(note: str, where: str) -> Checkpoint:
-    """The checkpoint a note claims, its signature unchecked (the prover has no key)."""
-    body, sep, _ = note.partition("\n\n")
-    try:
-        if not sep:
-            raise NoteError("no signature lines")
-        return Checkpoint.parse(body + "\n")
-    except NoteError as exc:
-        raise EvidenceMismatchError(f"{where}: malformed checkpoint: {exc}") from None
 
 
 class SqliteEvidence:
@@ -185,13 +167,13 @@ class SqliteEvidence:
                     "key cuts one at each commit, or `memstream checkpoint` now"
                 )
             raise NoCheckpointError(f"log {self.location}: no signed checkpoint of size {size}")
-        return int(found[0]), _note_text(found[1], f"log {self.location}: checkpoint")
+        return int(found[0]), note_text(found[1], f"log {self.location}: checkpoint")
 
     def _checked(self, conn: sqlite3.Connection, size: int | None) -> tuple[Checkpoint, str]:
         """A stored checkpoint that this log's records agree with (signature unchecked)."""
         stored, note = self.latest(conn, size)
         where = f"log {self.location}: checkpoint of size {stored}"
-        checkpoint = _unsigned(note, where)
+        checkpoint = unsigned_checkpoint(note, where)
         if checkpoint.size != stored:
             raise EvidenceMismatchError(f"{where}: its note says size {checkpoint.size}")
         if checkpoint.origin != self.origin:
@@ -261,7 +243,7 @@ class SqliteEvidence:
         if 0 < old_size < checkpoint.size:
             found = conn.execute(_AT, (old_size,)).fetchone()
             if found is not None:
-                old_note = _note_text(found[1], f"log {self.location}: checkpoint")
+                old_note = note_text(found[1], f"log {self.location}: checkpoint")
         elif old_size == checkpoint.size:
             old_note = note
         return ConsistencyProof(
@@ -283,39 +265,6 @@ def _origin_text(raw: object, location: str) -> str:
 
 
 # Verification: an auditor's read of the file, without folding it.
-
-
-@dataclass
-class VerifyReport:
-    """What `verify_sqlite_log` found. `problem` is None when the log agrees with every
-    checkpoint checked; else it says what is wrong, and `first_bad_seq` names the first
-    seq that disagrees (None when the fault is a checkpoint's own, e.g. its signature)."""
-
-    location: str
-    origin: str | None
-    size: int = 0
-    root: bytes = b""
-    stored_checkpoints: int = 0
-    signatures_checked: list[int] = field(default_factory=list)
-    latest_verified: int | None = None
-    first_bad_seq: int | None = None
-    problem: str | None = None
-    # The records after the largest signed size checked: appended since (by a writer
-    # without a key, or not yet signed), so nothing vouches for them yet.
-    covered: int = 0
-
-    @property
-    def ok(self) -> bool:
-        return self.problem is None
-
-
-class _Found(Exception):
-    """A fault found: ends the verification with it."""
-
-    def __init__(self, problem: str, first_bad_seq: int | None = None) -> None:
-        super().__init__(problem)
-        self.problem = problem
-        self.first_bad_seq = first_bad_seq
 
 
 def _connect_read_only(path: Path, location: str) -> sqlite3.Connection:
@@ -341,6 +290,11 @@ def _leaves(records: list[tuple[object]]) -> bytes | None:
         h.update(record)  # type: ignore[arg-type]  # a NULL raises TypeError: caught below
         out.append(h.digest())
     return b"".join(out)
+
+
+def _note_at(conn: sqlite3.Connection, size: int) -> object:
+    found = conn.execute(_AT, (size,)).fetchone()
+    return None if found is None else found[1]
 
 
 def _rehash(conn: sqlite3.Connection) -> tuple[MerkleTree, str | None]:
@@ -424,8 +378,17 @@ def verify_sqlite_log(
         report.size, report.root = tree.size, tree.root()
         report.stored_checkpoints = len(sizes)
         try:
-            _judge(conn, report, tree, gap, sizes, verifier, list(external), all_signatures)
-        except _Found as found:
+            judge(
+                report,
+                tree,
+                gap,
+                sizes,
+                verifier,
+                list(external),
+                all_signatures,
+                lambda size: _note_at(conn, size),
+            )
+        except Found as found:
             report.problem = found.problem
             report.first_bad_seq = found.first_bad_seq
         except sqlite3.Error as exc:
@@ -433,138 +396,3 @@ def verify_sqlite_log(
         return report
     finally:
         conn.close()
-
-
-def _judge(
-    conn: sqlite3.Connection,
-    report: VerifyReport,
-    tree: MerkleTree,
-    gap: str | None,
-    sizes: list[int],
-    verifier: NoteVerifier,
-    external: list[tuple[str, str]],
-    all_signatures: bool,
-) -> None:
-    origin = report.origin
-    n = tree.size
-
-    def open_checked(note: str, where: str) -> Checkpoint:
-        try:
-            checkpoint = Checkpoint.open(note, verifier, origin=origin or None)
-        except NoteError as exc:
-            text = str(exc)
-            if "does not verify" in text:
-                why = f"{text}: the checkpoint is forged or was altered"
-            elif "not signed by" in text:
-                why = (
-                    f"{text} (key {verifier.text()}): a wrong key, or a checkpoint "
-                    "forged with another key"
-                )
-            else:
-                why = text
-            raise _Found(f"{where}: {why}") from None
-        report.signatures_checked.append(checkpoint.size)
-        return checkpoint
-
-    def stored(size: int) -> Checkpoint:
-        found = conn.execute(_AT, (size,)).fetchone()
-        where = f"the checkpoint of size {size} stored in the log"
-        try:
-            note = _note_text(found[1], where)
-        except EvidenceMismatchError as exc:
-            raise _Found(str(exc)) from None
-        checkpoint = open_checked(note, where)
-        if checkpoint.size != size:
-            raise _Found(f"{where}: its signed text says size {checkpoint.size}")
-        return checkpoint
-
-    def agrees(checkpoint: Checkpoint) -> bool:
-        return checkpoint.size <= n and tree.root(checkpoint.size) == checkpoint.root
-
-    def root_agrees(size: int) -> bool:
-        """Whether the stored checkpoint of `size` claims the log's root (unsigned read)."""
-        if size > n:
-            return False
-        found = conn.execute(_AT, (size,)).fetchone()
-        try:
-            claimed = _unsigned(_note_text(found[1], ""), "")
-        except EvidenceMismatchError:
-            return False
-        return claimed.root == tree.root(size)
-
-    if origin is None and external:
-        # A log no writer with a key touched: its origin is in the external checkpoints.
-        body = external[0][1].partition("\n\n")[0] + "\n"
-        try:
-            origin = report.origin = Checkpoint.parse(body).origin
-        except NoteError as exc:
-            raise _Found(f"{external[0][0]}: {exc}") from None
-    authenticated: list[Checkpoint] = [open_checked(note, where) for where, note in external]
-    if sizes:
-        latest = stored(sizes[-1])
-        report.latest_verified = latest.size
-        authenticated.append(latest)
-    if all_signatures:
-        authenticated.extend(stored(size) for size in sizes[:-1])
-    if not authenticated:
-        raise _Found(
-            "no signed checkpoint to check the log against: none is stored in it (no writer "
-            "with a signing key has committed) and none was given (--checkpoint)"
-        )
-    bad = sorted((c for c in authenticated if not agrees(c)), key=lambda c: c.size)
-    if not bad:
-        if gap is not None:  # records after a gap no checkpoint covers: still a fault
-            raise _Found(gap, n)
-        report.covered = max(c.size for c in authenticated)
-        return
-    first = bad[0]
-    # The first stored checkpoint that disagrees: with genuine checkpoints, every one
-    # from the first altered record on disagrees, and every one before agrees.
-    lo = bisect.bisect_left(sizes, 1)
-    hi = bisect.bisect_left(sizes, first.size)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if root_agrees(sizes[mid]):
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo < len(sizes) and sizes[lo] < first.size:
-        candidate = stored(sizes[lo])  # the bound is relied on: its signature is checked
-        if not agrees(candidate):
-            first = candidate
-    below = bisect.bisect_left(sizes, first.size)
-    good = 0
-    if below:
-        prior = stored(sizes[below - 1])  # relied on as the last good one: checked
-        if not agrees(prior):
-            raise _Found(
-                f"the checkpoint of size {prior.size} disagrees with the log, yet the "
-                "stored checkpoints between do not: the checkpoints were reordered"
-            )
-        good = prior.size
-    for c in authenticated:
-        if agrees(c) and good < c.size < first.size:
-            good = c.size
-    last = min(first.size, n) - 1
-    span = f"seq {good}" if last <= good else f"seq {good} to {last}"
-    if first.size > n:
-        most = max(c.size for c in authenticated)  # signed: that many records existed
-        missing = f"seq {n} to {most - 1}" if most - 1 > n else f"seq {n}"
-        cause = gap or f"the log ends at {n} records"
-        if good >= n:
-            raise _Found(
-                f"{missing} missing: {cause}, but a signed checkpoint covers {most} "
-                "records (the log was truncated)",
-                n,
-            )
-        raise _Found(
-            f"{span} disagree with the signed checkpoint of size {first.size}, and {missing} "
-            f"missing ({cause}); the checkpoint of size {good} agrees",
-            good,
-        )
-    raise _Found(
-        f"{span}: the log's records disagree with the signed checkpoint of size "
-        f"{first.size} (the checkpoint of size {good} agrees): a record was altered, "
-        "replaced or moved",
-        good,
-    )

@@ -25,13 +25,14 @@ from queryd.daemon.guards import BodyLimit, HostAllowList
 from queryd.daemon.handles import LogRegistry
 from queryd.daemon.heavy import HeavyPool
 from queryd.daemon.metrics import Metrics, MetricsMiddleware
-from queryd.daemon.routes import audit, graph, live, service
+from queryd.daemon.routes import audit, evidence, graph, live, service
 from queryd.daemon.settings import DaemonSettings
 from queryd.daemon.streams import StreamLimit
 
 __all__ = ["ROUTERS", "create_app"]
 
-ROUTERS = (service.router, audit.router, graph.router, live.router)  # in the order they match
+# in the order they match
+ROUTERS = (service.router, audit.router, graph.router, live.router, evidence.router)
 
 
 def create_app(

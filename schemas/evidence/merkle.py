@@ -134,6 +134,13 @@ class MerkleTree:
             raise IndexError(f"leaf {index}: the tree has {self.size} leaves")
         return bytes(self._levels[0][index * HASH_SIZE : (index + 1) * HASH_SIZE])
 
+    def leaves(self, start: int = 0, end: int | None = None) -> bytes:
+        """The leaf hashes of [start, end) concatenated (the form `extend_packed` takes)."""
+        stop = self.size if end is None else end
+        if not 0 <= start <= stop <= self.size:
+            raise IndexError(f"leaves {start}..{stop}: the tree has {self.size} leaves")
+        return bytes(self._levels[0][start * HASH_SIZE : stop * HASH_SIZE])
+
     def _node(self, level: int, index: int) -> bytes:
         row = self._levels[level]
         return bytes(row[index * HASH_SIZE : (index + 1) * HASH_SIZE])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -27,3 +29,17 @@ _MARKS = {"kafka": [pytest.mark.kafka]}
 def memory_location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh log location: an embedded path, or a kafka:// URL with its own topic."""
     yield LOCATIONS[request.param](request, tmp_path)
+
+
+# Issue 14: the verifier built from transparency-dev's Go modules (tests/schemas/evidence).
+GO_VERIFIER = Path(__file__).parents[1] / "schemas" / "evidence" / "goverify"
+
+
+@pytest.fixture(scope="session")
+def go_verifier(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    go = shutil.which("go")
+    if go is None:
+        pytest.skip("the go command is not installed")
+    out = tmp_path_factory.mktemp("goverify") / "goverify"
+    subprocess.run([go, "build", "-o", str(out), "."], cwd=GO_VERIFIER, check=True, timeout=300)
+    return out

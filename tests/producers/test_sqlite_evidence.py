@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-import shutil
 import sqlite3
 import subprocess
 from collections.abc import Callable
@@ -480,18 +479,6 @@ def test_keys_cli_and_the_environment(
 
 
 # Interoperability: the Go verifier built from transparency-dev's modules
-
-GO_VERIFIER = Path(__file__).parents[1] / "schemas" / "evidence" / "goverify"
-
-
-@pytest.fixture(scope="module")
-def go_verifier(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    go = shutil.which("go")
-    if go is None:
-        pytest.skip("the go command is not installed")
-    out = tmp_path_factory.mktemp("goverify") / "goverify"
-    subprocess.run([go, "build", "-o", str(out), "."], cwd=GO_VERIFIER, check=True, timeout=300)
-    return out
 
 
 def test_proofs_of_a_real_log_verify_with_the_go_modules(
