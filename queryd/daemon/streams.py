@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from producers.logs.base import LifecycleRecord
 from queryd.daemon.jsonlog import Throttle
-from queryd.daemon.lifecycle import sse_frame
+from queryd.daemon.lifecycle import frame_seq, sse_frame
 
 __all__ = ["HubSettings", "LifecycleHub", "LifecycleReader", "StreamLimit", "hub_stream"]
 
@@ -392,9 +392,11 @@ async def hub_stream(
     *,
     limit: int | None = None,
     keepalive: float = 15.0,
+    after_seq: int | None = None,
 ) -> AsyncIterator[str]:
     """The SSE body of one subscriber: frames from `from_offset` on, batched, with
-    keep-alive comments when idle; ends after `limit` events."""
+    keep-alive comments when idle; ends after `limit` events. With `after_seq`, only the
+    events caused by records after that seq are sent (the others are read, not sent)."""
     sub = Subscriber(from_offset)
     hub.attach(sub)
     sent = 0
@@ -409,6 +411,10 @@ async def hub_stream(
             )
             frames = hub.take(sub, want)
             if frames:
+                if after_seq is not None:
+                    frames = [f for f in frames if frame_seq(f) > after_seq]
+                    if not frames:
+                        continue
                 sent += len(frames)
                 yield "".join(frames)
                 continue
