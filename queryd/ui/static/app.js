@@ -433,7 +433,17 @@
         if (!depth.has(parent)) { depth.set(parent, depth.get(id) - 1); queue.push(parent); }
       }
     }
-    for (const d of dependents) {
+    // dependents below the item, each a row below its lowest placed parent
+    const waiting = dependents.filter((d) => !depth.has(d.id));
+    for (let changed = true; changed;) {
+      changed = false;
+      for (const d of waiting) {
+        if (depth.has(d.id)) continue;
+        const placed = (d.parents || []).filter((parent) => depth.has(parent) && depth.get(parent) >= 0);
+        if (placed.length) { depth.set(d.id, Math.max(...placed.map((parent) => depth.get(parent))) + 1); changed = true; }
+      }
+    }
+    for (const d of waiting) {
       if (!depth.has(d.id)) depth.set(d.id, 1);
       for (const parent of d.parents || []) if (depth.has(parent)) edges.push([parent, d.id]);
     }
@@ -473,7 +483,7 @@
     });
     chart.append(svg("text", { x: 0, y: 12, text: String(max) }), svg("text", { x: 0, y: H, text: "0" }),
       svg("text", { x: PAD, y: H + 20, text: when(buckets[0].start) }),
-      svg("text", { x: W - 130, y: H + 20, text: when(buckets[buckets.length - 1].start) }));
+      buckets.length > 1 ? svg("text", { x: W, y: H + 20, "text-anchor": "end", text: when(buckets[buckets.length - 1].start) }) : null);
     return chart;
   }
 
