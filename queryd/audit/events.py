@@ -71,7 +71,7 @@ def select_events(
     if after_seq is not None and before_seq is not None:
         raise ValueError("before_seq: give after_seq or before_seq, not both")
     memory = state.at(up_to_seq)
-    events: Sequence[AnyEvent] = memory.events  # type: ignore[assignment]
+    events: Sequence[AnyEvent] = memory.events
     needle = text.casefold() if text else None
     deleted = memory.deleted
 
@@ -96,7 +96,9 @@ def select_events(
         if not matches(event):
             continue
         if limit is not None and len(out) == limit:
-            return EventsPage(out, _seq(out[-1]) if out else after_seq, _before(events, out, start, matches))
+            return EventsPage(
+                out, _seq(out[-1]) if out else after_seq, _before(events, out, start, matches)
+            )
         out.append(event)
     return EventsPage(out, None, _before(events, out, start, matches))
 

@@ -70,7 +70,7 @@ def diff(state: MemoryState, from_seq: int, to_seq: int, limit: int = 1_000) -> 
     if limit < 1:
         raise ValueError(f"limit: expected a positive integer, got {limit}")
     old, new = state.at(from_seq), state.at(to_seq)
-    events: Sequence[AnyEvent] = new.events  # type: ignore[assignment]
+    events: Sequence[AnyEvent] = new.events
     changed = events[bisect_right(events, from_seq, key=_seq) :]
     appeared: list[Message | Document] = []
     deleted: list[tuple[Message | Document, Deletion]] = []
@@ -119,7 +119,7 @@ def activity(
 ) -> ActivityPage:
     """Events per `bucket_seconds` by kind, by each event's timestamp; when no bucket is
     named, the smallest of `BUCKET_CHOICES` that keeps the log within `MAX_BUCKETS`."""
-    events: Sequence[AnyEvent] = state.at(up_to_seq).events  # type: ignore[assignment]
+    events: Sequence[AnyEvent] = state.at(up_to_seq).events
     if bucket_seconds is not None and not 1 <= bucket_seconds <= BUCKET_CHOICES[-1]:
         raise ValueError(
             f"bucket_seconds: expected 1 to {BUCKET_CHOICES[-1]}, got {bucket_seconds}"
@@ -141,7 +141,8 @@ def activity(
             "name a larger bucket"
         )
     buckets = [
-        ActivityBucket(datetime.fromtimestamp(start, UTC), counts[start]) for start in sorted(counts)
+        ActivityBucket(datetime.fromtimestamp(start, UTC), counts[start])
+        for start in sorted(counts)
     ]
     return ActivityPage(size, buckets)
 

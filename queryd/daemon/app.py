@@ -31,7 +31,13 @@ from queryd.daemon.streams import StreamLimit
 
 __all__ = ["ROUTERS", "create_app"]
 
-ROUTERS = (service.router, audit.router, history.router, graph.router, live.router)  # in the order they match
+ROUTERS = (
+    service.router,
+    audit.router,
+    history.router,
+    graph.router,
+    live.router,
+)  # in the order they match
 
 
 def create_app(

@@ -157,8 +157,7 @@ class EventsAnswer(Answer):
     )
     deleted_at: dict[UUID, int] = Field(
         default_factory=dict,
-        description="the events of this page deleted in the state read: id -> the "
-        "Deletion's seq",
+        description="the events of this page deleted in the state read: id -> the Deletion's seq",
     )
 
 

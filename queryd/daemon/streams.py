@@ -171,6 +171,20 @@ class LifecycleHub:
         """(frames, bytes) held in the ring."""
         return len(self._frames) - self._head, self._bytes
 
+    def offset_after_seq(self, seq: int) -> int | None:
+        """The first lifecycle offset caused by a record after `seq`, when the ring can
+        tell (it holds a frame of `seq` or earlier, so nothing after `seq` fell out of
+        it); None otherwise. A stream that wants only what follows `seq` starts there
+        rather than replaying the log's whole lifecycle to skip it."""
+        with self._lock:
+            first, frames = self._head, self._frames
+            if first >= len(frames) or self._next is None or frame_seq(frames[first]) > seq:
+                return None
+            at = len(frames)
+            while at > first and frame_seq(frames[at - 1]) > seq:
+                at -= 1
+            return self._offsets[at] if at < len(frames) else self._next
+
     # -- serving a subscriber (event loop) -----------------------------------------------------
 
     def take(self, sub: Subscriber, max_frames: int) -> list[str]:

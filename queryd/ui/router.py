@@ -174,7 +174,7 @@ async def timeline(request: Request, log_name: str) -> Response:
                 actor=filters["actor"],
                 text=filters["text"],
                 after_seq=after_seq,
-                before_seq=None if after_seq is not None else before_seq,
+                before_seq=before_seq,
                 limit=limit,
             )
         except ValueError as exc:

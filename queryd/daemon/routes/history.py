@@ -44,9 +44,7 @@ def shown(memory: MemoryState, event: Message | Document | None, item_id: UUID) 
 def _not_past(field: str, value: int | None, head: int | None) -> None:
     """A 422 naming `field` when it asks for a seq the log has not reached."""
     if value is not None and value > (-1 if head is None else head):
-        raise ApiError(
-            422, f"{field}: seq {value} is past the log's head ({head})", seq=head
-        )
+        raise ApiError(422, f"{field}: seq {value} is past the log's head ({head})", seq=head)
 
 
 @router.get(

@@ -78,6 +78,10 @@ async def lifecycle(
         )
     settings = daemon.settings
     hub = handle.lifecycle_hub(settings.hub)
+    if after_seq is not None and last_event_id is None:
+        hinted = hub.offset_after_seq(after_seq)
+        if hinted is not None and hinted > start:
+            start = hinted  # what precedes it was caused by records up to after_seq
     stream = hub_stream(
         hub, start, limit=limit, keepalive=settings.sse_keepalive, after_seq=after_seq
     )

@@ -18,19 +18,43 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 def _state() -> tuple[MemoryState, list]:
     e = [
-        Message(speaker="user", content="What colour is the Cat?", session_id="s", actor="a:1",
-                timestamp=T0),
-        Message(speaker="bot", content="secret plan", session_id="x", actor="a:2",
-                timestamp=T0 + timedelta(seconds=30)),
-        Document(name="notes.txt", text="cats are black", actor="a:1",
-                 timestamp=T0 + timedelta(minutes=2)),
+        Message(
+            speaker="user",
+            content="What colour is the Cat?",
+            session_id="s",
+            actor="a:1",
+            timestamp=T0,
+        ),
+        Message(
+            speaker="bot",
+            content="secret plan",
+            session_id="x",
+            actor="a:2",
+            timestamp=T0 + timedelta(seconds=30),
+        ),
+        Document(
+            name="notes.txt",
+            text="cats are black",
+            actor="a:1",
+            timestamp=T0 + timedelta(minutes=2),
+        ),
     ]
-    recall = Recall(query="cat", recalled=(e[0].id, e[2].id), session_id="s", actor="a:1",
-                    timestamp=T0 + timedelta(minutes=3))
-    answer = Message(speaker="assistant", content="It is black.", session_id="s",
-                     timestamp=T0 + timedelta(minutes=3, seconds=1))
-    gone = Deletion(targets=(e[2].id,), reason="wrong", requested_by="dpo",
-                    timestamp=T0 + timedelta(minutes=4))
+    recall = Recall(
+        query="cat",
+        recalled=(e[0].id, e[2].id),
+        session_id="s",
+        actor="a:1",
+        timestamp=T0 + timedelta(minutes=3),
+    )
+    answer = Message(
+        speaker="assistant",
+        content="It is black.",
+        session_id="s",
+        timestamp=T0 + timedelta(minutes=3, seconds=1),
+    )
+    gone = Deletion(
+        targets=(e[2].id,), reason="wrong", requested_by="dpo", timestamp=T0 + timedelta(minutes=4)
+    )
     hidden = Deletion(targets=(e[1].id,), reason="private", timestamp=T0 + timedelta(minutes=5))
     events = [*e, recall, answer, gone, hidden]
     stored = [event.with_seq(seq) for seq, event in enumerate(events)]

@@ -75,7 +75,10 @@ def test_diff_between_two_seqs(client: TestClient, seeded: Seeded) -> None:
 
 def test_activity_by_kind(client: TestClient, seeded: Seeded) -> None:
     body = client.get(f"/logs/{seeded.name}/activity").json()
-    totals = {kind: sum(b["counts"][kind] for b in body["buckets"]) for kind in body["buckets"][0]["counts"]}
+    totals = {
+        kind: sum(b["counts"][kind] for b in body["buckets"])
+        for kind in body["buckets"][0]["counts"]
+    }
     assert totals == {"message": 4, "document": 1, "recall": 1, "deletion": 1}
     assert body["bucket_seconds"] == 60
     bad = client.get(f"/logs/{seeded.name}/activity", params={"bucket_seconds": 0})
@@ -125,9 +128,7 @@ def test_lifecycle_after_a_seq_sends_only_what_follows(location: str) -> None:
             httpx.Client(base_url=base, timeout=httpx.Timeout(30, read=20)) as http,
         ):
             received: list[dict[str, Any]] = []
-            with http.stream(
-                "GET", f"/logs/{name}/lifecycle", params={"after_seq": 4}
-            ) as response:
+            with http.stream("GET", f"/logs/{name}/lifecycle", params={"after_seq": 4}) as response:
                 assert response.status_code == 200
                 memory.add_message(Message(speaker="u", content="new one"))
                 for event in sse_events(response):
