@@ -4,8 +4,9 @@ Beyond `Memory.events`' filters (kind, session), a page may be narrowed by actor
 text (a case-insensitive substring of a message's content, a document's name or text, a
 recall's query, a deletion's reason), and read backwards (`before_seq`: the last `limit`
 matching events before it), so a timeline pages through millions of records either way
-without loading them all. The text filter never matches an event deleted in the state
-read: what a deleted event said is not searchable, as it is not readable in a view.
+without loading them all. The text filter never matches an event deleted in `state`
+(the newest state, even when the page reads an earlier one): what a deleted event said
+is not searchable, as it is not readable in a view.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ def select_events(
     memory = state.at(up_to_seq)
     events: Sequence[AnyEvent] = memory.events
     needle = text.casefold() if text else None
-    deleted = memory.deleted
+    deleted = state.deleted  # of the newest state: deleted later is deleted too
 
     def matches(event: AnyEvent) -> bool:
         if kind is not None and event.kind != kind:

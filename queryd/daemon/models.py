@@ -157,7 +157,8 @@ class EventsAnswer(Answer):
     )
     deleted_at: dict[UUID, int] = Field(
         default_factory=dict,
-        description="the events of this page deleted in the state read: id -> the Deletion's seq",
+        description="the events of this page deleted at the head (also those deleted "
+        "after up_to_seq): id -> the Deletion's seq",
     )
 
 
@@ -384,8 +385,9 @@ class LifecycleEvent(BaseModel):
 
 
 class Shown(BaseModel):
-    """A content event as a view may show it: `event` is None when it is deleted in the
-    state read (its `deletion` then says when, why and by whom): never its text."""
+    """A content event as a view may show it: `event` is None when it is deleted at the
+    head, even if after the seq read (its `deletion` then says when, why and by whom):
+    never its text."""
 
     id: UUID
     event: ContentEvent | None
@@ -401,7 +403,10 @@ class RecallCountChange(BaseModel):
 class DiffAnswer(Answer):
     from_seq: int
     to_seq: int
-    appeared: list[ContentEvent] = Field(description="content added and visible at to_seq")
+    appeared: list[Shown] = Field(
+        description="content added and visible at to_seq (without its text when deleted "
+        "at the head since)"
+    )
     deleted: list[Shown] = Field(description="content visible at from_seq, deleted by to_seq")
     recalls: list[RecallCountChange] = Field(description="items recalled in between")
     truncated: bool = Field(description="a list was cut at `limit`")

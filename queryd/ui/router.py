@@ -8,7 +8,8 @@
   the internet at run time).
 
 What these pages show is what the API answers (`select_events`, `MemoryState.get`), with
-deleted content shown as deleted, never its text. Bad input in the URL (an unknown log, a
+content deleted at the head shown as deleted, never its text, even as of a seq before
+its deletion. Bad input in the URL (an unknown log, a
 seq past the head, a malformed filter) is an HTML page naming it, with the status the API
 would give; never a trace. Every page is sent with a Content-Security-Policy that allows
 only this origin's own scripts and styles, so log content can never run as script.
@@ -165,16 +166,17 @@ async def timeline(request: Request, log_name: str) -> Response:
         limit = _int(params, "limit", 1, MAX_PAGE) or TIMELINE_PAGE
         if after_seq is None and before_seq is None:
             before_seq = (head if seq is None else seq) + 1  # the newest page by default
-        memory = state.memory.at(seq)
+        newest = state.memory  # deleted there is shown as deleted, even as of an earlier seq
         try:
             found = select_events(
-                memory,
+                newest,
                 kind=kind,
                 session_id=filters["session"],
                 actor=filters["actor"],
                 text=filters["text"],
                 after_seq=after_seq,
                 before_seq=before_seq,
+                up_to_seq=seq,
                 limit=limit,
             )
         except ValueError as exc:
@@ -189,8 +191,8 @@ async def timeline(request: Request, log_name: str) -> Response:
     rows = [
         {
             "event": e,
-            "deletion": memory.deleted.get(e.id),
-            "said": event_text(e) if e.id not in memory.deleted else None,
+            "deletion": newest.deleted.get(e.id),
+            "said": event_text(e) if e.id not in newest.deleted else None,
         }
         for e in found.events
     ]

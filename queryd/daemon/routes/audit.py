@@ -71,7 +71,7 @@ async def list_events(
         Query(
             max_length=1_000,
             description="a case-insensitive substring of what an event says (content, "
-            "name and text, query, reason); deleted events never match",
+            "name and text, query, reason); events deleted at the head never match",
         ),
     ] = None,
     after_seq: Annotated[int | None, Query(ge=-1)] = None,
@@ -86,18 +86,18 @@ async def list_events(
     state = await served.state(min_seq)
 
     def build() -> EventsAnswer:
-        memory = state.memory.at(up_to_seq)
         found = select_events(
-            memory,
+            state.memory,
             kind=kind,
             session_id=session_id,
             actor=actor,
             text=text or None,
             after_seq=after_seq,
             before_seq=before_seq,
+            up_to_seq=up_to_seq,
             limit=limit,
         )
-        deleted = memory.deleted
+        deleted = state.memory.deleted
         return EventsAnswer.model_construct(
             seq=state.last_seq,
             events=found.events,

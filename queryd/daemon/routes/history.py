@@ -1,7 +1,7 @@
 """The history routes: what changed between two seqs, activity over time, and what a
 Recall put into a model's context. All read-only, over the audit state
-(`queryd.audit.history`); a content event deleted in the state read is answered without
-its text (`Shown`), as the web view shows it.
+(`queryd.audit.history`); a content event deleted at the head is answered without its
+text (`Shown`), even when the answer reads an earlier seq: as the web view shows it.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ router = APIRouter(tags=["history"], responses=ERROR_RESPONSES)
 
 
 def shown(memory: MemoryState, event: Message | Document | None, item_id: UUID) -> Shown:
-    """`event` as a view may show it in `memory`: without it when deleted there."""
+    """`event` as a view may show it, `memory` being the newest state: without it when
+    deleted there."""
     deletion: Deletion | None = memory.deleted.get(item_id)
     return Shown.model_construct(
         id=item_id, event=None if deletion is not None else event, deletion=deletion
@@ -68,7 +69,7 @@ async def get_diff(
             seq=state.last_seq,
             from_seq=found.from_seq,
             to_seq=found.to_seq,
-            appeared=found.appeared,
+            appeared=[shown(state.memory, e, e.id) for e in found.appeared],
             deleted=[
                 Shown.model_construct(id=event.id, event=None, deletion=deletion)
                 for event, deletion in found.deleted
@@ -121,8 +122,8 @@ async def get_activity(
 @router.get(
     "/logs/{log}/recalls/{recall_id}/context",
     summary="what the model saw: a Recall, the items it named, the messages around it",
-    description="The items as they stand in the state read (the head, or `up_to_seq`): "
-    "one deleted there comes without its text, with its Deletion. `before` and `after` "
+    description="The items it named; one deleted at the head (even after the Recall or "
+    "`up_to_seq`) comes without its text, with its Deletion. `before` and `after` "
     "are the Recall's session's messages just before and after it (the prompt, and the "
     "answer when the Assistant wrote them).",
     response_model=RecallContextAnswer,
@@ -148,9 +149,9 @@ async def get_recall_context(
         return RecallContextAnswer.model_construct(
             seq=state.last_seq,
             recall=found.recall,
-            items=[shown(memory, item.event, item.id) for item in found.items],
-            before=[shown(memory, m, m.id) for m in found.before],
-            after=[shown(memory, m, m.id) for m in found.after],
+            items=[shown(state.memory, item.event, item.id) for item in found.items],
+            before=[shown(state.memory, m, m.id) for m in found.before],
+            after=[shown(state.memory, m, m.id) for m in found.after],
         )
 
     return await json_answer(served.daemon.heavy, build, state.last_seq)

@@ -234,6 +234,15 @@
 
   // --- the views ----------------------------------------------------------------------------
 
+  // Content deleted at the head is never shown as text, even as of a seq before its
+  // deletion: the ids deleted at the head among the first `limit` content events (the
+  // pages of /state are keyed by content seq, so this page covers the as-of page).
+  async function deletedAtHead(seq, limit) {
+    if (seq === null) return new Map();
+    const newest = await api("/state", { limit });
+    return new Map(newest.deleted.map((d) => [d.id, d.tombstone.seq]));
+  }
+
   async function render(options) {
     const ticket = ++rendering;
     const p = params();
@@ -290,7 +299,7 @@
       const rows = data.events.map((e) => {
         const deletedAt = data.deleted_at[e.id];
         const what = deletedAt !== undefined
-          ? el("span", { class: "deleted" }, "deleted at seq " + deletedAt + " (content not shown)")
+          ? el("span", { class: "deleted" }, "deleted at seq " + deletedAt + (seq !== null && deletedAt > seq ? ", later" : "") + " (content not shown)")
           : clip(said(e), 200);
         return el("tr", { class: "kind-" + e.kind + (options.live ? " new-row" : ""), "data-seq": e.seq },
           el("td", { class: "num" }, eventLink(e.id, String(e.seq))),
@@ -307,11 +316,12 @@
     },
 
     state: async function (p, seq) {
-      const [info, state] = await Promise.all([api("", {}), api("/state", { up_to_seq: seq, limit: 500 })]);
+      const [info, state, later] = await Promise.all([api("", {}), api("/state", { up_to_seq: seq, limit: 500 }), deletedAtHead(seq, 500)]);
       const stats = new Map(state.recall_stats.map((r) => [r.id, r.num_recalled]));
       const rows = (events) => events.map((e) => el("tr", {},
         el("td", { class: "num" }, eventLink(e.id, String(e.seq))), el("td", {}, e.kind),
-        el("td", {}, clip(said(e), 160)), el("td", { class: "num" }, String(stats.get(e.id) || 0))));
+        el("td", {}, later.has(e.id) ? el("span", { class: "deleted" }, "visible at this seq; deleted later at seq " + later.get(e.id) + " (content not shown)") : clip(said(e), 160)),
+        el("td", { class: "num" }, String(stats.get(e.id) || 0))));
       return el("div", {},
         el("h2", {}, "State " + (seq === null ? "at the head" : "as of seq " + seq)),
         el("p", { id: "state-counts" }, state.visible_messages.length + " visible messages, " + state.visible_documents.length + " visible documents, " + state.deleted.length + " deleted" + (state.next_after_seq !== null ? " (first page; more follow)" : "") + " · " + info.audit_events + " audit events in the log"),
@@ -393,7 +403,7 @@
         el("button", { type: "submit" }, "Compare"));
       return el("div", {}, el("h2", {}, "What changed from seq " + from + " to seq " + to), form,
         el("h3", {}, "Appeared (" + data.appeared.length + ")"),
-        data.appeared.length ? table(["seq", "kind", "content"], data.appeared.map((e) => el("tr", {}, el("td", { class: "num" }, eventLink(e.id, String(e.seq))), el("td", {}, e.kind), el("td", {}, clip(said(e), 160)))), "appeared") : el("p", {}, "Nothing."),
+        data.appeared.length ? table(["item", "content"], data.appeared.map((s) => el("tr", {}, el("td", {}, eventLink(s.id, s.event ? "seq " + s.event.seq : short(s.id))), el("td", {}, s.event ? clip(said(s.event), 160) : deletedNote(s.deletion)))), "appeared") : el("p", {}, "Nothing."),
         el("h3", {}, "Deleted (" + data.deleted.length + ")"),
         data.deleted.length ? table(["item", "deleted at seq", "reason", "requested by"], data.deleted.map((d) => el("tr", {}, el("td", {}, eventLink(d.id, short(d.id))), el("td", { class: "num" }, String(d.deletion.seq)), el("td", {}, d.deletion.reason), el("td", {}, d.deletion.requested_by || ""))), "deleted") : el("p", {}, "Nothing."),
         el("h3", {}, "Recalled (" + data.recalls.length + ")"),
@@ -402,9 +412,9 @@
     },
 
     plots: async function (p, seq) {
-      const [activity, state] = await Promise.all([api("/activity", { up_to_seq: seq }), api("/state", { up_to_seq: seq, limit: 10000 })]);
+      const [activity, state, later] = await Promise.all([api("/activity", { up_to_seq: seq }), api("/state", { up_to_seq: seq, limit: 10000 }), deletedAtHead(seq, 10000)]);
       const labels = new Map();
-      for (const e of state.visible_messages.concat(state.visible_documents)) labels.set(e.id, "seq " + e.seq + ": " + clip(said(e), 40));
+      for (const e of state.visible_messages.concat(state.visible_documents)) labels.set(e.id, "seq " + e.seq + ": " + (later.has(e.id) ? "(deleted later)" : clip(said(e), 40)));
       for (const d of state.deleted) labels.set(d.id, short(d.id) + " (deleted)");
       const top = state.recall_stats.slice().sort((a, b) => b.num_recalled - a.num_recalled).slice(0, 15);
       return el("div", {},
@@ -470,20 +480,24 @@
 
   function barsByKind(buckets, size) {
     if (!buckets.length) return el("p", {}, "No event.");
-    const W = Math.min(900, Math.max(240, buckets.length * 14)), H = 160, PAD = 28;
+    // on a time axis: a bucket's bar stands at its start, empty buckets leave gaps
+    const first = Date.parse(buckets[0].start), last = Date.parse(buckets[buckets.length - 1].start);
+    const slots = Math.round((last - first) / (size * 1000)) + 1;
+    const W = 900, H = 160, PAD = 28;
     const max = Math.max(...buckets.map((b) => KINDS.reduce((sum, k) => sum + (b.counts[k] || 0), 0)));
-    const bw = (W - PAD) / buckets.length;
+    const bw = (W - PAD) / slots;
     const chart = svg("svg", { width: W, height: H + 30, role: "img", id: "activity", "aria-label": "events per bucket by kind, " + buckets.length + " buckets, at most " + max });
-    buckets.forEach((b, i) => {
+    for (const b of buckets) {
+      const x = PAD + Math.round((Date.parse(b.start) - first) / (size * 1000)) * bw;
       let y = H;
       for (const k of KINDS) {
         const h = ((b.counts[k] || 0) / max) * (H - 10);
-        if (h > 0) { y -= h; chart.append(svg("rect", { x: PAD + i * bw, y, width: Math.max(1, bw - 1), height: h, fill: COLORS[k] }, svg("title", { text: when(b.start) + " " + k + ": " + b.counts[k] }))); }
+        if (h > 0) { y -= h; chart.append(svg("rect", { x, y, width: Math.max(1, bw - 1), height: h, fill: COLORS[k] }, svg("title", { text: when(b.start) + " " + k + ": " + b.counts[k] }))); }
       }
-    });
+    }
     chart.append(svg("text", { x: 0, y: 12, text: String(max) }), svg("text", { x: 0, y: H, text: "0" }),
       svg("text", { x: PAD, y: H + 20, text: when(buckets[0].start) }),
-      buckets.length > 1 ? svg("text", { x: W, y: H + 20, "text-anchor": "end", text: when(buckets[buckets.length - 1].start) }) : null);
+      slots > 1 ? svg("text", { x: W, y: H + 20, "text-anchor": "end", text: when(buckets[buckets.length - 1].start) }) : null);
     return chart;
   }
 

@@ -65,10 +65,12 @@ def test_events_filter_by_actor_and_text_never_matching_deleted_text() -> None:
     state, stored = _state()
     assert [e.seq for e in select_events(state, actor="a:1").events] == [0, 2, 3]
     assert [e.seq for e in select_events(state, text="CAT").events] == [0, 3]
-    # "secret plan" was deleted at seq 6: its text is not searchable at the head...
+    # "secret plan" was deleted at seq 6: its text is not searchable at the head, nor as
+    # of a seq before the deletion
     assert select_events(state, text="secret").events == []
-    # ...but was before the deletion
-    assert [e.seq for e in select_events(state, text="secret", up_to_seq=5).events] == [1]
+    assert select_events(state, text="secret", up_to_seq=5).events == []
+    assert [e.seq for e in select_events(state, text="plan", up_to_seq=5).events] == []
+    assert [e.seq for e in select_events(state, actor="a:2", up_to_seq=5).events] == [1]
     with pytest.raises(ValueError, match="text: expected at most"):
         select_events(state, text="x" * 1001)
     with pytest.raises(ValueError, match="before_seq: give after_seq or before_seq"):

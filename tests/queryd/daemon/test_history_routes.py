@@ -29,9 +29,12 @@ def test_events_by_text_never_match_deleted_text(client: TestClient, seeded: See
     contents = [e.get("content") or e.get("text") or e.get("query") for e in got["events"]]
     # "the cat is black" was deleted: it does not match, though it says cat
     assert contents == ["the cat sat on the mat", "dogs chase cats", "a cat document", "cat"]
+    # nor as of a seq before its deletion: deleted at the head is deleted for every view
     before = client.get(f"/logs/{name}/events", params={"text": "black", "up_to_seq": 4}).json()
-    assert [e["content"] for e in before["events"]] == ["the cat is black"]
+    assert before["events"] == []
     assert client.get(f"/logs/{name}/events", params={"text": "black"}).json()["events"] == []
+    sunny = client.get(f"/logs/{name}/events", params={"text": "sunny", "up_to_seq": 4}).json()
+    assert [e["content"] for e in sunny["events"]] == ["weather is sunny today"]
 
 
 def test_events_paged_backwards_mark_deleted_ones(client: TestClient, seeded: Seeded) -> None:
@@ -40,9 +43,9 @@ def test_events_paged_backwards_mark_deleted_ones(client: TestClient, seeded: Se
     assert [e["seq"] for e in page["events"]] == [3, 4]
     assert page["prev_before_seq"] == 3 and page["next_after_seq"] == 4
     assert page["deleted_at"] == {str(seeded.deleted_id): seeded.deletion_seq}
-    # as of a seq before the deletion, nothing on the page is deleted
+    # as of a seq before the deletion, the page still says it was deleted (later)
     early = client.get(f"/logs/{name}/events", params={"before_seq": 5, "up_to_seq": 4}).json()
-    assert early["deleted_at"] == {}
+    assert early["deleted_at"] == {str(seeded.deleted_id): seeded.deletion_seq}
     both = client.get(f"/logs/{name}/events", params={"before_seq": 5, "after_seq": 1})
     assert both.status_code == 422
     assert both.json()["message"].startswith("before_seq: give after_seq or before_seq")
@@ -55,7 +58,7 @@ def test_diff_between_two_seqs(client: TestClient, seeded: Seeded) -> None:
     got = client.get(f"/logs/{name}/diff", params={"from_seq": 2, "to_seq": 6})
     assert got.status_code == 200, got.text
     body = got.json()
-    assert [e["text"] for e in body["appeared"]] == ["a cat document"]
+    assert [s["event"]["text"] for s in body["appeared"]] == ["a cat document"]
     # the deleted message comes without its text
     assert body["deleted"] == [
         {"id": str(seeded.deleted_id), "event": None, "deletion": body["deleted"][0]["deletion"]}
@@ -63,6 +66,10 @@ def test_diff_between_two_seqs(client: TestClient, seeded: Seeded) -> None:
     assert body["deleted"][0]["deletion"]["reason"] == "user asked"
     assert "the cat is black" not in got.text
     assert len(body["recalls"]) == 2 and not body["truncated"]
+    # appeared by seq 4, deleted at 5: named, without its text
+    early = client.get(f"/logs/{name}/diff", params={"from_seq": 2, "to_seq": 4})
+    assert [s["deletion"] is not None for s in early.json()["appeared"]] == [True, False]
+    assert "the cat is black" not in early.text
     past = client.get(f"/logs/{name}/diff", params={"from_seq": 0, "to_seq": 10_000})
     assert past.status_code == 422
     assert past.json()["message"] == f"to_seq: seq 10000 is past the log's head ({seeded.last_seq})"
@@ -107,9 +114,10 @@ def test_recall_context_shows_deleted_items_without_their_text(
     first = later.json()["items"][0]
     assert first["event"] is None and first["deletion"]["reason"] == "gdpr request"
     assert "the cat sat on the mat" not in later.text
-    # as of a seq before that deletion, it is shown
+    # nor as of a seq before that deletion
     early = client.get(f"/logs/{name}/recalls/{recall_id}/context", params={"up_to_seq": 6})
-    assert early.json()["items"][0]["event"]["content"] == "the cat sat on the mat"
+    assert early.json()["items"][0]["event"] is None
+    assert "the cat sat on the mat" not in early.text
     not_recall = client.get(f"/logs/{name}/recalls/{seeded.messages[1].id}/context")
     assert not_recall.status_code == 404
     assert not_recall.json()["message"].startswith("recall_id: no Recall")

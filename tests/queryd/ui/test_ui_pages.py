@@ -54,10 +54,11 @@ def test_timeline_escapes_content_and_hides_deleted_text(ui: TestClient, seeded_
     assert "the cat sat on the mat" in got.text
     assert "the cat is black" not in got.text  # deleted at seq 5
     assert f"deleted at seq {seeded_ui.deletion_seq}: user asked" in got.text
-    # as of seq 4, before its deletion, it is shown
+    # as of seq 4, before its deletion, it is still not shown: it was deleted later
     early = ui.get(f"/ui/logs/{seeded_ui.name}/timeline", params={"seq": 4})
-    assert "the cat is black" in early.text and "weather" in early.text
-    assert "a cat document" in early.text and "user asked" not in early.text
+    assert "the cat is black" not in early.text and "weather" in early.text
+    assert "deleted at seq 5 (later): user asked" in early.text
+    assert "a cat document" in early.text
 
 
 def test_timeline_filters_and_pages_by_links(ui: TestClient, seeded_ui: Seeded) -> None:

@@ -125,11 +125,14 @@ def test_timeline_and_the_slider_set_the_whole_view_to_a_seq(
     )
     page.wait_for_function(f"() => {ROWS}.every(r => +r.dataset.seq <= 4)")
     assert max(timeline_seqs(page)) == 4
-    assert "the cat is black" in view.inner_text()
+    # deleted at seq 5: as of seq 4 it is named, its text never shown
+    assert "the cat is black" not in view.inner_text()
+    assert "deleted at seq 5, later" in view.inner_text()
     page.get_by_role("link", name="State").click()
     page.wait_for_selector("#state-counts")
     assert "4 visible messages, 1 visible documents, 0 deleted" in page.inner_text("#state-counts")
-    assert "the cat is black" in view.inner_text()
+    assert "the cat is black" not in view.inner_text()
+    assert "visible at this seq; deleted later at seq 5" in view.inner_text()
     shot(page, "state")
     # the seq box to 5: the deletion's seq; its target is a tombstone, not text
     page.locator("#seq-box").fill("5")
