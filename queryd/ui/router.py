@@ -21,7 +21,7 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 from uuid import UUID
 
 from fastapi import APIRouter, FastAPI, Request
@@ -206,7 +206,7 @@ async def timeline(request: Request, log_name: str) -> Response:
         kinds=EVENT_KINDS,
         older=None if found.prev_before_seq is None else link(before_seq=found.prev_before_seq),
         newer=None if found.next_after_seq is None else link(after_seq=found.next_after_seq),
-        app_link=f"/ui/logs/{log_name}" + ("?" + urlencode(kept) if kept else ""),
+        app_link=f"/ui/logs/{quote(log_name, safe='')}" + ("?" + urlencode(kept) if kept else ""),
     )
 
 
