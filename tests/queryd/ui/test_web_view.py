@@ -86,9 +86,9 @@ def page(browser: Any) -> Iterator[Any]:
     assert errors == [], f"script errors in the page: {errors}"
 
 
-def shot(page: Any, name: str) -> None:
+def shot(page: Any, name: str, full_page: bool = True) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=full_page)
 
 
 def app_url(base: str, seeded: Seeded, query: str = "") -> str:
@@ -331,7 +331,7 @@ def test_first_paint_of_a_100k_event_timeline(
             page.locator("#seq-box").fill("50000")
             page.locator("#seq-box").press("Enter")
             page.wait_for_function(f"() => {ROWS}.pop()?.dataset.seq === '50000'")
-            shot(page, "timeline-100k")
+            shot(page, "timeline-100k", full_page=False)
         finally:
             context.close()
     with capsys.disabled():
