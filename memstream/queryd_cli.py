@@ -140,7 +140,8 @@ def register(sub: Any) -> None:
         "serve",
         help="serve reads of one or several logs over HTTP (OpenAPI at /openapi.json)",
         description="Serve reads of one or several logs over HTTP; each log under its name "
-        "(/logs/NAME/...): the directory name, or the Kafka topic.",
+        "(/logs/NAME/...): the directory name, or the Kafka topic. A web view of them is "
+        "under /ui/.",
     )
     p.add_argument(
         "--log",

@@ -6,6 +6,16 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
 
+# The web view's browser tests drive Debian's chromium (tests/queryd/ui): install it when
+# missing, quietly; nothing happens when it is there.
+if ! command -v chromium >/dev/null 2>&1; then
+    echo "installing chromium for the browser tests (apt-get)"
+    SUDO=""
+    [[ "$(id -u)" != "0" ]] && SUDO="sudo"
+    { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium; } \
+        >/dev/null || { echo "error: could not install chromium (apt-get install chromium)" >&2; exit 1; }
+fi
+
 stack_down() {
     if [[ "${MEMSTREAM_KEEP_STACK:-}" != "1" ]]; then
         "$BIN/memstream" stack down || echo "warning: memstream stack down failed" >&2

@@ -25,14 +25,20 @@ from queryd.daemon.guards import BodyLimit, HostAllowList
 from queryd.daemon.handles import LogRegistry
 from queryd.daemon.heavy import HeavyPool
 from queryd.daemon.metrics import Metrics, MetricsMiddleware
-from queryd.daemon.routes import audit, evidence, graph, live, service
+from queryd.daemon.routes import audit, evidence, graph, history, live, service
 from queryd.daemon.settings import DaemonSettings
 from queryd.daemon.streams import StreamLimit
 
 __all__ = ["ROUTERS", "create_app"]
 
-# in the order they match
-ROUTERS = (service.router, audit.router, graph.router, live.router, evidence.router)
+ROUTERS = (
+    service.router,
+    audit.router,
+    history.router,
+    graph.router,
+    live.router,
+    evidence.router,
+)  # in the order they match
 
 
 def create_app(
@@ -89,4 +95,9 @@ def create_app(
     # included router on every request, which costs a cheap read 10-50 us more.
     for router in ROUTERS:
         app.router.routes.extend(router.routes)
+    # The web view over these routes, after them (its paths are under /ui/). Imported
+    # here: queryd.ui's modules import this package's, whose __init__ imports this module.
+    from queryd.ui.router import install as install_ui
+
+    install_ui(app)
     return app

@@ -151,6 +151,15 @@ class EventsAnswer(Answer):
     next_after_seq: int | None = Field(
         description="pass as after_seq for the next page; None when this page is the last"
     )
+    prev_before_seq: int | None = Field(
+        None,
+        description="pass as before_seq for the page before; None when none precedes it",
+    )
+    deleted_at: dict[UUID, int] = Field(
+        default_factory=dict,
+        description="the events of this page deleted at the head (also those deleted "
+        "after up_to_seq): id -> the Deletion's seq",
+    )
 
 
 class DeletedItem(BaseModel):
@@ -370,3 +379,51 @@ class LifecycleEvent(BaseModel):
     offset: int
     seq: int
     envelope: GraphEnvelope
+
+
+# --- history: diff, activity, a Recall's context (queryd.daemon.routes.history) ----------------
+
+
+class Shown(BaseModel):
+    """A content event as a view may show it: `event` is None when it is deleted at the
+    head, even if after the seq read (its `deletion` then says when, why and by whom):
+    never its text."""
+
+    id: UUID
+    event: ContentEvent | None
+    deletion: Deletion | None
+
+
+class RecallCountChange(BaseModel):
+    id: UUID
+    before: int
+    after: int
+
+
+class DiffAnswer(Answer):
+    from_seq: int
+    to_seq: int
+    appeared: list[Shown] = Field(
+        description="content added and visible at to_seq (without its text when deleted "
+        "at the head since)"
+    )
+    deleted: list[Shown] = Field(description="content visible at from_seq, deleted by to_seq")
+    recalls: list[RecallCountChange] = Field(description="items recalled in between")
+    truncated: bool = Field(description="a list was cut at `limit`")
+
+
+class ActivityBucketOut(BaseModel):
+    start: datetime
+    counts: dict[str, int] = Field(description="events by kind in this bucket")
+
+
+class ActivityAnswer(Answer):
+    bucket_seconds: int
+    buckets: list[ActivityBucketOut] = Field(description="ascending; only non-empty buckets")
+
+
+class RecallContextAnswer(Answer):
+    recall: Recall
+    items: list[Shown] = Field(description="what the Recall named, in its order")
+    before: list[Shown] = Field(description="its session's messages just before it")
+    after: list[Shown] = Field(description="its session's messages just after it")

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from producers.logs.base import LifecycleRecord
 from queryd.daemon.jsonlog import Throttle
-from queryd.daemon.lifecycle import sse_frame
+from queryd.daemon.lifecycle import frame_seq, sse_frame
 
 __all__ = ["HubSettings", "LifecycleHub", "LifecycleReader", "StreamLimit", "hub_stream"]
 
@@ -170,6 +170,20 @@ class LifecycleHub:
     def ring_size(self) -> tuple[int, int]:
         """(frames, bytes) held in the ring."""
         return len(self._frames) - self._head, self._bytes
+
+    def offset_after_seq(self, seq: int) -> int | None:
+        """The first lifecycle offset caused by a record after `seq`, when the ring can
+        tell (it holds a frame of `seq` or earlier, so nothing after `seq` fell out of
+        it); None otherwise. A stream that wants only what follows `seq` starts there
+        rather than replaying the log's whole lifecycle to skip it."""
+        with self._lock:
+            first, frames = self._head, self._frames
+            if first >= len(frames) or self._next is None or frame_seq(frames[first]) > seq:
+                return None
+            at = len(frames)
+            while at > first and frame_seq(frames[at - 1]) > seq:
+                at -= 1
+            return self._offsets[at] if at < len(frames) else self._next
 
     # -- serving a subscriber (event loop) -----------------------------------------------------
 
@@ -392,9 +406,11 @@ async def hub_stream(
     *,
     limit: int | None = None,
     keepalive: float = 15.0,
+    after_seq: int | None = None,
 ) -> AsyncIterator[str]:
     """The SSE body of one subscriber: frames from `from_offset` on, batched, with
-    keep-alive comments when idle; ends after `limit` events."""
+    keep-alive comments when idle; ends after `limit` events. With `after_seq`, only the
+    events caused by records after that seq are sent (the others are read, not sent)."""
     sub = Subscriber(from_offset)
     hub.attach(sub)
     sent = 0
@@ -409,6 +425,10 @@ async def hub_stream(
             )
             frames = hub.take(sub, want)
             if frames:
+                if after_seq is not None:
+                    frames = [f for f in frames if frame_seq(f) > after_seq]
+                    if not frames:
+                        continue
                 sent += len(frames)
                 yield "".join(frames)
                 continue

@@ -65,7 +65,20 @@ async def list_events(
     served: Served,
     kind: Annotated[Literal["message", "document", "recall", "deletion"] | None, Query()] = None,
     session_id: Annotated[str | None, Query()] = None,
+    actor: Annotated[str | None, Query(max_length=1_000)] = None,
+    text: Annotated[
+        str | None,
+        Query(
+            max_length=1_000,
+            description="a case-insensitive substring of what an event says (content, "
+            "name and text, query, reason); events deleted at the head never match",
+        ),
+    ] = None,
     after_seq: Annotated[int | None, Query(ge=-1)] = None,
+    before_seq: Annotated[
+        int | None,
+        Query(ge=0, description="the last `limit` matching events before this seq"),
+    ] = None,
     up_to_seq: Annotated[int | None, Query(ge=-1)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
     min_seq: MinSeq = None,
@@ -77,12 +90,20 @@ async def list_events(
             state.memory,
             kind=kind,
             session_id=session_id,
+            actor=actor,
+            text=text or None,
             after_seq=after_seq,
+            before_seq=before_seq,
             up_to_seq=up_to_seq,
             limit=limit,
         )
+        deleted = state.memory.deleted
         return EventsAnswer.model_construct(
-            seq=state.last_seq, events=found.events, next_after_seq=found.next_after_seq
+            seq=state.last_seq,
+            events=found.events,
+            next_after_seq=found.next_after_seq,
+            prev_before_seq=found.prev_before_seq,
+            deleted_at={e.id: deleted[e.id].seq for e in found.events if e.id in deleted},
         )
 
     return await json_answer(served.daemon.heavy, build, state.last_seq)

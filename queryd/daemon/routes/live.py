@@ -40,6 +40,15 @@ async def lifecycle(
     served: Served,
     from_offset: Annotated[int, Query(ge=0, le=2**62)] = 0,
     limit: Annotated[int | None, Query(ge=1)] = None,
+    after_seq: Annotated[
+        int | None,
+        Query(
+            ge=-1,
+            le=2**62,
+            description="send only the events caused by log records after this seq (a "
+            "view that loaded the log up to it follows what comes next)",
+        ),
+    ] = None,
     last_event_id: Annotated[
         str | None, Header(alias="Last-Event-ID", description="resume after this id")
     ] = None,
@@ -69,7 +78,13 @@ async def lifecycle(
         )
     settings = daemon.settings
     hub = handle.lifecycle_hub(settings.hub)
-    stream = hub_stream(hub, start, limit=limit, keepalive=settings.sse_keepalive)
+    if after_seq is not None and last_event_id is None:
+        hinted = hub.offset_after_seq(after_seq)
+        if hinted is not None and hinted > start:
+            start = hinted  # what precedes it was caused by records up to after_seq
+    stream = hub_stream(
+        hub, start, limit=limit, keepalive=settings.sse_keepalive, after_seq=after_seq
+    )
     return _SlotStreamingResponse(
         streams.release,
         stream,

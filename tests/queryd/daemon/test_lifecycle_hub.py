@@ -135,3 +135,36 @@ def test_a_subscriber_at_the_end_gets_new_events_as_they_are_appended(
     assert [offset for offset, _ in got] == [50, 51]
     datas = [json.loads(frame.split("data: ", 1)[1]) for _, frame in got]
     assert [d["envelope"]["payload"]["event"]["content"] for d in datas] == ["new 1", "new 2"]
+
+
+def test_a_stream_after_a_seq_starts_from_the_ring_not_from_offset_zero(
+    embedded_location: str,
+) -> None:
+    """A view that loaded the log up to a seq asks for what follows it (`after_seq`):
+    once the live reader's ring covers that seq, its stream starts in the ring, and no
+    replay train reads the lifecycle from offset 0 again."""
+    with Memory(embedded_location) as writer:
+        writer.append_many(Message(speaker="u", content=f"event {i}") for i in range(100))
+    handle = LogHandle(embedded_location, poll_interval=0.01)
+
+    async def main() -> tuple[int | None, int | None, int | None, list[str], int]:
+        handle.start(asyncio.get_running_loop())
+        while not handle.ready.is_set():
+            await asyncio.sleep(0.02)
+        hub = handle.lifecycle_hub(TINY)  # a ring of 20 frames
+        before = hub.offset_after_seq(90)  # no reader yet: cannot tell
+        first = [c async for c in hub_stream(hub, 0, limit=100, keepalive=0.5)]
+        assert len(frames_of(first)) == 100
+        inside, outside = hub.offset_after_seq(90), hub.offset_after_seq(10)
+        trains = hub.trains
+        tail = [c async for c in hub_stream(hub, inside or 0, limit=9, keepalive=0.5)]
+        return before, inside, outside, tail, hub.trains - trains
+
+    try:
+        before, inside, outside, tail, trains = asyncio.run(asyncio.wait_for(main(), 60))
+    finally:
+        handle.stop()
+    assert before is None and outside is None  # seq 10 fell out of the ring
+    assert inside == 91  # one lifecycle event per message here: offset 91 is seq 91's
+    assert [offset for offset, _ in frames_of(tail)] == list(range(91, 100))
+    assert trains == 0
