@@ -5,7 +5,8 @@ Several processes may append at once: an append takes SQLite's write lock
 seq. Once an append has found the lock busy, the next ones fold what others wrote before
 taking the lock and retry a busy lock every few tens of microseconds rather than sleep in
 SQLite's busy handler (`SqliteLog._begin_contended`), so the lock, held for one fsync,
-passes from writer to writer without idling. Triggers refuse any UPDATE or DELETE, so the table is append-only even to sqlite3.
+passes from writer to writer without idling. Triggers refuse any UPDATE or DELETE, so the
+table is append-only even to sqlite3.
 Rows hold the record bytes exactly as the Kafka log would (`schemas.codec`), and the state
 is the same total fold of them.
 
