@@ -85,9 +85,13 @@ _LOCK_WAIT_S = 60
 # appends take the lock by `_begin_contended`, until it is free this many times in a row.
 _CONTENDED_S = 0.0005
 _UNCONTENDED_RUN = 64
-# Sleeps between tries of a busy write lock: from the first, doubling up to the last.
+# Sleeps between tries of a busy write lock: from the first, doubling up to the most;
+# once a wait has lasted `_SPIN_LONG_S` (a long queue of writers, or a holder that is slow
+# or stopped), up to `_SPIN_LONG_MAX_S`, so waiters do not crowd out the holder's CPU.
 _SPIN_FIRST_S = 0.00005
 _SPIN_MAX_S = 0.0005
+_SPIN_LONG_S = 0.02
+_SPIN_LONG_MAX_S = 0.005
 _INSERT = "INSERT INTO events (seq, id, kind, record, crc) VALUES (?, ?, ?, ?, ?)"
 # CAST: a damaged row may hold text that is not UTF-8, which sqlite3 would fail to decode
 # without saying where; as bytes every value reaches the checks below.
@@ -598,8 +602,10 @@ class SqliteLog:
         """
         cursor.execute("PRAGMA busy_timeout=0")
         try:
-            deadline = time.monotonic() + _LOCK_WAIT_S
+            started = time.monotonic()
+            deadline = started + _LOCK_WAIT_S
             delay = _SPIN_FIRST_S
+            most = _SPIN_MAX_S
             tries = 0
             while True:
                 try:
@@ -608,11 +614,14 @@ class SqliteLog:
                 except sqlite3.OperationalError as exc:
                     if (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF != _SQLITE_BUSY:
                         raise
-                    if time.monotonic() > deadline:
+                    now = time.monotonic()
+                    if now > deadline:
                         raise
+                    if now - started > _SPIN_LONG_S:
+                        most = _SPIN_LONG_MAX_S
                 tries += 1
                 time.sleep(delay * (0.5 + random.random()))
-                delay = min(delay * 2, _SPIN_MAX_S)
+                delay = min(delay * 2, most)
         finally:
             cursor.execute(f"PRAGMA busy_timeout={_LOCK_WAIT_S * 1000:.0f}")
         self._free_runs = 0 if tries else self._free_runs + 1
