@@ -154,6 +154,35 @@ def bench_sync_append(location: str, count: int) -> tuple[float, float]:
     return _quantile(latencies, 0.5) * 1000, _quantile(latencies, 0.99) * 1000
 
 
+# --- reads at the head: recall and replay beside a plain append -------------------------------
+
+
+def bench_reads(location: str, count: int) -> dict[str, float]:
+    """p50 (ms) of a plain append, of `replay()` right after it (read-your-writes: the
+    state must hold that append) and of `recall()`, taking turns on one log, one agent."""
+    from memstream import Memory, Message
+
+    times: dict[str, list[float]] = {"append": [], "replay": [], "recall": []}
+    with Memory(location) as memory:
+        for i in range(50):  # a log to search, and warm clients
+            memory.add_message(Message(speaker="agent", content=f"warm {i} apples"))
+        memory.replay()
+        for i in range(count):
+            message = Message(speaker="agent", content=f"read {i} apples")
+            start = time.perf_counter()
+            memory.add_message(message)
+            times["append"].append(time.perf_counter() - start)
+            start = time.perf_counter()
+            state = memory.replay()
+            times["replay"].append(time.perf_counter() - start)
+            if state.get(message.id) is None:
+                raise SystemExit("bench kafka: replay() missed the append just made")
+            start = time.perf_counter()
+            memory.recall("apples", limit=3)
+            times["recall"].append(time.perf_counter() - start)
+    return {k: _quantile(v, 0.5) * 1000 for k, v in times.items()}
+
+
 # --- projection lag ---------------------------------------------------------------------------
 
 
@@ -292,6 +321,8 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"  {appended_one:,} appended at {rate_one:,.0f}/s, seqs exactly 0..N-1")
     console.print("  synchronous appends ...")
     p50, p99 = bench_sync_append(_location(bootstrap, redis_url, "sync"), args.sync_appends)
+    console.print("  recall and replay at the head ...")
+    reads = bench_reads(_location(bootstrap, redis_url, "reads"), args.reads)
     console.print("  projection lag ...")
     lag50, lag99, seen = bench_lag(
         _location(bootstrap, redis_url, "lag"), args.lag_rate, args.lag_seconds
@@ -326,6 +357,22 @@ def run(args: argparse.Namespace) -> int:
     )
     row("one synchronous append p50", SINGLE_WRITER, f"{p50:.2f} ms", "-", None)
     row("one synchronous append p99", SINGLE_WRITER, f"{p99:.2f} ms", "-", None)
+    base = reads["append"]
+    row("  a plain append p50, taking turns with the reads below", "-", f"{base:.2f} ms", "-", None)
+    row(
+        "recall() p50, one agent (its Recall appended)",
+        "-",
+        f"{reads['recall']:.2f} ms ({reads['recall'] / base:.1f}x an append)",
+        "<= 2x a plain append",
+        reads["recall"] <= 2 * base,
+    )
+    row(
+        "replay() at the head p50, right after an own append",
+        "-",
+        f"{reads['replay']:.2f} ms ({reads['replay'] / base:.1f}x an append)",
+        "<= 1x a plain append",
+        reads["replay"] <= base,
+    )
     row(f"projection lag p50 at {args.lag_rate:,}/s", "-", f"{lag50:.1f} ms", "-", None)
     row(
         f"projection lag p99 at {args.lag_rate:,}/s ({seen:,} events)",
@@ -378,6 +425,9 @@ def run(args: argparse.Namespace) -> int:
             "rate_one_by_one": rate_one,
             "sync_p50_ms": p50,
             "sync_p99_ms": p99,
+            "reads_append_p50_ms": reads["append"],
+            "recall_p50_ms": reads["recall"],
+            "replay_head_p50_ms": reads["replay"],
             "lag_p50_ms": lag50,
             "lag_p99_ms": lag99,
             **restart,
@@ -397,6 +447,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--producers", type=int, default=8, help="kafka: producer processes")
     group.add_argument(
         "--sync-appends", type=int, default=2000, help="kafka: synchronous appends timed one by one"
+    )
+    group.add_argument(
+        "--reads", type=int, default=500, help="kafka: append/replay/recall turns timed"
     )
     group.add_argument("--lag-rate", type=int, default=5000, help="kafka: events/s for lag")
     group.add_argument("--lag-seconds", type=float, default=6.0, help="kafka: lag run length")

@@ -25,6 +25,13 @@ Two ways in:
   report; the fold happens when the state is next read. Envelopes always go through
   `transact`.
 
+Reads cost one round trip (issue 16): the log's end (high watermark) is asked of a consumer
+that never fetches, so it is not queued behind the reading consumer's pending fetch; and
+this process's own acknowledged records are folded from the bytes it produced (what the
+log holds at the offsets their delivery reports give), so read-your-writes needs no fetch.
+Records of others are fetched as ever, each at its seq: an own record is folded from its
+bytes only when the state reaches exactly its seq.
+
 `submit` is pipelined: it produces and returns a future at once, and the broker's
 acknowledgements resolve the futures (a background thread serves the delivery reports), so
 many batches are in flight together and librdkafka packs them into few requests. A future
@@ -194,6 +201,7 @@ class _Delivery:
         "producer",
         "purge_at",
         "deadline",
+        "encoded",
     )
 
     def __init__(
@@ -205,9 +213,13 @@ class _Delivery:
         *,
         track: bool,
         producer: Producer,
+        encoded: Sequence[bytes] = (),
     ) -> None:
         self.log = owner
         self.records = records
+        # The bytes produced: what the log holds at each acknowledged offset, so the
+        # owner folds its own records without fetching them back (see `_own`).
+        self.encoded = encoded
         self.offsets: list[int | None] = [None] * len(records)
         self.stored: list[BaseEvent | None] = [None] * len(records)
         self.failures: dict[int, tuple[bool, str]] = {}
@@ -256,6 +268,7 @@ class _Delivery:
         self.fail(range(len(self.records)), True, reason)
 
     def _finish(self) -> None:
+        self.log._keep_own(self)
         if self.track:
             self.log._delivered(self)
         if self.failures:
@@ -333,6 +346,10 @@ def _fatal(exc: BaseException) -> KafkaError | None:
 
 
 _MAX_GAPS = 100
+# Own acknowledged records kept (their bytes) for folding without a fetch, at most this
+# many bytes: a process that only appends and never reads does not grow without bound;
+# past it, its records are fetched back as any other (the slower path, never a wrong one).
+_OWN_MAX_BYTES = 8 * 1024 * 1024
 APPEND_TIMEOUT_ENV = "MEMSTREAM_KAFKA_APPEND_TIMEOUT"
 READ_TIMEOUT_ENV = "MEMSTREAM_KAFKA_READ_TIMEOUT"
 
@@ -403,6 +420,14 @@ class KafkaLog:
         self._last_error: str | None = None  # the producer's last broker error, for messages
         self._producer: Producer | None = self._new_producer()
         self._consumer = self._new_consumer(self.topic)
+        # Watermarks are asked of a consumer that never fetches: the broker answers a
+        # connection's requests in order, so asked of `_consumer` they would wait behind
+        # its pending fetch (up to fetch.wait.max.ms) on every read.
+        self._meta = self._new_consumer(self.topic)
+        # Own acknowledged records by seq: the bytes the log holds there (`_keep_own`),
+        # folded in place of a fetch when the state reaches them. Under `_dr_lock`.
+        self._own: dict[int, bytes] = {}
+        self._own_bytes = 0
         self._lost_position = False  # a failed read could not rewind: rewind first next time
         self._state = self._hydrate() if hydrate else empty_state()
         self._assign(self._state.next_seq)
@@ -554,7 +579,7 @@ class KafkaLog:
 
     def end_offset(self) -> int:
         """The partition's high watermark: the seq the next record will get."""
-        return self._watermarks(self._consumer, self.topic, "cannot find the log's end")[1]
+        return self._watermarks(self._meta, self.topic, "cannot find the log's end")[1]
 
     def head(self) -> int | None:
         """The seq of the log's last record, folded yet or not (None: an empty log): one
@@ -562,10 +587,10 @@ class KafkaLog:
         end = self.end_offset()
         return end - 1 if end > 0 else None
 
-    def _gap(self, consumer: Consumer, topic: str, expected: int, got: int) -> None:
+    def _gap(self, topic: str, expected: int, got: int) -> None:
         """A record past `expected` came first: raise if `expected` is gone from the topic
         (records deleted under the log); else the caller goes back to `expected`."""
-        low, _ = self._watermarks(consumer, topic, f"checking seq {expected}")
+        low, _ = self._watermarks(self._meta, topic, f"checking seq {expected}")
         if low > expected:
             raise CorruptLogError(
                 f"log {topic}: seq {expected} is no longer in the topic (it now starts at "
@@ -613,7 +638,9 @@ class KafkaLog:
         """Produce a checked, encoded batch; its delivery resolves in every case (acked,
         failed, or abandoned at its deadline). Under `_lock`."""
         producer = self._sender()
-        delivery = _Delivery(self, records, future, then, track=track, producer=producer)
+        delivery = _Delivery(
+            self, records, future, then, track=track, producer=producer, encoded=encoded
+        )
         with self._dr_lock:
             if track:
                 for record in records:
@@ -808,6 +835,12 @@ class KafkaLog:
         waited_since = time.monotonic()
         try:
             while state.next_seq < end:
+                # Own records next: their bytes are what the log holds at their seqs.
+                while state.next_seq < end and (own := self._own_bytes_at(state.next_seq)):
+                    state = self._fold_one(state, state.next_seq, own, watch, lifecycle, errors)
+                    waited_since = time.monotonic()
+                if state.next_seq >= end:
+                    break
                 try:
                     messages = consume_ready(consumer, 5000, 0.2)
                 except KafkaException as exc:
@@ -826,21 +859,12 @@ class KafkaLog:
                     if seq != state.next_seq:
                         if seq < state.next_seq:  # folded already
                             continue
-                        self._gap(consumer, self.topic, state.next_seq, seq)
+                        self._gap(self.topic, state.next_seq, seq)
                         self._rewind(state.next_seq)
                         break
-                    before = state
                     # A null value (None) is folded as a refused record: the fold is total.
-                    state, events = fold_record(state, seq, cast(bytes, message.value()))
-                    if seq not in watch:
-                        continue
-                    lifecycle[seq] = events
-                    if len(state.rejections) > len(before.rejections):
-                        try:
-                            apply_record(before, seq, watch[seq])
-                            errors[seq] = KafkaLogError(f"seq {seq}: refused by the fold")
-                        except Exception as exc:
-                            errors[seq] = exc
+                    value = cast(bytes, message.value())
+                    state = self._fold_one(state, seq, value, watch, lifecycle, errors)
                 if state.next_seq > before_batch:
                     waited_since = time.monotonic()
                 elif time.monotonic() - waited_since > self._read_timeout:
@@ -861,6 +885,52 @@ class KafkaLog:
             self._prune_pending()
         return errors
 
+    @staticmethod
+    def _fold_one(
+        state: LogState,
+        seq: int,
+        value: bytes,
+        watch: dict[int, Record],
+        lifecycle: dict[int, list[Lifecycle]],
+        errors: dict[int, BaseException],
+    ) -> LogState:
+        """`state` with the record at `seq` folded (see `_fold_until` for `watch`)."""
+        before = state
+        state, events = fold_record(state, seq, value)
+        if seq in watch:
+            lifecycle[seq] = events
+            if len(state.rejections) > len(before.rejections):
+                try:
+                    apply_record(before, seq, watch[seq])
+                    errors[seq] = KafkaLogError(f"seq {seq}: refused by the fold")
+                except Exception as exc:
+                    errors[seq] = exc
+        return state
+
+    def _own_bytes_at(self, seq: int) -> bytes | None:
+        """The bytes of this process's own acknowledged record at `seq`, if kept."""
+        if not self._own:
+            return None
+        with self._dr_lock:
+            data = self._own.pop(seq, None)
+            if data is not None:
+                self._own_bytes -= len(data)
+            return data
+
+    def _keep_own(self, delivery: _Delivery) -> None:
+        """Keep the bytes of a batch's acknowledged records by seq, within `_OWN_MAX_BYTES`
+        (called once, when every report of the batch is in)."""
+        encoded = delivery.encoded
+        if not encoded:
+            return
+        with self._dr_lock:
+            own = self._own
+            for seq, data in zip(delivery.offsets, encoded, strict=True):
+                if seq is None or self._own_bytes + len(data) > _OWN_MAX_BYTES:
+                    continue
+                own[seq] = data
+                self._own_bytes += len(data)
+
     def _stalled(self, seq: int, end: int) -> KafkaUnavailableError:
         last = f"; its last error: {self._last_error}" if self._last_error else ""
         return KafkaUnavailableError(
@@ -869,6 +939,15 @@ class KafkaLog:
         )
 
     def _prune_pending(self) -> None:
+        own = self._own
+        if own:
+            # Kept records folded already (fetched, as another process's records are);
+            # batches are acknowledged in seq order, so the first kept seq tells if any is.
+            next_seq = self._state.next_seq
+            with self._dr_lock:
+                if own and next(iter(own)) < next_seq:
+                    for seq in [s for s in own if s < next_seq]:
+                        self._own_bytes -= len(own.pop(seq))
         if self._pending:
             last = -1 if self._state.last_seq is None else self._state.last_seq
             with self._dr_lock:
@@ -1017,7 +1096,7 @@ class KafkaLog:
                                     f"log {topic}: seq {expected} keeps being skipped by the "
                                     f"consumer (the broker serves seq {seq} instead)"
                                 )
-                            self._gap(consumer, topic, expected, seq)
+                            self._gap(topic, expected, seq)
                             _seek(consumer, topic, expected)
                             break
                         expected = seq + 1
@@ -1092,10 +1171,11 @@ class KafkaLog:
                 left = [d for d in self._open if d.remaining]
             for delivery in left:
                 delivery.abandon("the log was closed before its acknowledgement came")
-            try:
-                self._consumer.close()
-            except Exception:
-                log.debug("%s: closing the consumer", self.topic, exc_info=True)
+            for consumer in (self._consumer, self._meta):
+                try:
+                    consumer.close()
+                except Exception:
+                    log.debug("%s: closing a consumer", self.topic, exc_info=True)
         if self._evidence is not None:
             self._evidence.close()
         # Outside the lock: a future's callback on the poller thread may still want it.
