@@ -12,11 +12,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from schemas.audit import Deletion, Document, Message, Recall
+from schemas.audit import Deletion, Document, Erasure, Message, Recall
 
 __all__ = ["AuditEvent", "GraphEnvelope", "Record", "OPERATION_NAMESPACE"]
 
-AuditEvent = Message | Document | Recall | Deletion
+AuditEvent = Message | Document | Recall | Deletion | Erasure
 
 # Envelopes whose outcome depends on state (invariant 12) live in this namespace; their
 # types all start with "memstream." so they cannot collide with a TypeScript command tag.

@@ -40,6 +40,8 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 from urllib.parse import quote
 
+from producers.keys.cipher import SealedError, open_record, seal_record
+from producers.keys.sqlite_keys import SqliteKeyStore
 from producers.logs.adapters import register_opener
 from producers.logs.base import (
     Appended,
@@ -56,14 +58,16 @@ from projector.record_fold import (
     apply_record,
     empty_state,
 )
-from schemas.codec import MAX_JSON_DEPTH, decode_record, record_id, record_kind
+from schemas.codec import MAX_JSON_DEPTH, decode_record, encode_record, record_id, record_kind
 from schemas.errors import (
     CorruptLogError,
     DecodeError,
+    EncryptionError,
     LogNotFoundError,
     LogUnavailableError,
     MemstreamError,
 )
+from schemas.limits import MAX_RECORD_BYTES, check_record_size
 from schemas.records import Record
 
 __all__ = ["SqliteLog", "LOG_FILE", "record_checksum"]
@@ -164,7 +168,8 @@ class _Row(NamedTuple):
 
 
 _KIND_BYTES = {
-    kind: kind.encode() for kind in ("message", "document", "recall", "deletion", "envelope")
+    kind: kind.encode()
+    for kind in ("message", "document", "recall", "deletion", "erasure", "envelope")
 }
 
 
@@ -175,12 +180,20 @@ class _Checker:
     checksums existed (NULL) may only come before it.
     """
 
-    __slots__ = ("location", "next_seq", "checksummed")
+    __slots__ = ("location", "next_seq", "checksummed", "keys")
 
-    def __init__(self, location: str, next_seq: int, checksummed: bool = False) -> None:
+    def __init__(
+        self,
+        location: str,
+        next_seq: int,
+        checksummed: bool = False,
+        keys: SqliteKeyStore | None = None,
+    ) -> None:
         self.location = location
         self.next_seq = next_seq
         self.checksummed = checksummed
+        # An encrypted log's key store: sealed content is opened before the fold.
+        self.keys = keys
 
     def corrupt(self, seq: int, what: str) -> CorruptLogError:
         return CorruptLogError(
@@ -228,6 +241,11 @@ class _Checker:
             raise self.corrupt(
                 seq, f"the id column says {row.id!r}, the record's id is {record_id(record)}"
             )
+        if self.keys is not None:
+            try:
+                record = open_record(self.keys, record)
+            except SealedError as exc:
+                raise self.corrupt(seq, f"the sealed content does not open: {exc}") from None
         try:
             return apply_record(state, seq, record)
         except Exception as exc:
@@ -335,7 +353,10 @@ class SqliteLog:
             # One cursor for the statements of every append (under the lock), rather than
             # a new one per statement. Each runs to its end, so none holds a read snapshot.
             self._cursor = self._conn.cursor()
-            self._checker = _Checker(self.location, 0)
+            self.keys: SqliteKeyStore | None = None
+            if self._rows_sql is not None and SqliteKeyStore.present(self._conn):
+                self.keys = SqliteKeyStore(self._conn, self.location)
+            self._checker = _Checker(self.location, 0, keys=self.keys)
             self._catch_up()
         except BaseException:
             self._conn.close()
@@ -394,6 +415,9 @@ class SqliteLog:
                 # fsyncing a growing file costs about twice fsyncing one overwritten in
                 # place. Each checkpoint costs a few fsyncs, a small share of 128 commits.
                 conn.execute("PRAGMA wal_autocheckpoint=128")
+                # Deleted cells and freed pages are overwritten: a destroyed subject key
+                # leaves no copy in the file (erasure; producers.keys.sqlite_keys).
+                conn.execute("PRAGMA secure_delete=ON")
             except BaseException:
                 conn.close()
                 raise
@@ -469,7 +493,9 @@ class SqliteLog:
         except _DRIVER_ERRORS as exc:
             raise _driver_error(self.location, "read", exc) from exc
         except CorruptLogError:
-            self._checker = _Checker(self.location, self._state.next_seq, checker.checksummed)
+            self._checker = _Checker(
+                self.location, self._state.next_seq, checker.checksummed, self.keys
+            )
             raise
         self._data_version = version
 
@@ -498,6 +524,8 @@ class SqliteLog:
                 self._catch_up()
                 state = self._state
                 records, encoded, value = prepare(state, build)  # the caller's errors as-is
+                if self.keys is not None:
+                    encoded = self._sealed(records, encoded)
                 first = state.next_seq
                 try:
                     if len(records) == 1:  # execute: executemany's set-up costs more
@@ -557,10 +585,88 @@ class SqliteLog:
             self._checker.checksummed = True
             return appended, value
 
+    def _sealed(self, records: list[Record], encoded: list[bytes]) -> list[bytes]:
+        """The stored bytes of an encrypted log's records: content sealed, keys created
+        in this transaction (`producers.keys`)."""
+        keys = self.keys
+        assert keys is not None
+        out = list(encoded)
+        for i, record in enumerate(records):
+            sealed = seal_record(keys, record)
+            if sealed is not record:
+                data = out[i] = encode_record(sealed)
+                if len(data) > MAX_RECORD_BYTES:
+                    check_record_size(record, data)  # sealed, it grew past the limit
+        return out
+
+    # --- encryption and erasure (producers.keys, producers.erasure) ---------------------
+
+    def enable_encryption(self) -> None:
+        """Make this log encrypted: only an empty log may become one (its records would
+        otherwise stay readable forever); `EncryptionError` for one holding records."""
+        with self._lock:
+            if self.keys is not None:
+                return
+            if self.read_only is not None:
+                raise LogUnavailableError(f"log {self.location}: encrypt refused: {self.read_only}")
+            try:
+                self._cursor.execute("BEGIN IMMEDIATE")
+                try:
+                    count = self._conn.execute("SELECT count(*) FROM events").fetchone()[0]
+                    if count:
+                        raise EncryptionError(
+                            f"log {self.location}: holds {count} records written without "
+                            "encryption, which cannot be erased; copy it into a new "
+                            "encrypted log with `memstream reencrypt SRC DST`"
+                        )
+                    SqliteKeyStore.create(self._conn)
+                    self._cursor.execute("COMMIT")
+                except BaseException:
+                    self._rollback()
+                    raise
+            except _DRIVER_ERRORS as exc:
+                raise _driver_error(self.location, "encrypt", exc) from exc
+            self.keys = SqliteKeyStore(self._conn, self.location)
+            self._checker.keys = self.keys
+
+    def stored_records(self, seqs: Sequence[int]) -> dict[int, bytes]:
+        """The stored bytes of the records at `seqs` (inside a transaction: as of it)."""
+        with self._lock:
+            found: dict[int, bytes] = {}
+            try:
+                for seq in seqs:
+                    row = self._conn.execute(
+                        "SELECT CAST(record AS BLOB) FROM events WHERE seq = ?", (seq,)
+                    ).fetchone()
+                    if row is not None:
+                        found[seq] = row[0]
+            except _DRIVER_ERRORS as exc:
+                raise _driver_error(self.location, "read", exc) from exc
+            return found
+
+    def purge(self, attempts: int = 50) -> bool:
+        """Leave no earlier copy of deleted bytes (a destroyed key) in the log's files:
+        a TRUNCATE checkpoint copies the WAL into the main file (where secure_delete zeroed
+        them) and truncates the WAL to zero bytes. A reader holding an old snapshot (another
+        connection mid-read) blocks it; retried for a while. True once done."""
+        with self._lock:
+            for attempt in range(attempts):
+                try:
+                    busy = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+                except _DRIVER_ERRORS as exc:
+                    raise _driver_error(self.location, "purge", exc) from exc
+                if not busy:
+                    return True
+                time.sleep(min(0.01 * (attempt + 1), 0.2))
+            log.warning("log %s: the WAL could not be truncated (a reader holds it)", self.location)
+            return False
+
     def _rollback(self) -> None:
         # Whatever failed, the next read looks at the log again rather than trusting
         # data_version, so the state is the log's whatever a failed COMMIT left.
         self._data_version = -1
+        if self.keys is not None:
+            self.keys.forget_all()  # keys created in the rolled back transaction are gone
         if not self._conn.in_transaction:  # a failed COMMIT may have rolled back already
             return
         try:
@@ -627,7 +733,7 @@ class SqliteLog:
         """The lifecycle stream, derived by folding the log from seq 0 as strictly as the
         state is (the projector publishes the same stream on Kafka)."""
         state = empty_state()
-        checker = _Checker(self.location, 0)
+        checker = _Checker(self.location, 0, keys=self.keys)
         offset = 0
         for row in self._follow(0, timeout, stop):
             state, events = checker.fold(state, row)
