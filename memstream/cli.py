@@ -15,6 +15,7 @@ _COMPONENTS = (
     "memstream.bench.cli",
     "memstream.projector_cli",
     "memstream.queryd_cli",
+    "memstream.erasure_cli",
 )
 
 

@@ -11,18 +11,20 @@ from rich.console import Console
 from rich.table import Table
 
 from producers.memory import Memory
-from schemas.audit import Deletion, Document, Message, Recall
+from schemas.audit import Deletion, Document, Erasure, Message, Recall
 
 __all__ = ["register", "run"]
 
 
-def _describe(event: Message | Document | Recall | Deletion) -> str:
+def _describe(event: Message | Document | Recall | Deletion | Erasure) -> str:
     if isinstance(event, Message):
         return f"{event.speaker}: {event.content}"
     if isinstance(event, Document):
         return f"document {event.name!r} ({len(event.text)} chars)"
     if isinstance(event, Recall):
         return f"recall {event.query!r} -> {len(event.recalled)} item(s)"
+    if isinstance(event, Erasure):
+        return f"erase {event.subject!r}: {len(event.erased)} item(s) because {event.reason!r}"
     targets = ", ".join(str(t)[:8] for t in event.targets)
     return f"delete {targets} because {event.reason!r}"
 

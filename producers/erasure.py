@@ -67,7 +67,7 @@ def erasing_log(target: Log) -> ErasingLog:
             f"log {location}: erasure needs an encrypted log; only the embedded log "
             "encrypts today (a Kafka log's content cannot be erased yet)"
         )
-    if target.keys is None:  # type: ignore[attr-defined]
+    if target.keys is None:
         raise EncryptionError(
             f"log {location}: written without encryption, so its content cannot be erased; "
             "copy it into a new encrypted log with `memstream reencrypt SRC DST`"
@@ -78,7 +78,8 @@ def erasing_log(target: Log) -> ErasingLog:
 def _content(state: LogState) -> Iterator[Message | Document]:
     memory = state.memory
     erased = memory.erased_ids
-    for event in sorted((*memory.messages, *memory.documents), key=lambda e: e.seq or 0):
+    content: list[Message | Document] = [*memory.messages, *memory.documents]
+    for event in sorted(content, key=lambda e: e.seq or 0):
         if event.id not in erased:
             yield event
 
@@ -133,7 +134,7 @@ def erase_subject(
         events = [e for e in _content(state) if subject_of(e) == subject]
         if not key_ids or not events:
             raise UnknownSubjectError(
-                f"erase: log {erasing.location} holds no readable content of data subject "
+                f"log {erasing.location}: erase refused: no readable content of data subject "
                 f"{subject!r} (unknown, or erased already); nothing was appended"
             )
         receipt = _receipt(erasing, subject, events, reason, requested_by, actor, now or utc_now())

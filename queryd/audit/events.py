@@ -6,11 +6,11 @@ from bisect import bisect_right
 from typing import NamedTuple
 
 from projector.audit.state import MemoryState
-from schemas.audit import EVENT_KINDS, Deletion, Document, Message, Recall
+from schemas.audit import EVENT_KINDS, Deletion, Document, Erasure, Message, Recall
 
 __all__ = ["EventsPage", "select_events"]
 
-AnyEvent = Message | Document | Recall | Deletion
+AnyEvent = Message | Document | Recall | Deletion | Erasure
 
 
 class EventsPage(NamedTuple):

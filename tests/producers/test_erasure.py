@@ -16,7 +16,7 @@ import pytest
 from producers.erasure import RETENTION_REASON, RETENTION_REQUESTER
 from producers.logs.sqlite import LOG_FILE, record_checksum
 from producers.memory import Memory
-from schemas.audit import ERASED, Document, Erasure, Message
+from schemas.audit import ERASED, Document, Message
 from schemas.codec import decode_record
 from schemas.crypto.envelope import parse
 from schemas.errors import CorruptLogError, EncryptionError, UnknownSubjectError
@@ -164,7 +164,8 @@ def test_a_changed_ciphertext_is_corruption(log_dir: Path) -> None:
     )
     conn.commit()
     conn.close()
-    with pytest.raises(CorruptLogError, match=rf"seq 0: the sealed content does not open.*{card.id}"):
+    opens = rf"seq 0: the sealed content does not open.*{card.id}"
+    with pytest.raises(CorruptLogError, match=opens):
         Memory(log_dir, create=False)
 
 
@@ -175,7 +176,9 @@ def test_another_process_sees_the_erasure_and_a_subject_can_come_back(log_dir: P
         writer.erase("alice", "asked")
         assert other.get(card.id).content == ERASED  # type: ignore[union-attr]
         # The other connection's cached key of alice is dropped: a new message gets a new key.
-        again = other.add_message(Message(speaker="user", content="hello again", session_id="alice"))
+        again = other.add_message(
+            Message(speaker="user", content="hello again", session_id="alice")
+        )
         assert writer.get(again.id).content == "hello again"  # type: ignore[union-attr]
     with Memory(log_dir) as reader:
         assert reader.get(again.id).content == "hello again"  # type: ignore[union-attr]
