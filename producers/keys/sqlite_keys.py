@@ -22,6 +22,7 @@ import threading
 from collections.abc import Iterable
 
 from schemas.crypto.envelope import KEY_BYTES, new_key, new_key_id
+from schemas.crypto.subjects import EVENT_SUBJECT_PREFIX
 from schemas.errors import CorruptLogError
 
 __all__ = ["KEYS_TABLE", "SqliteKeyStore"]
@@ -33,7 +34,7 @@ _SCHEMA = (
     subject TEXT NOT NULL,
     event_id TEXT,
     key BLOB NOT NULL
-)""",
+) WITHOUT ROWID""",
     f"CREATE INDEX IF NOT EXISTS {KEYS_TABLE}_subject ON {KEYS_TABLE} (subject)",
 )
 
@@ -93,6 +94,8 @@ class SqliteKeyStore:
     def key_for(self, subject: str, event_id: str | None = None) -> tuple[str, bytes]:
         """(key id, key) to seal an event of `subject` with: the subject's shared key
         (created on first use), or a new key of that one event when `event_id` is given."""
+        if event_id is None and subject.startswith(EVENT_SUBJECT_PREFIX):
+            event_id = subject[len(EVENT_SUBJECT_PREFIX) :]  # its own subject: a new key
         if event_id is None:
             key_id = self._shared.get(subject)
             if key_id is not None and key_id in self._by_id:
