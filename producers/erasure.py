@@ -85,16 +85,15 @@ def _content(state: LogState) -> Iterator[Message | Document]:
 
 
 def _receipt(
-    target: ErasingLog,
     subject: str,
     events: list[Message | Document],
     reason: str,
     requested_by: str | None,
     actor: str | None,
     timestamp: datetime,
+    stored: dict[int, bytes],
 ) -> Erasure:
-    seqs = [e.seq for e in events]
-    stored = target.stored_records(seqs)  # type: ignore[arg-type]
+    """The receipt of erasing `events`, whose stored records are `stored` (by seq)."""
     return Erasure(
         timestamp=timestamp,
         subject=subject,
@@ -130,14 +129,20 @@ def erase_subject(
         raise ValueError(f"reason: expected a non-empty string, got {reason!r}")
 
     def build(state: LogState) -> tuple[list[Erasure], Erasure]:
-        key_ids = keys.subject_key_ids(subject)
         events = [e for e in _content(state) if subject_of(e) == subject]
+        seqs: list[int] = [e.seq for e in events]  # type: ignore[misc]
+        stored = erasing.stored_records(seqs) if events else {}
+        # The keys the subject's records are sealed under (its shared key, and the keys of
+        # its events that have one of their own), and its shared key if no record names it.
+        named = [sealed_key_id(decode_record(stored[seq])) for seq in seqs]
+        shared = keys.shared_key_id(subject)
+        key_ids = keys.existing([k for k in (*named, shared) if k is not None])
         if not key_ids or not events:
             raise UnknownSubjectError(
                 f"log {erasing.location}: erase refused: no readable content of data subject "
                 f"{subject!r} (unknown, or erased already); nothing was appended"
             )
-        receipt = _receipt(erasing, subject, events, reason, requested_by, actor, now or utc_now())
+        receipt = _receipt(subject, events, reason, requested_by, actor, now or utc_now(), stored)
         keys.delete(key_ids)  # in this transaction: undone if the append fails
         return [receipt], receipt
 
@@ -178,7 +183,7 @@ def sweep_retention(target: Log, now: datetime | None = None) -> list[Erasure]:
                 continue
             by_subject.setdefault(subject_of(event), []).append(event)
         receipts = [
-            _receipt(erasing, subject, events, RETENTION_REASON, RETENTION_REQUESTER, None, at)
+            _receipt(subject, events, RETENTION_REASON, RETENTION_REQUESTER, None, at, stored)
             for subject, events in by_subject.items()
         ]
         keys.delete(key_of[e.seq] for events in by_subject.values() for e in events)  # type: ignore[index]

@@ -46,7 +46,16 @@ def _stored(path: Path) -> list[tuple[int, bytes]]:
 
 def _subject_keys(memory: Memory, subject: str) -> list[bytes]:
     keys = memory.log.keys  # type: ignore[attr-defined]
-    return [keys.key(key_id) for key_id in keys.subject_key_ids(subject)]
+    return [keys.key(keys.shared_key_id(subject))]
+
+
+def _key_of(memory: Memory, log_dir: Path, seq: int) -> bytes:
+    """The key the stored record at `seq` is sealed under."""
+    data = dict(_stored(log_dir))[seq]
+    key_id = parse(decode_record(data).content).key_id  # type: ignore[union-attr]
+    key: bytes = memory.log.keys.key(key_id)  # type: ignore[attr-defined]
+    assert key is not None and len(key) == 32
+    return key
 
 
 @pytest.fixture
@@ -217,6 +226,9 @@ def _retained(memory: Memory) -> tuple[Message, Message, Message]:
 def test_retention_erases_what_elapsed_alone_and_once(log_dir: Path) -> None:
     with Memory(log_dir, encrypt=True) as memory:
         soon, later, kept = _retained(memory)
+        own_key = _key_of(memory, log_dir, soon.seq)  # type: ignore[arg-type]
+        shared_key = _key_of(memory, log_dir, kept.seq)  # type: ignore[arg-type]
+        assert own_key != shared_key and _found(log_dir, own_key)
         assert memory.sweep_retention(T0 - timedelta(seconds=1)) == []
         head = _stored(log_dir)
         assert len(head) == 3  # a sweep with nothing due appends nothing
@@ -225,14 +237,17 @@ def test_retention_erases_what_elapsed_alone_and_once(log_dir: Path) -> None:
         assert erasure.reason == RETENTION_REASON
         assert erasure.requested_by == RETENTION_REQUESTER
         assert memory.get(soon.id).content == ERASED  # type: ignore[union-attr]
+        assert _found(log_dir, own_key) == [] and _found(log_dir, shared_key)
         assert memory.get(later.id).content == "alice keeps this a year"  # type: ignore[union-attr]
         assert memory.get(kept.id).content == BOB  # type: ignore[union-attr]
         assert memory.sweep_retention(T0 + timedelta(days=1)) == []  # idempotent
         assert len(_stored(log_dir)) == 4
         # A subject's erasure still covers its events with a retention of their own.
+        later_key = _key_of(memory, log_dir, later.seq)  # type: ignore[arg-type]
         whole = memory.erase("alice", "asked")
         assert set(whole.erased) == {later.id, kept.id}
-    assert _found(log_dir, b"4111111111111111") == []
+        for needle in (shared_key, later_key, b"4111111111111111", b"a year"):
+            assert _found(log_dir, needle) == []
 
 
 def _sweep(path: str, now: str, results: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
