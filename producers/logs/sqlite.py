@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 from urllib.parse import quote
 
-from producers.keys.cipher import SealedError, open_record, seal_record
+from producers.keys.cipher import SealedError, open_record, seal_record, sealed_key_id
 from producers.keys.sqlite_keys import SqliteKeyStore
 from producers.logs.adapters import register_opener
 from producers.logs.base import (
@@ -58,6 +58,7 @@ from projector.record_fold import (
     apply_record,
     empty_state,
 )
+from schemas.audit import Erasure
 from schemas.codec import MAX_JSON_DEPTH, decode_record, encode_record, record_id, record_kind
 from schemas.errors import (
     CorruptLogError,
@@ -67,6 +68,7 @@ from schemas.errors import (
     LogUnavailableError,
     MemstreamError,
 )
+from schemas.evidence.merkle import leaf_hash
 from schemas.limits import MAX_RECORD_BYTES, check_record_size
 from schemas.records import Record
 
@@ -247,19 +249,19 @@ class _Checker:
             except SealedError as exc:
                 raise self.corrupt(seq, f"the sealed content does not open: {exc}") from None
         try:
-            return apply_record(state, seq, record)
+            return apply_record(state, seq, record, erasable=self.keys is not None)
         except Exception as exc:
             raise self.corrupt(seq, f"the stored record no longer checks: {exc}") from None
 
 
 def _fold_appended(
-    state: LogState, first: int, records: list[Record]
+    state: LogState, first: int, records: list[Record], erasable: bool
 ) -> tuple[LogState, list[Appended]]:
     """Fold records a transaction checked against `state` and appends at `first` on."""
     appended: list[Appended] = []
     for seq, record in zip(range(first, first + len(records)), records, strict=True):
         # Checked against this very state, so the strict fold cannot refuse.
-        state, lifecycle = apply_record(state, seq, record, checked=True)
+        state, lifecycle = apply_record(state, seq, record, checked=True, erasable=erasable)
         stored = record if record_kind(record) == "envelope" else lifecycle[0].subject
         appended.append(Appended(seq, stored, lifecycle))
     return state, appended
@@ -523,9 +525,11 @@ class SqliteLog:
             try:
                 self._catch_up()
                 state = self._state
-                records, encoded, value = prepare(state, build)  # the caller's errors as-is
-                if self.keys is not None:
-                    encoded = self._sealed(records, encoded)
+                erasable = self.keys is not None
+                # The caller's errors as-is.
+                records, encoded, value = prepare(state, build, erasable=erasable)
+                if erasable:
+                    encoded = self._sealed(state, records, encoded)
                 first = state.next_seq
                 try:
                     if len(records) == 1:  # execute: executemany's set-up costs more
@@ -560,7 +564,7 @@ class SqliteLog:
                             ],
                         )
                     folder = self._fold_thread()
-                    folder.start(lambda: _fold_appended(state, first, records))
+                    folder.start(lambda: _fold_appended(state, first, records, erasable))
                     try:
                         cursor.execute("COMMIT")  # the fsync; the fold runs meanwhile
                     except BaseException:
@@ -585,19 +589,47 @@ class SqliteLog:
             self._checker.checksummed = True
             return appended, value
 
-    def _sealed(self, records: list[Record], encoded: list[bytes]) -> list[bytes]:
+    def _sealed(self, state: LogState, records: list[Record], encoded: list[bytes]) -> list[bytes]:
         """The stored bytes of an encrypted log's records: content sealed, keys created
-        in this transaction (`producers.keys`)."""
+        in this transaction (`producers.keys`). An Erasure is refused unless it tells the
+        truth: the keys of what it names are gone in this transaction, and its leaf hashes
+        are those of their stored records."""
         keys = self.keys
         assert keys is not None
         out = list(encoded)
         for i, record in enumerate(records):
+            if type(record) is Erasure:
+                self._check_receipt(state, record)
             sealed = seal_record(keys, record)
             if sealed is not record:
                 data = out[i] = encode_record(sealed)
                 if len(data) > MAX_RECORD_BYTES:
                     check_record_size(record, data)  # sealed, it grew past the limit
         return out
+
+    def _check_receipt(self, state: LogState, receipt: Erasure) -> None:
+        keys = self.keys
+        assert keys is not None
+        seqs = []
+        for target in receipt.erased:
+            event = state.memory.get(target)
+            if event is None or event.seq is None:  # check_records named it already
+                raise ValueError(f"erasure {receipt.id}: unknown event {target}")
+            seqs.append(event.seq)
+        stored = self.stored_records(seqs)
+        for target, seq, claimed in zip(receipt.erased, seqs, receipt.leaf_hashes, strict=True):
+            data = stored[seq]
+            if leaf_hash(data).hex() != claimed:
+                raise ValueError(
+                    f"erasure {receipt.id}: leaf_hashes: {claimed} is not the leaf hash of "
+                    f"event {target} (seq {seq})"
+                )
+            key_id = sealed_key_id(decode_record(data))
+            if key_id is not None and keys.key(key_id) is not None:
+                raise ValueError(
+                    f"erasure {receipt.id}: the key of event {target} is not destroyed; "
+                    "erase with Memory.erase, which destroys it in the same transaction"
+                )
 
     # --- encryption and erasure (producers.keys, producers.erasure) ---------------------
 

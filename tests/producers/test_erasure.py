@@ -16,8 +16,9 @@ import pytest
 from producers.erasure import RETENTION_REASON, RETENTION_REQUESTER
 from producers.logs.sqlite import LOG_FILE, record_checksum
 from producers.memory import Memory
-from schemas.audit import ERASED, Document, Message
-from schemas.codec import decode_record
+from projector.record_fold import fold_log
+from schemas.audit import ERASED, Document, Erasure, Message
+from schemas.codec import decode_record, encode_record
 from schemas.crypto.envelope import parse
 from schemas.errors import CorruptLogError, EncryptionError, UnknownSubjectError
 from schemas.evidence.merkle import leaf_hash, root_of
@@ -288,3 +289,39 @@ def test_sealed_values_name_a_key_not_the_subject(log_dir: Path) -> None:
     ((_, data),) = _stored(log_dir)
     sealed = parse(decode_record(data).content)  # type: ignore[union-attr]
     assert "alice" not in sealed.key_id
+
+
+# --- a receipt must tell the truth --------------------------------------------------------
+
+
+def _forged(target: Message, leaf: str) -> Erasure:
+    return Erasure(subject="alice", erased=(target.id,), leaf_hashes=(leaf,), reason="forged")
+
+
+def test_a_receipt_whose_keys_live_or_whose_hashes_lie_is_refused(log_dir: Path) -> None:
+    with Memory(log_dir, encrypt=True) as memory:
+        card, _, _ = _alice_and_bob(memory)
+        stored = dict(_stored(log_dir))
+        true_leaf = leaf_hash(stored[card.seq]).hex()  # type: ignore[index]
+        with pytest.raises(ValueError, match=f"the key of event {card.id} is not destroyed"):
+            memory.append_many([_forged(card, true_leaf)])
+        with pytest.raises(ValueError, match=f"is not the leaf hash of event {card.id}"):
+            memory.append_many([_forged(card, "0" * 64)])
+        assert dict(_stored(log_dir)) == stored
+        assert memory.get(card.id).content == CARD  # type: ignore[union-attr]
+        assert memory.replay().erasure_of(card.id) is None
+
+
+def test_an_erasure_on_a_log_without_encryption_is_refused(log_dir: Path) -> None:
+    with Memory(log_dir) as memory:
+        card = memory.add_message(Message(speaker="user", content=CARD, session_id="alice"))
+        leaf = leaf_hash(dict(_stored(log_dir))[0]).hex()
+        with pytest.raises(EncryptionError, match="this log is not encrypted"):
+            memory.append_many([_forged(card, leaf)])  # type: ignore[arg-type]
+        assert len(_stored(log_dir)) == 1
+    # The fold every log shares (Kafka's) refuses one that reached a log anyway.
+    records = [data for _, data in _stored(log_dir)]
+    records.append(encode_record(_forged(card, leaf)))  # type: ignore[arg-type]
+    state = fold_log(list(enumerate(records)))
+    assert [(r.seq, r.error) for r in state.rejections] == [(1, "EncryptionError")]
+    assert state.memory.get(card.id).content == CARD  # type: ignore[union-attr]
