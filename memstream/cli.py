@@ -17,6 +17,7 @@ _COMPONENTS = (
     "memstream.queryd_cli",
     "memstream.import_cli",
     "memstream.evidence_cli",
+    "memstream.erasure_cli",
 )
 
 

@@ -8,21 +8,24 @@ import tempfile
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from producers.memory import Memory
-from schemas.audit import Deletion, Document, Message, Recall
+from schemas.audit import Deletion, Document, Erasure, Message, Recall
 
 __all__ = ["register", "run"]
 
 
-def _describe(event: Message | Document | Recall | Deletion) -> str:
+def _describe(event: Message | Document | Recall | Deletion | Erasure) -> str:
     if isinstance(event, Message):
         return f"{event.speaker}: {event.content}"
     if isinstance(event, Document):
         return f"document {event.name!r} ({len(event.text)} chars)"
     if isinstance(event, Recall):
         return f"recall {event.query!r} -> {len(event.recalled)} item(s)"
+    if isinstance(event, Erasure):
+        return f"erase {event.subject!r}: {len(event.erased)} item(s) because {event.reason!r}"
     targets = ", ".join(str(t)[:8] for t in event.targets)
     return f"delete {targets} because {event.reason!r}"
 
@@ -32,7 +35,8 @@ def run(args: argparse.Namespace) -> int:
     keep = args.path is not None
     path = Path(args.path) if keep else Path(tempfile.mkdtemp(prefix="memstream-demo-"))
     try:
-        with Memory(path) as memory:
+        # Encrypted, so the customer's data can be erased at the end (crypto-shredding).
+        with Memory(path, encrypt=True) as memory:
             console.print(f"[bold]memstream demo[/] on the embedded log at {path}")
             session = "support-42"
             planner = memory.add_message(
@@ -57,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
                 Message(
                     speaker="customer",
                     content="My card number for the invoice is 4111 1111",
-                    session_id=session,
+                    # The customer's own session: its data subject, erasable on its own.
+                    session_id="customer:ana",
                     actor="user:ana",
                     source="chat",
                 )
@@ -99,12 +104,25 @@ def run(args: argparse.Namespace) -> int:
             kept = memory.get(card.id)
             assert isinstance(kept, Message)
             console.print(f"get() still returns it from the log: {kept.content!r}")
+            erasure = memory.erase(
+                "customer:ana", "GDPR art. 17: the customer asked", requested_by="user:ana"
+            )
+            erased = memory.get(card.id)
+            assert isinstance(erased, Message)
+            console.print(
+                f"after erase('customer:ana') (Erasure at seq {erasure.seq}, the key "
+                f"destroyed): get() returns {escape(repr(erased.content))}; the stored record "
+                f"is unchanged (leaf hash {erasure.leaf_hashes[0][:16]}...), so the log's "
+                "proofs still verify"
+            )
 
             table = Table(title="audit trail")
             for column in ("seq", "kind", "actor", "what"):
                 table.add_column(column)
             for event in memory.events():
-                table.add_row(str(event.seq), event.kind, event.actor or "-", _describe(event))
+                table.add_row(
+                    str(event.seq), event.kind, event.actor or "-", escape(_describe(event))
+                )
             console.print(table)
 
             past = memory.replay(up_to_seq=before_deletion)

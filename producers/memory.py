@@ -5,25 +5,27 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
+from datetime import datetime
 from os import PathLike
 from types import TracebackType
 from typing import Any, TypeVar, get_args
 from uuid import UUID
 
+from producers.erasure import erase_subject, sweep_retention
 from producers.logs import Log, open_log
 from producers.logs.base import Appended, LifecycleRecord, PipelinedLog
 from producers.logs.batching import GroupCommitter
 from producers.logs.signing_key import KeySpec
 from projector.audit import MemoryState
 from queryd.audit import search
-from schemas.audit import BaseEvent, Deletion, Document, EventKind, Message, Recall
+from schemas.audit import BaseEvent, Deletion, Document, Erasure, EventKind, Message, Recall
 from schemas.codec import decode_record
-from schemas.errors import DecodeError
+from schemas.errors import DecodeError, EncryptionError
 from schemas.evidence.proof import ConsistencyProof, EvidenceError, InclusionProof
 
 __all__ = ["Memory"]
 
-AnyEvent = Message | Document | Recall | Deletion
+AnyEvent = Message | Document | Recall | Deletion | Erasure
 T = TypeVar("T")
 _KINDS = get_args(EventKind)
 # Given the memory at the log's end, the events to append and a value to hand back.
@@ -51,7 +53,12 @@ class Memory:
     """An append-only memory log: a directory path (embedded SQLite) or a kafka:// URL."""
 
     def __init__(
-        self, path: str | PathLike[str], *, create: bool = True, key: KeySpec = None
+        self,
+        path: str | PathLike[str],
+        *,
+        create: bool = True,
+        key: KeySpec = None,
+        encrypt: bool = False,
     ) -> None:
         """Open the log at `path`, creating it when absent (as seed 001's `Memory` does);
         `create=False` opens an existing log only (readers: queryd, auditors).
@@ -59,9 +66,27 @@ class Memory:
         `key`: the signing key of the log's checkpoints, kept outside the log: a key file's
         path (`memstream keys init`), a `NoteSigner`, or False (sign nothing); None looks
         for ``$MEMSTREAM_SIGNING_KEY``, then ``~/.config/memstream/signing.key``. On Kafka
-        the projector signs (its ``--key``), and `key` is not used."""
+        the projector signs (its ``--key``), and `key` is not used.
+
+        `encrypt=True` makes a new (empty) log store its content encrypted, so it can be
+        erased (`erase`); a log that is encrypted stays so whatever `encrypt` says.
+        `EncryptionError` for a log holding unencrypted records.
+        """
         self.location = str(path)
         self._log: Log = open_log(path, create=create)
+        if encrypt:
+            try:
+                enable = self._log.enable_encryption  # type: ignore[attr-defined]
+            except AttributeError:
+                self._log.close()
+                raise EncryptionError(
+                    f"log {self.location}: only the embedded log encrypts today"
+                ) from None
+            try:
+                enable()
+            except BaseException:
+                self._log.close()
+                raise
         if key is not None and hasattr(self._log, "use_signing_key"):
             try:
                 self._evidence().use_signing_key(key)
@@ -117,6 +142,33 @@ class Memory:
             session_id=session_id,
         )
         return self._append_one(deletion, Deletion)
+
+    # Erasure (producers.erasure): only an encrypted log erases.
+
+    def erase(
+        self,
+        subject: str,
+        reason: str,
+        *,
+        requested_by: str | None = None,
+        actor: str | None = None,
+    ) -> Erasure:
+        """Make every message and document of data `subject` unreadable: its keys are
+        destroyed and an `Erasure` receipt (ids and leaf hashes, no content) is appended,
+        in one transaction. Afterwards `get` shows their content as `ERASED`, and search,
+        recall and the word index never see them. The subject of an event is its
+        `session_id`, or ``event:<id>`` for one without a session.
+
+        `UnknownSubjectError` when the log holds no readable content of `subject`;
+        `EncryptionError` for a log written without encryption: nothing is appended.
+        """
+        return erase_subject(self._log, subject, reason, requested_by=requested_by, actor=actor)
+
+    def sweep_retention(self, now: datetime | None = None) -> list[Erasure]:
+        """Erase every message and document whose `retain_until` is at or before `now`
+        (default: the clock), one Erasure per subject with the reason "retention period
+        elapsed"; idempotent, safe from several processes. The Erasures appended."""
+        return sweep_retention(self._log, now)
 
     def transact(self, build: Transaction[T]) -> tuple[list[AnyEvent], T]:
         """Read and append atomically: `build(state)` gives the events and a value.

@@ -59,9 +59,9 @@ from projector.graph.reducer import Tx, item_changes
 from projector.graph.state import GraphState, create_graph_state
 from projector.graph.tasks import TaskState, create_task_state
 from projector.lifecycle import Lifecycle
-from schemas.audit import BaseEvent
+from schemas.audit import BaseEvent, Erasure
 from schemas.codec import MAX_JSON_DEPTH, decode_record
-from schemas.errors import DecodeError, MemstreamError
+from schemas.errors import DecodeError, EncryptionError, MemstreamError
 from schemas.gc_guard import cyclic_gc_paused
 from schemas.graph.commands import EdgeCreate, EdgeRetract, MemoryUpdate
 from schemas.graph.envelopes import parse_iso_ms
@@ -292,8 +292,19 @@ def _audit_lifecycle(seq: int, event: AuditEvent) -> Lifecycle:
     return Lifecycle(seq, "audit", f"{event.kind}.appended", event)
 
 
-def apply_record(state: LogState, seq: int, record: Record, *, checked: bool = False) -> FoldResult:
+def _not_erasable(record: Erasure) -> EncryptionError:
+    return EncryptionError(
+        f"erasure {record.id}: this log is not encrypted, so no content of it can be erased"
+    )
+
+
+def apply_record(
+    state: LogState, seq: int, record: Record, *, checked: bool = False, erasable: bool = False
+) -> FoldResult:
     """Fold one decoded record, raising when the fold would refuse it (the strict form).
+
+    An `Erasure` is folded only on a log that encrypts (`erasable`, the embedded log's
+    choice by its key store): elsewhere no key was destroyed, so it is refused.
 
     An audit event must have no seq (or this one); it is checked with `check_append`,
     unless `checked`: a log folding its own append, which `check_records` has just checked
@@ -303,6 +314,8 @@ def apply_record(state: LogState, seq: int, record: Record, *, checked: bool = F
     if last is not None and seq <= last:
         raise ValueError(f"seq {seq} does not follow seq {last}")
     if isinstance(record, BaseEvent):
+        if not erasable and type(record) is Erasure:
+            raise _not_erasable(record)
         if checked:
             stored = record.with_seq(seq)
         else:
@@ -399,7 +412,11 @@ _NOTHING: Mapping[UUID, BaseEvent] = {}
 
 
 def check_records(
-    state: LogState, records: Sequence[Record], pending: Mapping[UUID, BaseEvent] | None = None
+    state: LogState,
+    records: Sequence[Record],
+    pending: Mapping[UUID, BaseEvent] | None = None,
+    *,
+    erasable: bool = False,
 ) -> None:
     """Raise what the fold would refuse if `records` were appended right after `state`.
 
@@ -407,6 +424,10 @@ def check_records(
     already appended after `state` but not folded yet) plus the batch before them;
     envelopes are applied to the (persistent) graph states, which are discarded.
     """
+    if not erasable:
+        for record in records:
+            if type(record) is Erasure:
+                raise _not_erasable(record)
     if len(records) == 1 and isinstance(records[0], BaseEvent):
         # The common append, one audit event: no batch to remember it in.
         check_append(state.memory, records[0], pending or _NOTHING)

@@ -6,11 +6,20 @@ assigns it), session_id, source and actor. The four kinds are told apart by `kin
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID, uuid4
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    model_validator,
+)
 
 from schemas.fields import shared_fields_set
 
@@ -20,6 +29,9 @@ __all__ = [
     "Document",
     "Recall",
     "Deletion",
+    "Erasure",
+    "ERASED",
+    "AnyAuditEvent",
     "Event",
     "ContentEvent",
     "EventKind",
@@ -29,8 +41,10 @@ __all__ = [
     "utc_now",
 ]
 
-EventKind = Literal["message", "document", "recall", "deletion"]
-EVENT_KINDS: tuple[str, ...] = ("message", "document", "recall", "deletion")
+EventKind = Literal["message", "document", "recall", "deletion", "erasure"]
+EVENT_KINDS: tuple[str, ...] = ("message", "document", "recall", "deletion", "erasure")
+# What an erased event's content (a message's `content`, a document's `text`) reads as.
+ERASED = "[erased]"
 
 NonEmpty = Annotated[str, Field(min_length=1)]
 # Naive datetimes are refused: a timestamp without a zone cannot be normalized honestly.
@@ -110,7 +124,37 @@ class Deletion(BaseEvent):
     requested_by: str | None = None
 
 
+_LEAF_HASH = re.compile(r"^[0-9a-f]{64}$")
+
+
+class Erasure(BaseEvent):
+    """A receipt of crypto-shredding: `subject`'s key was destroyed with this event, which
+    made the content of `erased` unreadable. `leaf_hashes[i]` is the Merkle leaf hash (hex,
+    `schemas.evidence.merkle.leaf_hash`) of the stored record of `erased[i]`, so a receipt
+    is checkable against the log's tree. It names ids and hashes only, never content."""
+
+    kind: Literal["erasure"] = "erasure"
+    subject: NonEmpty
+    erased: tuple[UUID, ...] = Field(min_length=1)
+    leaf_hashes: tuple[str, ...] = Field(min_length=1)
+    reason: NonEmpty
+    requested_by: str | None = None
+
+    @model_validator(mode="after")
+    def _hashes_match(self) -> Erasure:
+        if len(self.leaf_hashes) != len(self.erased):
+            raise ValueError(
+                f"leaf_hashes: {len(self.leaf_hashes)} given for {len(self.erased)} erased events"
+            )
+        for value in self.leaf_hashes:
+            if not _LEAF_HASH.match(value):
+                raise ValueError(f"leaf_hashes: {value!r} is not 64 lowercase hex digits")
+        return self
+
+
 ContentEvent = Message | Document
+AnyAuditEvent = Message | Document | Recall | Deletion | Erasure
+# The seed's four kinds (its validation errors name this union; Erasure is read apart).
 Event = Annotated[Message | Document | Recall | Deletion, Field(discriminator="kind")]
 
 _EVENT_ADAPTER: TypeAdapter[Message | Document | Recall | Deletion] = TypeAdapter(Event)
@@ -121,6 +165,8 @@ def event_to_dict(event: BaseEvent) -> dict[str, Any]:
     return event.model_dump(mode="json")
 
 
-def event_from_dict(data: dict[str, Any]) -> Message | Document | Recall | Deletion:
+def event_from_dict(data: dict[str, Any]) -> AnyAuditEvent:
     """The event a dict describes, dispatching on its `kind`."""
+    if isinstance(data, dict) and data.get("kind") == "erasure":
+        return Erasure.model_validate(data)
     return _EVENT_ADAPTER.validate_python(data)

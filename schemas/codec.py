@@ -39,7 +39,7 @@ from fastavro import parse_schema, schemaless_reader, schemaless_writer
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 from pydantic import ValidationError
 
-from schemas.audit import BaseEvent, Deletion, Document, Message, Recall
+from schemas.audit import BaseEvent, Deletion, Document, Erasure, Message, Recall
 from schemas.errors import DecodeError, RecordTooDeepError, RecordTooLargeError
 from schemas.records import AuditEvent, GraphEnvelope, Record
 
@@ -91,6 +91,7 @@ _AUDIT_MODELS: dict[str, type[BaseEvent]] = {
     "document": Document,
     "recall": Recall,
     "deletion": Deletion,
+    "erasure": Erasure,
 }
 KINDS: tuple[str, ...] = (*_AUDIT_MODELS, "envelope")
 

@@ -13,6 +13,8 @@ __all__ = [
     "LogUnavailableError",
     "AppendFailedError",
     "AppendOutcomeUnknownError",
+    "EncryptionError",
+    "UnknownSubjectError",
 ]
 
 
@@ -77,3 +79,12 @@ class AppendOutcomeUnknownError(AppendFailedError):
 class RecordTooDeepError(MemstreamError, ValueError):
     """A record whose JSON nests deeper than records may (`schemas.codec.MAX_JSON_DEPTH`);
     nothing was appended. The message names the record and both depths."""
+
+
+class EncryptionError(MemstreamError):
+    """Encryption or erasure asked of a log that cannot give it: one written without
+    encryption, or a kind of log that does not encrypt yet."""
+
+
+class UnknownSubjectError(MemstreamError, ValueError):
+    """An erasure of a data subject the log holds no key of (unknown, or already erased)."""

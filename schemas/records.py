@@ -12,11 +12,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from schemas.audit import Deletion, Document, Message, Recall
+from schemas.audit import Deletion, Document, Erasure, Message, Recall
 
 __all__ = ["AuditEvent", "GraphEnvelope", "Record", "OPERATION_NAMESPACE"]
 
-AuditEvent = Message | Document | Recall | Deletion
+AuditEvent = Message | Document | Recall | Deletion | Erasure
 
 # Envelopes whose outcome depends on state (decided at fold time, so that interleaving does
 # not change answers) live in this namespace; their types all start with "memstream." so

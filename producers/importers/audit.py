@@ -38,7 +38,7 @@ from producers.importers.run import append_batches
 from producers.memory import Memory
 from projector.audit import MemoryState, check_append, fold, replay
 from queryd.audit import search
-from schemas.audit import Deletion, Document, Event, Message, Recall
+from schemas.audit import BaseEvent, Deletion, Document, Event, Message, Recall
 from schemas.codec import MAX_DECODE_BYTES, MAX_JSON_DEPTH, encode_record, json_depth
 from schemas.gc_guard import no_cyclic_gc
 from schemas.limits import MAX_RECORD_BYTES, check_record_size
@@ -254,7 +254,7 @@ def sample_queries(state: MemoryState, count: int = DEFAULT_SAMPLES) -> list[str
     return queries
 
 
-def _same(a: AnyEvent, b: AnyEvent) -> bool:
+def _same(a: BaseEvent, b: BaseEvent) -> bool:
     """The same event but for its seq (what `model_copy` and `==` say, without copies)."""
     return a.__class__ is b.__class__ and {**a.__dict__, "seq": None} == {
         **b.__dict__,

@@ -140,14 +140,16 @@ def encode_records(records: Sequence[Record]) -> list[bytes]:
     return encoded
 
 
-def prepare(state: LogState, build: Transaction[T]) -> tuple[list[Record], list[bytes], T]:
+def prepare(
+    state: LogState, build: Transaction[T], *, erasable: bool = False
+) -> tuple[list[Record], list[bytes], T]:
     """Run `build`, check its records against `state` and encode them (shared by logs).
 
     Raises what the fold would refuse, or `RecordTooLargeError`; nothing is appended then.
     """
     records, value = build(state)
     records = list(records)
-    check_records(state, records)
+    check_records(state, records, erasable=erasable)
     return records, encode_records(records), value
 
 

@@ -45,6 +45,8 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 from urllib.parse import quote
 
+from producers.keys.cipher import SealedError, open_record, seal_record, sealed_key_id
+from producers.keys.sqlite_keys import SqliteKeyStore
 from producers.logs.adapters import register_opener
 from producers.logs.base import (
     Appended,
@@ -63,15 +65,19 @@ from projector.record_fold import (
     apply_record,
     empty_state,
 )
-from schemas.codec import MAX_JSON_DEPTH, decode_record, record_id, record_kind
+from schemas.audit import Erasure
+from schemas.codec import MAX_JSON_DEPTH, decode_record, encode_record, record_id, record_kind
 from schemas.errors import (
     CorruptLogError,
     DecodeError,
+    EncryptionError,
     LogNotFoundError,
     LogUnavailableError,
     MemstreamError,
 )
+from schemas.evidence.merkle import leaf_hash
 from schemas.evidence.proof import ConsistencyProof, InclusionProof
+from schemas.limits import MAX_RECORD_BYTES, check_record_size
 from schemas.records import Record
 
 __all__ = ["SqliteLog", "LOG_FILE", "record_checksum"]
@@ -186,7 +192,8 @@ class _Row(NamedTuple):
 
 
 _KIND_BYTES = {
-    kind: kind.encode() for kind in ("message", "document", "recall", "deletion", "envelope")
+    kind: kind.encode()
+    for kind in ("message", "document", "recall", "deletion", "erasure", "envelope")
 }
 
 
@@ -197,12 +204,20 @@ class _Checker:
     checksums existed (NULL) may only come before it.
     """
 
-    __slots__ = ("location", "next_seq", "checksummed")
+    __slots__ = ("location", "next_seq", "checksummed", "keys")
 
-    def __init__(self, location: str, next_seq: int, checksummed: bool = False) -> None:
+    def __init__(
+        self,
+        location: str,
+        next_seq: int,
+        checksummed: bool = False,
+        keys: SqliteKeyStore | None = None,
+    ) -> None:
         self.location = location
         self.next_seq = next_seq
         self.checksummed = checksummed
+        # An encrypted log's key store: sealed content is opened before the fold.
+        self.keys = keys
 
     def corrupt(self, seq: int, what: str) -> CorruptLogError:
         return CorruptLogError(
@@ -250,20 +265,25 @@ class _Checker:
             raise self.corrupt(
                 seq, f"the id column says {row.id!r}, the record's id is {record_id(record)}"
             )
+        if self.keys is not None:
+            try:
+                record = open_record(self.keys, record)
+            except SealedError as exc:
+                raise self.corrupt(seq, f"the sealed content does not open: {exc}") from None
         try:
-            return apply_record(state, seq, record)
+            return apply_record(state, seq, record, erasable=self.keys is not None)
         except Exception as exc:
             raise self.corrupt(seq, f"the stored record no longer checks: {exc}") from None
 
 
 def _fold_appended(
-    state: LogState, first: int, records: list[Record]
+    state: LogState, first: int, records: list[Record], erasable: bool
 ) -> tuple[LogState, list[Appended]]:
     """Fold records a transaction checked against `state` and appends at `first` on."""
     appended: list[Appended] = []
     for seq, record in zip(range(first, first + len(records)), records, strict=True):
         # Checked against this very state, so the strict fold cannot refuse.
-        state, lifecycle = apply_record(state, seq, record, checked=True)
+        state, lifecycle = apply_record(state, seq, record, checked=True, erasable=erasable)
         stored = record if record_kind(record) == "envelope" else lifecycle[0].subject
         appended.append(Appended(seq, stored, lifecycle))
     return state, appended
@@ -367,7 +387,10 @@ class SqliteLog:
             # One cursor for the statements of every append (under the lock), rather than
             # a new one per statement. Each runs to its end, so none holds a read snapshot.
             self._cursor = self._conn.cursor()
-            self._checker = _Checker(self.location, 0)
+            self.keys: SqliteKeyStore | None = None
+            if self._rows_sql is not None and SqliteKeyStore.present(self._conn):
+                self.keys = SqliteKeyStore(self._conn, self.location)
+            self._checker = _Checker(self.location, 0, keys=self.keys)
             self._catch_up()
         except BaseException:
             self._conn.close()
@@ -429,6 +452,9 @@ class SqliteLog:
                 # fsyncing a growing file costs about twice fsyncing one overwritten in
                 # place. Each checkpoint costs a few fsyncs, a small share of 128 commits.
                 conn.execute("PRAGMA wal_autocheckpoint=128")
+                # Deleted cells and freed pages are overwritten: a destroyed subject key
+                # leaves no copy in the file (erasure; producers.keys.sqlite_keys).
+                conn.execute("PRAGMA secure_delete=ON")
             except BaseException:
                 conn.close()
                 raise
@@ -511,7 +537,9 @@ class SqliteLog:
         except _DRIVER_ERRORS as exc:
             raise _driver_error(self.location, "read", exc) from exc
         except CorruptLogError:
-            self._checker = _Checker(self.location, self._state.next_seq, checker.checksummed)
+            self._checker = _Checker(
+                self.location, self._state.next_seq, checker.checksummed, self.keys
+            )
             raise
         self._data_version = version
 
@@ -548,7 +576,11 @@ class SqliteLog:
             try:
                 self._catch_up()
                 state = self._state
-                records, encoded, value = prepare(state, build)  # the caller's errors as-is
+                erasable = self.keys is not None
+                # The caller's errors as-is.
+                records, encoded, value = prepare(state, build, erasable=erasable)
+                if erasable:
+                    encoded = self._sealed(state, records, encoded)
                 first = state.next_seq
                 try:
                     if len(records) == 1:  # execute: executemany's set-up costs more
@@ -586,7 +618,7 @@ class SqliteLog:
                     self.evidence.extend(encoded)
                     self.evidence.cut(cursor)
                     folder = self._fold_thread()
-                    folder.start(lambda: _fold_appended(state, first, records))
+                    folder.start(lambda: _fold_appended(state, first, records, erasable))
                     try:
                         cursor.execute("COMMIT")  # the fsync; the fold runs meanwhile
                     except BaseException:
@@ -653,10 +685,116 @@ class SqliteLog:
             self._contended = False
             self._free_runs = 0
 
+    def _sealed(self, state: LogState, records: list[Record], encoded: list[bytes]) -> list[bytes]:
+        """The stored bytes of an encrypted log's records: content sealed, keys created
+        in this transaction (`producers.keys`). An Erasure is refused unless it tells the
+        truth: the keys of what it names are gone in this transaction, and its leaf hashes
+        are those of their stored records."""
+        keys = self.keys
+        assert keys is not None
+        out = list(encoded)
+        for i, record in enumerate(records):
+            if type(record) is Erasure:
+                self._check_receipt(state, record)
+            sealed = seal_record(keys, record)
+            if sealed is not record:
+                data = out[i] = encode_record(sealed)
+                if len(data) > MAX_RECORD_BYTES:
+                    check_record_size(record, data)  # sealed, it grew past the limit
+        return out
+
+    def _check_receipt(self, state: LogState, receipt: Erasure) -> None:
+        keys = self.keys
+        assert keys is not None
+        seqs = []
+        for target in receipt.erased:
+            event = state.memory.get(target)
+            if event is None or event.seq is None:  # check_records named it already
+                raise ValueError(f"erasure {receipt.id}: unknown event {target}")
+            seqs.append(event.seq)
+        stored = self.stored_records(seqs)
+        for target, seq, claimed in zip(receipt.erased, seqs, receipt.leaf_hashes, strict=True):
+            data = stored[seq]
+            if leaf_hash(data).hex() != claimed:
+                raise ValueError(
+                    f"erasure {receipt.id}: leaf_hashes: {claimed} is not the leaf hash of "
+                    f"event {target} (seq {seq})"
+                )
+            key_id = sealed_key_id(decode_record(data))
+            if key_id is not None and keys.key(key_id) is not None:
+                raise ValueError(
+                    f"erasure {receipt.id}: the key of event {target} is not destroyed; "
+                    "erase with Memory.erase, which destroys it in the same transaction"
+                )
+
+    # --- encryption and erasure (producers.keys, producers.erasure) ---------------------
+
+    def enable_encryption(self) -> None:
+        """Make this log encrypted: only an empty log may become one (its records would
+        otherwise stay readable forever); `EncryptionError` for one holding records."""
+        with self._lock:
+            if self.keys is not None:
+                return
+            if self.read_only is not None:
+                raise LogUnavailableError(f"log {self.location}: encrypt refused: {self.read_only}")
+            try:
+                self._cursor.execute("BEGIN IMMEDIATE")
+                try:
+                    count = self._conn.execute("SELECT count(*) FROM events").fetchone()[0]
+                    if count:
+                        raise EncryptionError(
+                            f"log {self.location}: holds {count} records written without "
+                            "encryption, which cannot be erased; copy it into a new "
+                            "encrypted log with `memstream reencrypt SRC DST`"
+                        )
+                    SqliteKeyStore.create(self._conn)
+                    self._cursor.execute("COMMIT")
+                except BaseException:
+                    self._rollback()
+                    raise
+            except _DRIVER_ERRORS as exc:
+                raise _driver_error(self.location, "encrypt", exc) from exc
+            self.keys = SqliteKeyStore(self._conn, self.location)
+            self._checker.keys = self.keys
+
+    def stored_records(self, seqs: Sequence[int]) -> dict[int, bytes]:
+        """The stored bytes of the records at `seqs` (inside a transaction: as of it)."""
+        with self._lock:
+            found: dict[int, bytes] = {}
+            try:
+                for seq in seqs:
+                    row = self._conn.execute(
+                        "SELECT CAST(record AS BLOB) FROM events WHERE seq = ?", (seq,)
+                    ).fetchone()
+                    if row is not None:
+                        found[seq] = row[0]
+            except _DRIVER_ERRORS as exc:
+                raise _driver_error(self.location, "read", exc) from exc
+            return found
+
+    def purge(self, attempts: int = 50) -> bool:
+        """Leave no earlier copy of deleted bytes (a destroyed key) in the log's files:
+        a TRUNCATE checkpoint copies the WAL into the main file (where secure_delete zeroed
+        them) and truncates the WAL to zero bytes. A reader holding an old snapshot (another
+        connection mid-read) blocks it; retried for a while. True once done."""
+        with self._lock:
+            for attempt in range(attempts):
+                try:
+                    busy = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+                except _DRIVER_ERRORS as exc:
+                    raise _driver_error(self.location, "purge", exc) from exc
+                if not busy:
+                    return True
+                time.sleep(min(0.01 * (attempt + 1), 0.2))
+            log.warning("log %s: the WAL could not be truncated (a reader holds it)", self.location)
+            return False
+
     def _rollback(self) -> None:
         # Whatever failed, the next read looks at the log again rather than trusting
         # data_version, so the state is the log's whatever a failed COMMIT left.
         self._data_version = -1
+        if self.keys is not None:
+            self.keys.forget_all()  # keys created in the rolled back transaction are gone
         if not self._conn.in_transaction:  # a failed COMMIT may have rolled back already
             return
         try:
@@ -789,7 +927,7 @@ class SqliteLog:
         """The lifecycle stream, derived by folding the log from seq 0 as strictly as the
         state is (the projector publishes the same stream on Kafka)."""
         state = empty_state()
-        checker = _Checker(self.location, 0)
+        checker = _Checker(self.location, 0, keys=self.keys)
         offset = 0
         for row in self._follow(0, timeout, stop):
             state, events = checker.fold(state, row)

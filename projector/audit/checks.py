@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from uuid import UUID
 
 from projector.audit.state import MemoryState
-from schemas.audit import BaseEvent, Deletion, Document, Message, Recall
+from schemas.audit import BaseEvent, Deletion, Document, Erasure, Message, Recall
 
 __all__ = ["check_append", "check_targets"]
 
@@ -50,3 +50,5 @@ def check_append(
         check_targets(state, event.recalled, "recalled", pending)
     elif isinstance(event, Deletion):
         check_targets(state, event.targets, "targets", pending)
+    elif isinstance(event, Erasure):
+        check_targets(state, event.erased, "erased", pending)

@@ -20,13 +20,13 @@ from uuid import UUID
 
 from projector.audit.index import WordIndex
 from projector.audit.rows import Row, event_of
-from schemas.audit import Deletion, Document, Message, Recall
+from schemas.audit import ERASED, Deletion, Document, Erasure, Message, Recall
 from schemas.fields import share_fields_set
 from schemas.gc_guard import no_cyclic_gc
 
 __all__ = ["Ledger", "MemoryState", "RecallStats", "fold", "replay"]
 
-AnyEvent = Message | Document | Recall | Deletion
+AnyEvent = Message | Document | Recall | Deletion | Erasure
 
 
 _SEQ = itemgetter(0)
@@ -81,6 +81,8 @@ class Ledger:
         self.document_seqs: list[int] = []
         # The first Deletion of each id is the one that did it; later ones change nothing.
         self.deleted: dict[UUID, Deletion] = {}
+        # The Erasure that made each erased event's content unreadable (the first one).
+        self.erased: dict[UUID, Erasure] = {}
         # Per recalled id: the seqs and timestamps of its Recalls, in log order.
         self.recall_seqs: dict[UUID, list[int]] = {}
         self.recall_times: dict[UUID, list[datetime]] = {}
@@ -159,6 +161,36 @@ class Ledger:
         elif isinstance(event, Deletion):
             for target in event.targets:
                 self.deleted.setdefault(target, event)
+        elif isinstance(event, Erasure):
+            for target in event.erased:
+                if target not in self.erased:
+                    self.erased[target] = event
+                    self._redact(target)
+
+    def _redact(self, target: UUID) -> None:
+        """Drop an erased event's content from the ledger and its words from the index.
+
+        In place, for every state of this ledger: erased content is unrecoverable, so no
+        past view keeps it either (the log's bytes, ciphertext, are unchanged).
+        """
+        pos = self.by_id.get(target.int)
+        if pos is None:
+            return
+        event = self.event(pos)
+        if isinstance(event, Message):
+            self.events[pos] = event.model_copy(update={"content": ERASED})
+        elif isinstance(event, Document):
+            self.events[pos] = event.model_copy(update={"text": ERASED})
+        else:
+            return
+        index = self.index
+        seq = self.seqs[pos]
+        for word in index.words_of.pop(seq, ()):
+            posting = index.postings.get(word)
+            if posting is not None and seq in posting:
+                posting.remove(seq)
+                if not posting:
+                    del index.postings[word]
 
     def extend_rows(
         self,
@@ -209,9 +241,13 @@ class Ledger:
         """A private ledger holding the first `count` events of this one."""
         ledger = Ledger()
         words_of = self.index.words_of
+        erased = self.erased
         for pos in range(count):
             event = self.event(pos)
-            ledger.append(event, words_of.get(self.seqs[pos]))
+            found = words_of.get(self.seqs[pos])
+            if found is None and erased and event.id in erased:
+                found = ()  # its content is gone: no words, not even "erased"
+            ledger.append(event, found)
         return ledger
 
 
@@ -305,8 +341,25 @@ class MemoryState:
         return stats
 
     def is_deleted(self, event_id: UUID) -> bool:
-        deletion = self._ledger.deleted.get(event_id)
-        return deletion is not None and deletion.seq <= self._horizon  # type: ignore[operator]
+        """Deleted (a tombstone) or erased, as of this state: reads stop returning it."""
+        ledger = self._ledger
+        deletion = ledger.deleted.get(event_id)
+        if deletion is not None and deletion.seq <= self._horizon:  # type: ignore[operator]
+            return True
+        if ledger.erased:
+            erasure = ledger.erased.get(event_id)
+            return erasure is not None and erasure.seq <= self._horizon  # type: ignore[operator]
+        return False
+
+    def erasure_of(self, event_id: UUID) -> Erasure | None:
+        """The Erasure that made this event's content unreadable, if any (at any seq: erased
+        content is gone from every view)."""
+        return self._ledger.erased.get(event_id)
+
+    @property
+    def erased_ids(self) -> frozenset[UUID]:
+        """The ids of every erased event."""
+        return frozenset(self._ledger.erased)
 
     # Reads beyond the seed's attributes, shared by the stores and the query daemon.
 

@@ -16,11 +16,11 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from projector.audit.state import MemoryState
-from schemas.audit import EVENT_KINDS, Deletion, Document, Message, Recall
+from schemas.audit import EVENT_KINDS, Deletion, Document, Erasure, Message, Recall
 
 __all__ = ["EventsPage", "event_text", "select_events"]
 
-AnyEvent = Message | Document | Recall | Deletion
+AnyEvent = Message | Document | Recall | Deletion | Erasure
 
 MAX_TEXT_FILTER = 1_000  # characters of a text filter
 

@@ -20,7 +20,7 @@ from typing import NamedTuple
 from uuid import UUID
 
 from projector.audit.state import MemoryState
-from schemas.audit import EVENT_KINDS, Deletion, Document, Message, Recall
+from schemas.audit import EVENT_KINDS, Deletion, Document, Erasure, Message, Recall
 
 __all__ = [
     "ActivityBucket",
@@ -34,7 +34,7 @@ __all__ = [
     "recall_context",
 ]
 
-AnyEvent = Message | Document | Recall | Deletion
+AnyEvent = Message | Document | Recall | Deletion | Erasure
 
 # The bucket sizes `activity` picks from, and how many buckets it may give at most.
 BUCKET_CHOICES = (60, 300, 900, 3_600, 21_600, 86_400, 604_800)

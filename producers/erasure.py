@@ -1,0 +1,195 @@
+"""Erasure inside an append-only log (crypto-shredding), and retention by erasure.
+
+`erase_subject` destroys a data subject's keys and appends an `Erasure` receipt in ONE
+transaction of the log: the receipt names the subject, the events made unreadable and the
+Merkle leaf hashes of their stored records (`schemas.evidence.merkle.leaf_hash`), never
+their content. The stored records (ciphertext) do not change, so the Merkle tree and every
+proof over them still verify. The fold reads the receipt and drops the erased content and
+its words from the state (`projector.audit.state`), so what an erasure did is in the log.
+
+`sweep_retention` erases, as audited Erasures with the reason ``retention period
+elapsed``, every content event whose `retain_until` has passed at `now` (a clock the
+caller gives): each such event was sealed under a key of its own, so it is erased alone.
+A sweep runs in one log transaction (the log's write lock), so sweeps from several
+processes at once erase each event once, and a sweep that finds nothing appends nothing.
+
+Only an encrypted log can erase (`Memory(path, encrypt=True)`; `memstream reencrypt` copies
+an older log into one); the embedded log is the one that encrypts today.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Protocol
+
+from producers.keys.cipher import sealed_key_id
+from producers.keys.sqlite_keys import SqliteKeyStore
+from producers.logs.base import Log
+from projector.record_fold import LogState
+from schemas.audit import Document, Erasure, Message, utc_now
+from schemas.codec import decode_record
+from schemas.crypto.subjects import subject_of
+from schemas.errors import EncryptionError, UnknownSubjectError
+from schemas.evidence.merkle import leaf_hash
+
+__all__ = [
+    "RETENTION_REASON",
+    "RETENTION_REQUESTER",
+    "ErasingLog",
+    "erasing_log",
+    "erase_subject",
+    "sweep_retention",
+]
+
+log = logging.getLogger("memstream.producers.erasure")
+
+RETENTION_REASON = "retention period elapsed"
+RETENTION_REQUESTER = "memstream retention"
+
+
+class ErasingLog(Log, Protocol):
+    """A log that encrypts: its key store, its stored bytes, and a purge of old copies."""
+
+    keys: SqliteKeyStore | None
+
+    def stored_records(self, seqs: list[int]) -> dict[int, bytes]: ...
+
+    def purge(self) -> bool: ...
+
+
+def erasing_log(target: Log) -> ErasingLog:
+    """`target` as a log that can erase; `EncryptionError` naming why it cannot."""
+    location = getattr(target, "location", "?")
+    if not hasattr(target, "stored_records") or not hasattr(target, "keys"):
+        raise EncryptionError(
+            f"log {location}: erasure needs an encrypted log; only the embedded log "
+            "encrypts today (a Kafka log's content cannot be erased yet)"
+        )
+    if target.keys is None:
+        raise EncryptionError(
+            f"log {location}: written without encryption, so its content cannot be erased; "
+            "copy it into a new encrypted log with `memstream reencrypt SRC DST`"
+        )
+    return target  # type: ignore[return-value]
+
+
+def _content(state: LogState) -> Iterator[Message | Document]:
+    memory = state.memory
+    erased = memory.erased_ids
+    content: list[Message | Document] = [*memory.messages, *memory.documents]
+    for event in sorted(content, key=lambda e: e.seq or 0):
+        if event.id not in erased:
+            yield event
+
+
+def _receipt(
+    subject: str,
+    events: list[Message | Document],
+    reason: str,
+    requested_by: str | None,
+    actor: str | None,
+    timestamp: datetime,
+    stored: dict[int, bytes],
+) -> Erasure:
+    """The receipt of erasing `events`, whose stored records are `stored` (by seq)."""
+    return Erasure(
+        timestamp=timestamp,
+        subject=subject,
+        erased=tuple(e.id for e in events),
+        leaf_hashes=tuple(leaf_hash(stored[e.seq]).hex() for e in events),  # type: ignore[index]
+        reason=reason,
+        requested_by=requested_by,
+        actor=actor,
+        source="memstream",
+    )
+
+
+def erase_subject(
+    target: Log,
+    subject: str,
+    reason: str,
+    *,
+    requested_by: str | None = None,
+    actor: str | None = None,
+    now: datetime | None = None,
+) -> Erasure:
+    """Destroy `subject`'s keys and append its Erasure, atomically; the stored Erasure.
+
+    `UnknownSubjectError` when the log holds no key of `subject` (unknown, or erased
+    already) and `EncryptionError` for a log that does not encrypt: nothing is appended.
+    """
+    erasing = erasing_log(target)
+    keys = erasing.keys
+    assert keys is not None
+    if not isinstance(subject, str) or not subject:
+        raise ValueError(f"subject: expected a non-empty string, got {subject!r}")
+    if not isinstance(reason, str) or not reason:
+        raise ValueError(f"reason: expected a non-empty string, got {reason!r}")
+
+    def build(state: LogState) -> tuple[list[Erasure], Erasure]:
+        events = [e for e in _content(state) if subject_of(e) == subject]
+        seqs: list[int] = [e.seq for e in events]  # type: ignore[misc]
+        stored = erasing.stored_records(seqs) if events else {}
+        # The keys the subject's records are sealed under (its shared key, and the keys of
+        # its events that have one of their own), and its shared key if no record names it.
+        named = [sealed_key_id(decode_record(stored[seq])) for seq in seqs]
+        shared = keys.shared_key_id(subject)
+        key_ids = keys.existing([k for k in (*named, shared) if k is not None])
+        if not key_ids or not events:
+            raise UnknownSubjectError(
+                f"log {erasing.location}: erase refused: no readable content of data subject "
+                f"{subject!r} (unknown, or erased already); nothing was appended"
+            )
+        receipt = _receipt(subject, events, reason, requested_by, actor, now or utc_now(), stored)
+        keys.delete(key_ids)  # in this transaction: undone if the append fails
+        return [receipt], receipt
+
+    appended, _ = erasing.transact(build)
+    erasing.purge()
+    stored = appended[0].record
+    assert isinstance(stored, Erasure)
+    return stored
+
+
+def sweep_retention(target: Log, now: datetime | None = None) -> list[Erasure]:
+    """Erase every content event whose `retain_until` is at or before `now` (default: the
+    clock), one Erasure per subject; the stored Erasures (none: nothing was due)."""
+    erasing = erasing_log(target)
+    keys = erasing.keys
+    assert keys is not None
+    at = now or utc_now()
+
+    def build(state: LogState) -> tuple[list[Erasure], list[Erasure]]:
+        due = [e for e in _content(state) if e.retain_until is not None and e.retain_until <= at]
+        if not due:
+            return [], []
+        stored = erasing.stored_records([e.seq for e in due])  # type: ignore[misc]
+        key_of: dict[int, str] = {}
+        for event in due:
+            key_id = sealed_key_id(decode_record(stored[event.seq]))  # type: ignore[index]
+            if key_id is None:
+                log.warning("retention: event %s is not sealed; it cannot be erased", event.id)
+                continue
+            key_of[event.seq] = key_id  # type: ignore[index]
+        shared = keys.shared_key_ids(key_of.values())
+        by_subject: dict[str, list[Message | Document]] = {}
+        for event in due:
+            key_id = key_of.get(event.seq)  # type: ignore[arg-type]
+            if key_id is None or key_id in shared:
+                if key_id in shared:
+                    log.warning("retention: event %s shares its subject's key", event.id)
+                continue
+            by_subject.setdefault(subject_of(event), []).append(event)
+        receipts = [
+            _receipt(subject, events, RETENTION_REASON, RETENTION_REQUESTER, None, at, stored)
+            for subject, events in by_subject.items()
+        ]
+        keys.delete(key_of[e.seq] for events in by_subject.values() for e in events)  # type: ignore[index]
+        return receipts, receipts
+
+    appended, _ = erasing.transact(build)
+    if appended:
+        erasing.purge()
+    return [a.record for a in appended]  # type: ignore[misc]

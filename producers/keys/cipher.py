@@ -1,0 +1,73 @@
+"""Sealing and opening the content of records, with a log's key store.
+
+`seal_record` gives the copy of a message or document to store: its content field sealed
+(`schemas.crypto.envelope`) under a fresh data key wrapped by its subject's key (the
+subject by `schemas.crypto.subjects.subject_of`), or by a key of its own when the event has
+a `retain_until` (so retention can erase it alone). `open_record` gives back the readable
+event: the plaintext, or `ERASED` when the key is gone. Other records pass unchanged; an
+Erasure read from the log makes this process forget its subject's cached keys.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from schemas.audit import ERASED, Document, Erasure, Message
+from schemas.crypto.envelope import SealedError, is_sealed, open_sealed, parse, seal
+from schemas.crypto.subjects import CONTENT_FIELD, subject_of
+from schemas.records import Record
+
+__all__ = ["KeyStore", "seal_record", "open_record", "sealed_key_id"]
+
+
+class KeyStore(Protocol):
+    def key(self, key_id: str) -> bytes | None: ...
+
+    def key_for(self, subject: str, event_id: str | None = None) -> tuple[str, bytes]: ...
+
+    def forget_subject(self, subject: str) -> None: ...
+
+
+def seal_record(keys: KeyStore, record: Record) -> Record:
+    """The record as an encrypted log stores it."""
+    if not isinstance(record, Message | Document):
+        return record
+    field = CONTENT_FIELD[record.kind]
+    own = str(record.id) if record.retain_until is not None else None
+    key_id, key = keys.key_for(subject_of(record), own)
+    token = seal(getattr(record, field), event_id=record.id, field=field, key_id=key_id, key=key)
+    return record.model_copy(update={field: token})
+
+
+def sealed_key_id(record: Record) -> str | None:
+    """The id of the key a stored record's content is sealed under (None: not sealed)."""
+    if not isinstance(record, Message | Document):
+        return None
+    value = getattr(record, CONTENT_FIELD[record.kind])
+    if not is_sealed(value):
+        return None
+    return parse(value).key_id
+
+
+def open_record(keys: KeyStore, record: Record) -> Record:
+    """The readable record; SealedError when a sealed value is malformed or does not open
+    with the key it names (the stored bytes were changed)."""
+    if isinstance(record, Erasure):
+        keys.forget_subject(record.subject)
+        return record
+    if not isinstance(record, Message | Document):
+        return record
+    field = CONTENT_FIELD[record.kind]
+    value = getattr(record, field)
+    if not is_sealed(value):
+        return record  # written before the log was encrypted (reencrypt copies none such)
+    sealed = parse(value)
+    key = keys.key(sealed.key_id)
+    if key is None:
+        plain = ERASED
+    else:
+        plain = open_sealed(sealed, event_id=record.id, field=field, key=key)
+    return record.model_copy(update={field: plain})
+
+
+__all__ += ["SealedError"]

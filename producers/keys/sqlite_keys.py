@@ -1,0 +1,191 @@
+"""The embedded log's key store: a table of data-subject keys in the log's own SQLite file.
+
+Kept in the log's file so a key is created in the same transaction (and the same fsync)
+as the first record sealed under it, and destroyed in the same transaction as the Erasure
+that records its destruction: no record without its key, no Erasure without the key gone.
+The Merkle tree covers the `events` table only, so keys never enter the evidence.
+
+Deleting really deletes: writer connections run with ``secure_delete`` (SQLite overwrites
+deleted cells and freed pages with zeros) and an erasure ends with a TRUNCATE checkpoint,
+which copies the WAL into the main file and truncates the WAL to zero bytes, so no earlier
+page image holding the key survives in either file (`SqliteLog.purge`).
+
+A key is 32 random bytes named by a random key id (the sealed value names the id, never
+the subject). ``event_id`` is set for a key of a single event (one with `retain_until`,
+erased alone when its retention elapses, or one that is its own subject) and NULL for a
+subject's shared key. The table is WITHOUT ROWID (one B-tree by key id) and only shared
+keys are indexed by subject: an append that creates a key of its own dirties one page
+more than an unencrypted append, not three.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterable
+
+from schemas.crypto.envelope import KEY_BYTES, new_key, new_key_id
+from schemas.crypto.subjects import EVENT_SUBJECT_PREFIX
+from schemas.errors import CorruptLogError
+
+__all__ = ["KEYS_TABLE", "SqliteKeyStore"]
+
+KEYS_TABLE = "subject_keys"
+_SCHEMA = (
+    f"""CREATE TABLE IF NOT EXISTS {KEYS_TABLE} (
+    key_id TEXT PRIMARY KEY,
+    subject TEXT NOT NULL,
+    event_id TEXT,
+    key BLOB NOT NULL
+) WITHOUT ROWID""",
+    # Only the shared keys are looked up by subject; a key of one event is found through
+    # the record sealed under it (erase reads those records anyway, for their leaf hashes).
+    f"CREATE INDEX IF NOT EXISTS {KEYS_TABLE}_shared ON {KEYS_TABLE} (subject) "
+    "WHERE event_id IS NULL",
+)
+
+
+class SqliteKeyStore:
+    """The keys of one encrypted log, over the log's connection.
+
+    Methods run on that connection, so inside a log transaction they are part of it (a
+    rollback undoes a key created or deleted there). Keys read are cached in memory by id;
+    `forget` drops a subject's keys from the cache (after its erasure).
+    """
+
+    def __init__(self, conn: sqlite3.Connection, location: str) -> None:
+        self._conn = conn
+        self.location = location
+        self._lock = threading.Lock()
+        self._by_id: dict[str, tuple[str, bytes]] = {}  # key id -> (subject, key)
+        self._shared: dict[str, str] = {}  # subject -> the key id of its shared key
+
+    @staticmethod
+    def present(conn: sqlite3.Connection) -> bool:
+        """Whether the log behind `conn` is encrypted (has a key table)."""
+        row = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (KEYS_TABLE,)
+        ).fetchone()
+        return row is not None
+
+    @staticmethod
+    def create(conn: sqlite3.Connection) -> None:
+        """Create the key table (inside the caller's transaction)."""
+        for statement in _SCHEMA:
+            conn.execute(statement)
+
+    def _checked(self, key_id: str, subject: object, key: object) -> tuple[str, bytes]:
+        if type(subject) is not str or type(key) is not bytes or len(key) != KEY_BYTES:
+            raise CorruptLogError(
+                f"log {self.location}: key store: the row of key {key_id} is damaged "
+                f"(expected a subject and {KEY_BYTES} key bytes)"
+            )
+        return subject, key
+
+    def key(self, key_id: str) -> bytes | None:
+        """The key named `key_id`, or None when it was destroyed (or never existed)."""
+        found = self._by_id.get(key_id)
+        if found is not None:
+            return found[1]
+        row = self._conn.execute(
+            f"SELECT subject, key FROM {KEYS_TABLE} WHERE key_id = ?", (key_id,)
+        ).fetchone()
+        if row is None:
+            return None
+        subject, key = self._checked(key_id, *row)
+        with self._lock:
+            self._by_id[key_id] = (subject, key)
+        return key
+
+    def key_for(self, subject: str, event_id: str | None = None) -> tuple[str, bytes]:
+        """(key id, key) to seal an event of `subject` with: the subject's shared key
+        (created on first use), or a new key of that one event when `event_id` is given."""
+        if event_id is None and subject.startswith(EVENT_SUBJECT_PREFIX):
+            event_id = subject[len(EVENT_SUBJECT_PREFIX) :]  # its own subject: a new key
+        if event_id is None:
+            key_id = self._shared.get(subject)
+            if key_id is not None and key_id in self._by_id:
+                return key_id, self._by_id[key_id][1]
+            row = self._conn.execute(
+                f"SELECT key_id, key FROM {KEYS_TABLE} WHERE subject = ? AND event_id IS NULL",
+                (subject,),
+            ).fetchone()
+            if row is not None:
+                key_id = row[0]
+                _, key = self._checked(key_id, subject, row[1])
+                with self._lock:
+                    self._by_id[key_id] = (subject, key)
+                    self._shared[subject] = key_id
+                return key_id, key
+        key_id, key = new_key_id(), new_key()
+        self._conn.execute(
+            f"INSERT INTO {KEYS_TABLE} (key_id, subject, event_id, key) VALUES (?, ?, ?, ?)",
+            (key_id, subject, event_id, key),
+        )
+        # Cached only once committed would be exact; a rolled back key is simply never
+        # named by a stored record, and `forget_uncommitted` drops it.
+        with self._lock:
+            self._by_id[key_id] = (subject, key)
+            if event_id is None:
+                self._shared[subject] = key_id
+        return key_id, key
+
+    def shared_key_id(self, subject: str) -> str | None:
+        """The id of `subject`'s shared key (None: none, or erased)."""
+        row = self._conn.execute(
+            f"SELECT key_id FROM {KEYS_TABLE} WHERE subject = ? AND event_id IS NULL",
+            (subject,),
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def existing(self, key_ids: Iterable[str]) -> list[str]:
+        """Those of `key_ids` that still exist, in order, once each."""
+        found: list[str] = []
+        for key_id in dict.fromkeys(key_ids):
+            row = self._conn.execute(
+                f"SELECT 1 FROM {KEYS_TABLE} WHERE key_id = ?", (key_id,)
+            ).fetchone()
+            if row is not None:
+                found.append(key_id)
+        return found
+
+    def shared_key_ids(self, key_ids: Iterable[str]) -> set[str]:
+        """Those of `key_ids` that are a subject's shared key (not one event's)."""
+        found: set[str] = set()
+        for key_id in key_ids:
+            row = self._conn.execute(
+                f"SELECT event_id FROM {KEYS_TABLE} WHERE key_id = ?", (key_id,)
+            ).fetchone()
+            if row is not None and row[0] is None:
+                found.add(key_id)
+        return found
+
+    def delete(self, key_ids: Iterable[str]) -> int:
+        """Delete keys (inside the caller's transaction); how many existed."""
+        ids = list(key_ids)
+        deleted = 0
+        for key_id in ids:
+            deleted += self._conn.execute(
+                f"DELETE FROM {KEYS_TABLE} WHERE key_id = ?", (key_id,)
+            ).rowcount
+        self.forget_ids(ids)
+        return deleted
+
+    def forget_ids(self, key_ids: Iterable[str]) -> None:
+        with self._lock:
+            for key_id in key_ids:
+                found = self._by_id.pop(key_id, None)
+                if found is not None and self._shared.get(found[0]) == key_id:
+                    del self._shared[found[0]]
+
+    def forget_subject(self, subject: str) -> None:
+        """Drop `subject`'s keys from this process's cache (another process erased it)."""
+        with self._lock:
+            for key_id in [k for k, (s, _) in self._by_id.items() if s == subject]:
+                del self._by_id[key_id]
+            self._shared.pop(subject, None)
+
+    def forget_all(self) -> None:
+        with self._lock:
+            self._by_id.clear()
+            self._shared.clear()

@@ -1,0 +1,1 @@
+"""Pure cryptographic formats: the sealed content of an encrypted log (`envelope`)."""

@@ -1,0 +1,106 @@
+"""`memstream erase`, `memstream retention run` and `memstream reencrypt`, as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from memstream.cli import main
+from producers.logs.sqlite import LOG_FILE
+from producers.memory import Memory
+from schemas.audit import ERASED, Message
+
+CARD = "card 4111111111111111"
+
+
+def _count(path: Path) -> int:
+    conn = sqlite3.connect(path / LOG_FILE)
+    try:
+        return int(conn.execute("SELECT count(*) FROM events").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def _old_log(path: Path) -> list[Message]:
+    with Memory(path) as memory:
+        first = memory.add_message(
+            Message(
+                speaker="user",
+                content=CARD,
+                session_id="alice",
+                retain_until=datetime(2027, 1, 1, tzinfo=UTC),
+            )
+        )
+        second = memory.add_message(Message(speaker="user", content="bob here", session_id="bob"))
+        memory.delete(second.id, "asked")
+        memory.recall("card")
+    return [first, second]  # type: ignore[list-item]
+
+
+def test_an_old_log_is_reencrypted_then_erased(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old, new = tmp_path / "old", tmp_path / "new"
+    first, second = _old_log(old)
+    assert main(["erase", str(old), "--subject", "alice", "--reason", "asked"]) == 1
+    assert "written without encryption" in capsys.readouterr().err
+    assert _count(old) == 4
+
+    assert main(["reencrypt", str(old), str(new)]) == 0
+    assert "copied 4 records" in capsys.readouterr().out
+    assert CARD.encode() not in (new / LOG_FILE).read_bytes()
+    with Memory(old, create=False) as a, Memory(new, create=False) as b:
+        assert [e.model_dump() for e in a.events()] == [e.model_dump() for e in b.events()]
+    # Again into the same target: refused, the target unchanged.
+    assert main(["reencrypt", str(old), str(new)]) == 1
+    assert "holds 4 records; it must be a new log" in capsys.readouterr().err
+    assert _count(new) == 4
+
+    assert (
+        main(["erase", str(new), "--subject", "alice", "--reason", "GDPR", "--requested-by", "dpo"])
+        == 0
+    )
+    receipt = json.loads(capsys.readouterr().out)
+    assert receipt["kind"] == "erasure" and receipt["erased"] == [str(first.id)]
+    assert receipt["requested_by"] == "dpo" and CARD not in json.dumps(receipt)
+    with Memory(new, create=False) as reader:
+        assert reader.get(first.id).content == ERASED  # type: ignore[union-attr]
+        assert reader.get(second.id).content == "bob here"  # type: ignore[union-attr]
+
+    assert main(["erase", str(new), "--subject", "nobody", "--reason", "asked"]) == 1
+    assert "no readable content of data subject 'nobody'" in capsys.readouterr().err
+    assert _count(new) == 5
+
+
+def test_retention_run_over_a_given_clock(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old, new = tmp_path / "old", tmp_path / "new"
+    first, _ = _old_log(old)
+    assert main(["reencrypt", str(old), str(new)]) == 0
+    capsys.readouterr()
+    assert main(["retention", "run", str(new), "--now", "2026-12-31T23:59:59+00:00"]) == 0
+    assert capsys.readouterr().out == "" and _count(new) == 4
+    assert main(["retention", "run", str(new), "--now", "2027-01-01T00:00:00+00:00"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    receipt = json.loads(line)
+    assert receipt["reason"] == "retention period elapsed"
+    assert receipt["erased"] == [str(first.id)]
+    assert main(["retention", "run", str(new), "--now", "2027-06-01T00:00:00+00:00"]) == 0
+    assert capsys.readouterr().out == "" and _count(new) == 5  # idempotent
+    assert main(["retention", "run", str(new), "--now", "2027-06-01T00:00:00"]) == 1
+    assert "give a time zone" in capsys.readouterr().err
+    assert main(["retention", "run", str(old)]) == 1
+    assert "written without encryption" in capsys.readouterr().err
+
+
+def test_reencrypt_of_a_missing_log_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["reencrypt", str(tmp_path / "absent"), str(tmp_path / "new")]) == 1
+    assert "does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()

@@ -1,0 +1,80 @@
+"""The sealed form of content: it opens only with its key, for its event and field."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from schemas.crypto.envelope import (
+    PREFIX,
+    SealedError,
+    is_sealed,
+    new_key,
+    new_key_id,
+    open_sealed,
+    parse,
+    seal,
+)
+
+EVENT = uuid.UUID("00000000-0000-4000-8000-000000000001")
+OTHER = uuid.UUID("00000000-0000-4000-8000-000000000002")
+
+
+def _sealed(text: str = "card 4111 1111 1111 1111", key: bytes | None = None) -> tuple[str, bytes]:
+    key = key or new_key()
+    return seal(text, event_id=EVENT, field="content", key_id=new_key_id(), key=key), key
+
+
+def test_round_trip_and_no_plaintext() -> None:
+    token, key = _sealed()
+    assert is_sealed(token) and token.startswith(PREFIX)
+    assert "4111" not in token and "card" not in token
+    assert open_sealed(parse(token), event_id=EVENT, field="content", key=key) == (
+        "card 4111 1111 1111 1111"
+    )
+
+
+def test_each_seal_has_its_own_data_key() -> None:
+    key = new_key()
+    a, _ = _sealed("same", key)
+    b, _ = _sealed("same", key)
+    assert a.split(":")[2] != b.split(":")[2]  # wrapped data keys differ
+
+
+@pytest.mark.parametrize(
+    ("event_id", "field", "wrong_key"),
+    [(OTHER, "content", False), (EVENT, "text", False), (EVENT, "content", True)],
+    ids=["moved-to-another-event", "moved-to-another-field", "wrong-key"],
+)
+def test_does_not_open_elsewhere_or_with_another_key(
+    event_id: uuid.UUID, field: str, wrong_key: bool
+) -> None:
+    token, key = _sealed()
+    with pytest.raises(SealedError, match="does not open"):
+        open_sealed(
+            parse(token), event_id=event_id, field=field, key=new_key() if wrong_key else key
+        )
+
+
+def test_a_changed_byte_does_not_open() -> None:
+    token, key = _sealed()
+    head, body = token.rsplit(":", 1)
+    flipped = body[:-3] + ("A" if body[-3] != "A" else "B") + body[-2:]
+    with pytest.raises(SealedError):
+        open_sealed(parse(f"{head}:{flipped}"), event_id=EVENT, field="content", key=key)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("plain text", "not a sealed value"),
+        (PREFIX + "abc", "expected 3 parts"),
+        (PREFIX + "zz:a:b", "key id"),
+        (PREFIX + "0" * 32 + ":!!!:b", "not base64url|wrapped data key of"),
+        (PREFIX + "0" * 32 + ":" + "A" * 80 + ":AA", "sealed content of"),
+    ],
+)
+def test_malformed_values_are_named(value: str, message: str) -> None:
+    with pytest.raises(SealedError, match=message):
+        parse(value)
