@@ -24,6 +24,9 @@ from schemas.errors import AppendFailedError
 APPEND_TIMEOUT = 20.0
 HARD_CAP_S = 240.0
 PIPELINE = 16  # pipelined appends in flight at once
+# A pause between appends: 8 writers beside 3 brokers share a small machine; the test is
+# of what happens to appends in flight, not of throughput.
+PACE_S = 0.01
 
 
 def main(argv: list[str]) -> int:
@@ -83,7 +86,7 @@ def main(argv: list[str]) -> int:
             inflight.append((str(message.id), sent, future))
             while len(inflight) >= PIPELINE:
                 settle(inflight.pop(0))
-            time.sleep(0.002)
+        time.sleep(PACE_S)
     for item in inflight:
         settle(item)
     log.close()
