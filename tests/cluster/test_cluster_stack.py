@@ -32,7 +32,7 @@ def test_a_log_on_the_cluster_is_replicated_and_status_shows_its_leader(
     """No replication= in the location: the log takes the cluster's replication 3 with
     min.insync.replicas 2 and unclean leader election off."""
     with Memory(healthy.location(unique_name)) as memory:
-        memory.append(Message(speaker="ana", content="one"))
+        memory.add_message(Message(speaker="ana", content="one"))
     assert main(["stack", "status", *_stack(healthy)]) == 0
     out = capsys.readouterr().out
     for node in (1, 2, 3):
@@ -56,7 +56,7 @@ def test_kill_and_start_a_node_by_its_recorded_pid(
     still go through (2 in sync); `stack start` brings it back into the in-sync set."""
     location = healthy.location(unique_name)
     with Memory(location) as memory:
-        memory.append(Message(speaker="ana", content="before"))
+        memory.add_message(Message(speaker="ana", content="before"))
     leader = healthy.leader(unique_name)
     pid = healthy.pid(leader)
     assert main(["stack", "kill", str(leader), *_stack(healthy)]) == 0
@@ -68,8 +68,8 @@ def test_kill_and_start_a_node_by_its_recorded_pid(
         assert time.monotonic() < deadline, "no other node took over the partition"
         time.sleep(0.5)
     with Memory(location) as memory:
-        memory.append(Message(speaker="ana", content="during"))
-        assert [m.content for m in memory.state().memory.messages] == ["before", "during"]
+        memory.add_message(Message(speaker="ana", content="during"))
+        assert [m.content for m in memory.replay().messages] == ["before", "during"]
     assert main(["stack", "kill", str(leader), *_stack(healthy)]) == 1  # not running
     assert "is not running" in capsys.readouterr().err
     assert main(["stack", "start", str(leader), *_stack(healthy)]) == 0

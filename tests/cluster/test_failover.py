@@ -34,6 +34,7 @@ from cluster_support import Cluster
 from confluent_kafka import Consumer, KafkaError, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from memstream.stack.errors import StackError
 from memstream.stack.manager import partition_leaders, status
 from memstream.stack.probes import free_port, wait_http_ready
 from producers.logs.base import fold_lifecycle
@@ -93,7 +94,11 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float) -> Any:
 def in_sync(cluster: Cluster, topic: str) -> bool:
     """All three replicas of the topic's partition in sync again."""
     live = ",".join(str(n.address) for n in status(cluster.paths).nodes if n.up)
-    return any(p.topic == topic and len(p.isr) == 3 for p in partition_leaders(live))
+    try:
+        leaders = partition_leaders(live, timeout=10.0)
+    except StackError:  # a node just resumed may be slow to answer: ask again
+        return False
+    return any(p.topic == topic and len(p.isr) == 3 for p in leaders)
 
 
 @dataclass
