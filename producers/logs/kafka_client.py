@@ -169,7 +169,7 @@ def ensure_topic(
     min_message_bytes: int | None = None,
     bootstrap: str | None = None,
     message_bytes: int | None = None,
-) -> None:
+) -> int:
     """Create the topic (one partition, never compacted, unlimited retention) or check it.
 
     `replication_factor`: the least replication the topic must have (a new topic gets it;
@@ -183,7 +183,7 @@ def ensure_topic(
     be larger than the record that caused them): the topic's ``max.message.bytes``, set on
     creation and raised to it on a topic that takes less. A broker that does not answer
     within `timeout` seconds in all raises `KafkaUnavailableError` (naming `bootstrap`, the
-    brokers, when given).
+    brokers, when given). Returns the number of replicas of its partition.
     """
     deadline = time.monotonic() + timeout
     where = f"broker {bootstrap}, " if bootstrap else ""
@@ -336,3 +336,4 @@ def ensure_topic(
         except (KafkaException, TimeoutError) as exc:
             raise unavailable(f"raise its max.message.bytes to {message_bytes}", exc) from None
         log.info("topic %s: max.message.bytes raised to %d", topic, message_bytes)
+    return replicas

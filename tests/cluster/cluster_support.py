@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import signal
+import time
 from dataclasses import dataclass
 
-from memstream.stack import StackPaths
+from memstream.stack import StackError, StackPaths
 from memstream.stack.manager import kill_node, partition_leaders, start_node, status
 
 
@@ -21,10 +22,17 @@ class Cluster:
 
     def leader(self, topic: str) -> int:
         """The node leading the topic's partition now (-1: none)."""
-        live = ",".join(str(n.address) for n in status(self.paths).nodes if n.up)
-        found = [p for p in partition_leaders(live) if p.topic == topic]
-        assert found, f"no topic {topic} on the cluster"
-        return found[0].leader
+        deadline = time.monotonic() + 60
+        while True:
+            live = ",".join(str(n.address) for n in status(self.paths).nodes if n.up)
+            try:
+                found = [p for p in partition_leaders(live, timeout=10) if p.topic == topic]
+            except StackError:  # every node busy (a loaded machine): ask again
+                if time.monotonic() > deadline:
+                    raise
+                continue
+            assert found, f"no topic {topic} on the cluster"
+            return found[0].leader
 
     def kill(self, node: int) -> int:
         return kill_node(self.paths, node)
