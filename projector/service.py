@@ -59,6 +59,7 @@ from producers.logs.kafka_client import (
     consume_ready,
     consumer_conf,
     ensure_topic,
+    error_cause,
     producer_conf,
 )
 from producers.logs.lifecycle_topic import LifecycleTail, lifecycle_headers
@@ -769,10 +770,12 @@ class Projector:
             tid_bytes = tid.encode()
             try:
                 state, count, resume_at = self._start_state(tid, consumer)
+                end = int(consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1])
             except redis.RedisError as exc:  # Redis went away since the lease was taken
                 raise _EndTenure(f"cannot read the snapshot (Redis: {exc})") from None
+            except KafkaException as exc:  # a cluster failing over (issue 17): try again
+                raise _EndTenure(f"cannot read the log's end ({error_cause(exc)})") from None
             self._start_compactor()
-            end = int(consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1])
             if target is not None and not target:
                 target.append(end)
             initialiser.join()
