@@ -629,8 +629,9 @@ class Projector:
         try:
             return int(consumer.get_watermark_offsets(tp, timeout=30, cached=False)[1])
         except KafkaException as exc:
-            raise KafkaLogError(
-                f"{self.location.lifecycle_topic}: no watermark: {exc.args[0]}"
+            # A broker failing over (issue 17): the tenure ends and resumes from the snapshot.
+            raise _EndTenure(
+                f"{self.location.lifecycle_topic}: no watermark: {error_cause(exc)}"
             ) from None
 
     def _transaction_failed(self, what: str, exc: KafkaException) -> _EndTenure:
