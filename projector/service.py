@@ -64,7 +64,7 @@ from producers.logs.kafka_client import (
 )
 from producers.logs.lifecycle_topic import LifecycleTail, lifecycle_headers
 from producers.logs.location import KafkaLocation, parse_kafka_location
-from producers.logs.topic_identity import LogIdentity, topic_id
+from producers.logs.topic_identity import LogIdentity, TopicIdentityError, topic_id
 from projector.audit.state import no_gc
 from projector.lease import Lease
 from projector.lifecycle import encode_lifecycle
@@ -768,6 +768,8 @@ class Projector:
                 tid = self._tid = topic_id(self._admin, self.location.topic)
             except LogNotFoundError as exc:
                 raise _EndTenure(f"the log topic is gone ({exc}); waiting for it") from None
+            except (KafkaLogError, TopicIdentityError) as exc:  # a failover (issue 17): again
+                raise _EndTenure(f"cannot identify the log topic ({exc})") from None
             tid_bytes = tid.encode()
             try:
                 state, count, resume_at = self._start_state(tid, consumer)
