@@ -265,7 +265,28 @@ def run_writers_through(
     loc = parse_kafka_location(location)
     KafkaLog(loc, hydrate=False).close()  # the log exists before anyone follows it
     projector = start_projector(location, tmp_path / "projector.log")
-    queryd, base = start_queryd(location, tmp_path / "queryd.log")
+    try:
+        queryd, base = start_queryd(location, tmp_path / "queryd.log")
+    except BaseException:
+        stop(projector)
+        raise
+    try:
+        return _run_and_judge(cluster, tmp_path, location, loc, fault, projector, base)
+    finally:
+        stop(queryd)
+        stop(projector)
+
+
+def _run_and_judge(
+    cluster: Cluster,
+    tmp_path: Path,
+    location: str,
+    loc: KafkaLocation,
+    fault: Fault,
+    projector: subprocess.Popen[bytes],
+    base: str,
+) -> dict[str, Any]:
+    topic = loc.topic
     stop_file = tmp_path / "stop"
     writers = []
     for i in range(8):
@@ -308,11 +329,7 @@ def run_writers_through(
             assert proc.returncode == 0, f"writer {out.name} exited {proc.returncode}: {err!r}"
             results.append(json.loads(out.read_text()))
         probe_thread.join(APPEND_TIMEOUT * 2)
-    try:
-        return judge(cluster, loc, results, probe, faults, projector)
-    finally:
-        stop(queryd)
-        stop(projector)
+    return judge(cluster, loc, results, probe, faults, projector)
 
 
 def judge(
