@@ -59,13 +59,14 @@ from producers.logs.kafka_client import (
     consume_ready,
     consumer_conf,
     ensure_topic,
+    error_cause,
     producer_conf,
 )
 from producers.logs.kafka_evidence import CheckpointCutter
 from producers.logs.lifecycle_topic import LifecycleTail, lifecycle_headers
 from producers.logs.location import KafkaLocation, parse_kafka_location
 from producers.logs.signing_key import KeySpec, resolve_signer
-from producers.logs.topic_identity import LogIdentity, topic_id
+from producers.logs.topic_identity import LogIdentity, TopicIdentityError, topic_id
 from projector.audit.state import no_gc
 from projector.lease import Lease
 from projector.lifecycle import encode_lifecycle
@@ -647,8 +648,9 @@ class Projector:
         try:
             return int(consumer.get_watermark_offsets(tp, timeout=30, cached=False)[1])
         except KafkaException as exc:
-            raise KafkaLogError(
-                f"{self.location.lifecycle_topic}: no watermark: {exc.args[0]}"
+            # A broker failing over (issue 17): the tenure ends and resumes from the snapshot.
+            raise _EndTenure(
+                f"{self.location.lifecycle_topic}: no watermark: {error_cause(exc)}"
             ) from None
 
     def _transaction_failed(self, what: str, exc: KafkaException) -> _EndTenure:
@@ -785,13 +787,17 @@ class Projector:
                 tid = self._tid = topic_id(self._admin, self.location.topic)
             except LogNotFoundError as exc:
                 raise _EndTenure(f"the log topic is gone ({exc}); waiting for it") from None
+            except (KafkaLogError, TopicIdentityError) as exc:  # a failover (issue 17): again
+                raise _EndTenure(f"cannot identify the log topic ({exc})") from None
             tid_bytes = tid.encode()
             try:
                 state, count, resume_at = self._start_state(tid, consumer)
+                end = int(consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1])
             except redis.RedisError as exc:  # Redis went away since the lease was taken
                 raise _EndTenure(f"cannot read the snapshot (Redis: {exc})") from None
+            except KafkaException as exc:  # a cluster failing over (issue 17): try again
+                raise _EndTenure(f"cannot read the log's end ({error_cause(exc)})") from None
             self._start_compactor()
-            end = int(consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1])
             if target is not None and not target:
                 target.append(end)
             initialiser.join()

@@ -10,9 +10,18 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from memstream.stack.config import StackConfig, render_env
+from memstream.stack.config import PORT_STRIDE, StackConfig, render_env
 from memstream.stack.errors import StackError
-from memstream.stack.manager import down, read_env, status, up
+from memstream.stack.manager import (
+    ServerStatus,
+    down,
+    kill_node,
+    partition_leaders,
+    read_env,
+    start_node,
+    status,
+    up,
+)
 from memstream.stack.paths import StackPaths, default_stack_dir
 from memstream.stack.progress import Reporter
 
@@ -86,12 +95,15 @@ def cmd_up(args: argparse.Namespace) -> int:
             kafka_version=args.kafka_version,
             kafka_heap=args.kafka_heap,
             start_timeout=args.timeout,
+            brokers=args.brokers,
         )
         result = up(cfg, _paths(args), make_reporter())
     except (StackError, ValueError) as exc:
         print(f"memstream stack up: {exc}", file=sys.stderr)
         return 1
     state = "started " + ", ".join(result.started) if result.started else "already up"
+    if cfg.brokers > 1:
+        state += f" ({cfg.brokers}-node cluster)"
     print(f"stack {state}: Apache Kafka {result.kafka_version}")
     print(f"KAFKA_BOOTSTRAP_SERVERS={result.bootstrap}")
     print(f"REDIS_URL={result.redis_url}")
@@ -109,15 +121,63 @@ def cmd_down(args: argparse.Namespace) -> int:
     return 0
 
 
+def _server_line(server: ServerStatus) -> str:
+    state = "up" if server.up else "down"
+    pid = str(server.pid) if server.pid else "-"
+    address = server.address if server.up and server.address else "-"
+    version = server.version if server.version else "-"
+    return f"{server.name:<6} {state:<5} pid={pid:<8} address={address:<26} version={version}"
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     st = status(_paths(args))
+    cluster = len(st.nodes) > 1
     for server in st.servers:
-        state = "up" if server.up else "down"
-        pid = str(server.pid) if server.pid else "-"
-        address = server.address if server.up and server.address else "-"
-        version = server.version if server.version else "-"
-        print(f"{server.name:<6} {state:<5} pid={pid:<8} address={address:<26} version={version}")
+        if cluster and server.name == "kafka":
+            up_count = sum(n.up for n in st.nodes)
+            print(
+                f"kafka  {'up' if server.up else 'down':<5} cluster of {len(st.nodes)} nodes, "
+                f"{up_count} up; bootstrap={server.address}"
+            )
+            for node in st.nodes:
+                print("  " + _server_line(node))
+        else:
+            print(_server_line(server))
+    if cluster and any(n.up for n in st.nodes):
+        bootstrap = ",".join(str(n.address) for n in st.nodes if n.up)
+        try:
+            leaders = partition_leaders(bootstrap)
+        except StackError as exc:
+            print(f"logs: {exc}")
+        else:
+            print(f"logs: {len(leaders)} topics (partition 0: leader, replicas, in sync)")
+            for p in leaders:
+                leader = f"kafka-{p.leader}" if p.leader >= 0 else "NONE"
+                print(
+                    f"  {p.topic:<40} leader={leader:<8} replicas={','.join(map(str, p.replicas))}"
+                    f" isr={','.join(map(str, p.isr))}"
+                )
     return 0 if st.up else EXIT_NOT_RUNNING
+
+
+def cmd_kill(args: argparse.Namespace) -> int:
+    try:
+        pid = kill_node(_paths(args), args.node)
+    except (StackError, ValueError) as exc:
+        print(f"memstream stack kill: {exc}", file=sys.stderr)
+        return 1
+    print(f"killed kafka-{args.node} (pid {pid}, SIGKILL)")
+    return 0
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    try:
+        pid = start_node(_paths(args), args.node, make_reporter())
+    except (StackError, ValueError) as exc:
+        print(f"memstream stack start: {exc}", file=sys.stderr)
+        return 1
+    print(f"kafka-{args.node} up (pid {pid})")
+    return 0
 
 
 def cmd_env(args: argparse.Namespace) -> int:
@@ -190,6 +250,14 @@ def register(sub: Any) -> None:
         metavar="SECONDS",
         help="how long each server may take to pass its health check",
     )
+    p_up.add_argument(
+        "--brokers",
+        type=int,
+        metavar="N",
+        help="Kafka nodes (env MEMSTREAM_KAFKA_BROKERS; default 1). With 3 or more: a KRaft "
+        "cluster, every node broker and controller, replication 3, min.insync.replicas 2, node "
+        f"k on the first node's ports + {PORT_STRIDE}*(k-1)",
+    )
     p_up.set_defaults(func=cmd_up)
 
     p_down = verbs.add_parser(
@@ -220,3 +288,11 @@ def register(sub: Any) -> None:
         help="print `export KAFKA_BOOTSTRAP_SERVERS=... REDIS_URL=...` lines for eval",
     )
     p_env.set_defaults(func=cmd_env)
+
+    for verb, func, text in (
+        ("kill", cmd_kill, "SIGKILL one node of the cluster (by recorded pid), for fault tests"),
+        ("start", cmd_start, "start one node of the cluster again and wait until it has joined"),
+    ):
+        p_node = verbs.add_parser(verb, parents=[common], help=text)
+        p_node.add_argument("node", type=int, metavar="NODE", help="the node's number (1, 2, 3)")
+        p_node.set_defaults(func=func)

@@ -20,6 +20,15 @@ ENV_CONTROLLER_PORT = "MEMSTREAM_KAFKA_CONTROLLER_PORT"
 ENV_REDIS_PORT = "MEMSTREAM_REDIS_PORT"
 ENV_KAFKA_VERSION = "MEMSTREAM_KAFKA_VERSION"
 ENV_KAFKA_HEAP = "MEMSTREAM_KAFKA_HEAP"
+ENV_BROKERS = "MEMSTREAM_KAFKA_BROKERS"
+
+# A cluster's node k (from 0) listens on the first node's ports plus PORT_STRIDE * k, unless
+# its ports are given one by one: 19092/19093, 19094/19095, 19096/19097 by default.
+PORT_STRIDE = 2
+# The replicated shape of a cluster of 3 or more nodes: every log on 3 nodes, an append
+# acknowledged once 2 hold it, and a replica that fell behind never elected leader.
+CLUSTER_REPLICATION = 3
+CLUSTER_MIN_INSYNC = 2
 
 HEALTH_TOPIC = "memstream-stack-health"
 
@@ -35,10 +44,59 @@ class StackConfig:
     kafka_version: str = DEFAULT_KAFKA_VERSION
     kafka_heap: str = "1g"
     start_timeout: float = 120.0
+    # How many combined broker+controller nodes; 1 is the default stack.
+    brokers: int = 1
+    # Each node's ports, when given one by one (else derived with PORT_STRIDE).
+    kafka_ports: tuple[int, ...] = ()
+    controller_ports: tuple[int, ...] = ()
+    # The node a rendered server.properties is for (1-based, as Kafka's node.id).
+    node_id: int = 1
+
+    @property
+    def broker_ports(self) -> tuple[int, ...]:
+        """Every node's broker port, node 1 first."""
+        if self.kafka_ports:
+            return self.kafka_ports
+        return tuple(self.kafka_port + PORT_STRIDE * k for k in range(self.brokers))
+
+    @property
+    def quorum_ports(self) -> tuple[int, ...]:
+        """Every node's KRaft controller port, node 1 first."""
+        if self.controller_ports:
+            return self.controller_ports
+        return tuple(self.controller_port + PORT_STRIDE * k for k in range(self.brokers))
 
     @property
     def bootstrap(self) -> str:
-        return f"{self.host}:{self.kafka_port}"
+        """Every node's broker address, comma-separated (the location's HOST:PORT list)."""
+        return ",".join(f"{self.host}:{port}" for port in self.broker_ports)
+
+    @property
+    def node_address(self) -> str:
+        """The broker address of the node this config is for."""
+        return f"{self.host}:{self.broker_ports[self.node_id - 1]}"
+
+    @property
+    def replication(self) -> int:
+        """The replication factor of the topics this stack makes by default."""
+        return min(self.brokers, CLUSTER_REPLICATION)
+
+    @property
+    def min_insync(self) -> int:
+        return CLUSTER_MIN_INSYNC if self.replication >= CLUSTER_REPLICATION else 1
+
+    def node(self, node_id: int) -> StackConfig:
+        """This config as node `node_id` (1-based) renders and checks it."""
+        if not 1 <= node_id <= self.brokers:
+            raise ValueError(f"node {node_id}: this stack has nodes 1 to {self.brokers}")
+        return replace(
+            self,
+            node_id=node_id,
+            kafka_port=self.broker_ports[node_id - 1],
+            controller_port=self.quorum_ports[node_id - 1],
+            kafka_ports=self.broker_ports,
+            controller_ports=self.quorum_ports,
+        )
 
     @property
     def redis_url(self) -> str:
@@ -61,19 +119,54 @@ class StackConfig:
             from_env["kafka_version"] = env[ENV_KAFKA_VERSION]
         if env.get(ENV_KAFKA_HEAP):
             from_env["kafka_heap"] = env[ENV_KAFKA_HEAP]
+        if env.get(ENV_BROKERS):
+            from_env["brokers"] = _count(env[ENV_BROKERS], ENV_BROKERS)
         known = {f.name for f in fields(cls)}
         unknown = set(overrides) - known
         if unknown:
             raise TypeError(f"unknown stack settings: {sorted(unknown)}")
         given = {k: v for k, v in overrides.items() if v is not None}
         cfg = replace(cfg, **{**from_env, **given})  # type: ignore[arg-type]
-        ports = {cfg.kafka_port, cfg.controller_port, cfg.redis_port}
-        if len(ports) != 3:
-            raise ValueError(
-                f"kafka_port={cfg.kafka_port}, controller_port={cfg.controller_port} and "
-                f"redis_port={cfg.redis_port} must be three different ports"
-            )
+        cfg.check()
         return cfg
+
+    def check(self) -> None:
+        """ValueError naming what is wrong: a node count below 1, a port list of the wrong
+        length, or two servers on one port."""
+        if self.brokers < 1:
+            raise ValueError(f"brokers={self.brokers}: a stack has at least one Kafka node")
+        for name, given in (
+            ("kafka_ports", self.kafka_ports),
+            ("controller_ports", self.controller_ports),
+        ):
+            if given and len(given) != self.brokers:
+                raise ValueError(
+                    f"{name}={list(given)}: expected one port per node ({self.brokers})"
+                )
+        ports = [*self.broker_ports, *self.quorum_ports, self.redis_port]
+        for port in ports:
+            if not 0 < port < 65536:
+                raise ValueError(f"port {port}: expected a port between 1 and 65535")
+        if len(set(ports)) != len(ports):
+            if self.brokers == 1:
+                raise ValueError(
+                    f"kafka_port={self.kafka_port}, controller_port={self.controller_port} and "
+                    f"redis_port={self.redis_port} must be three different ports"
+                )
+            raise ValueError(
+                f"broker ports {list(self.broker_ports)}, controller ports "
+                f"{list(self.quorum_ports)} and redis_port={self.redis_port} must all differ"
+            )
+
+
+def _count(text: str, name: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{name}={text!r}: expected a number of Kafka nodes") from None
+    if value < 1:
+        raise ValueError(f"{name}={value}: a stack has at least one Kafka node")
+    return value
 
 
 def _port(text: str, name: str) -> int:
@@ -112,16 +205,28 @@ def render_pom(kafka_version: str) -> str:
 
 
 def render_server_properties(cfg: StackConfig, data_dir: Path) -> str:
-    """One combined broker+controller KRaft node on loopback, sized for tests.
+    """One combined broker+controller KRaft node on loopback (node `cfg.node_id` of
+    `cfg.brokers`), sized for tests.
 
     Topic auto-creation is off: a memstream log must be created with its own settings
     (one partition, never deleted), and a typo should fail rather than make a new log.
-    Retention is unlimited for the same reason: the log is the system of record.
+    Retention is unlimited for the same reason: the log is the system of record. A cluster
+    (3 nodes or more) replicates every topic on 3 nodes, acknowledges a write once 2 hold
+    it (``acks=all`` against ``min.insync.replicas=2``), and never elects a replica that
+    fell behind (unclean leader election off), so an acknowledged record survives one
+    node's death.
     """
+    if cfg.brokers > 1 and (cfg.kafka_port, cfg.controller_port) != (
+        cfg.broker_ports[cfg.node_id - 1],
+        cfg.quorum_ports[cfg.node_id - 1],
+    ):
+        cfg = cfg.node(cfg.node_id)
+    voters = ",".join(f"{k + 1}@{cfg.host}:{port}" for k, port in enumerate(cfg.quorum_ports))
+    rf, isr = str(cfg.replication), str(cfg.min_insync)
     props = {
         "process.roles": "broker,controller",
-        "node.id": "1",
-        "controller.quorum.voters": f"1@{cfg.host}:{cfg.controller_port}",
+        "node.id": str(cfg.node_id),
+        "controller.quorum.voters": voters,
         "listeners": (
             f"PLAINTEXT://{cfg.host}:{cfg.kafka_port},CONTROLLER://{cfg.host}:{cfg.controller_port}"
         ),
@@ -131,16 +236,17 @@ def render_server_properties(cfg: StackConfig, data_dir: Path) -> str:
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
         "log.dirs": str(data_dir),
         "num.partitions": "1",
-        "default.replication.factor": "1",
-        "min.insync.replicas": "1",
-        "offsets.topic.replication.factor": "1",
+        "default.replication.factor": rf,
+        "min.insync.replicas": isr,
+        "unclean.leader.election.enable": "false",
+        "offsets.topic.replication.factor": rf,
         # Few internal partitions: creating 50 of them on the first group join is slow.
         "offsets.topic.num.partitions": "4",
-        "transaction.state.log.replication.factor": "1",
-        "transaction.state.log.min.isr": "1",
+        "transaction.state.log.replication.factor": rf,
+        "transaction.state.log.min.isr": isr,
         "transaction.state.log.num.partitions": "4",
-        "share.coordinator.state.topic.replication.factor": "1",
-        "share.coordinator.state.topic.min.isr": "1",
+        "share.coordinator.state.topic.replication.factor": rf,
+        "share.coordinator.state.topic.min.isr": isr,
         "group.initial.rebalance.delay.ms": "0",
         "auto.create.topics.enable": "false",
         "delete.topic.enable": "true",

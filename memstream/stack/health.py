@@ -16,7 +16,13 @@ from producers.logs.kafka_client import client_conf, ensure_topic
 log = logging.getLogger(__name__)
 
 
-def kafka_roundtrip(bootstrap: str, timeout: float = 15.0) -> int:
+def broker_ids(bootstrap: str, timeout: float = 5.0) -> set[int]:
+    """The node ids of the brokers the cluster's metadata lists now."""
+    admin = AdminClient(client_conf(bootstrap))
+    return set(admin.list_topics(timeout=timeout).brokers)
+
+
+def kafka_roundtrip(bootstrap: str, timeout: float = 15.0, replication_factor: int = 1) -> int:
     """Produce one record with acks=all and read it back by offset. Returns the offset.
 
     Raises RuntimeError (or a `KafkaLogError`) when the broker does not complete the trip.
@@ -25,7 +31,7 @@ def kafka_roundtrip(bootstrap: str, timeout: float = 15.0) -> int:
     ensure_topic(
         AdminClient(client_conf(bootstrap)),
         HEALTH_TOPIC,
-        replication_factor=1,
+        replication_factor=replication_factor,
         timeout=timeout,
         bootstrap=bootstrap,
     )

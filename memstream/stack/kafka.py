@@ -12,9 +12,9 @@ from functools import partial
 
 from memstream.stack.config import StackConfig, render_log4j2, render_pom, render_server_properties
 from memstream.stack.errors import StackError
-from memstream.stack.health import kafka_roundtrip
+from memstream.stack.health import broker_ids, kafka_roundtrip
 from memstream.stack.paths import StackPaths
-from memstream.stack.procs import ProcessRecord, is_ours, launch, port_open, tail
+from memstream.stack.procs import ProcessRecord, is_ours, launch, port_open, spawn, tail
 from memstream.stack.progress import LogReporter, Reporter
 
 log = logging.getLogger(__name__)
@@ -110,14 +110,22 @@ def write_config(paths: StackPaths, cfg: StackConfig) -> None:
     paths.kafka_log4j.write_text(render_log4j2())
 
 
-def format_storage(paths: StackPaths, cfg: StackConfig, reporter: Reporter | None = None) -> None:
-    """Format the data dir on first start, keeping the cluster id inside it."""
+def format_storage(
+    paths: StackPaths,
+    cfg: StackConfig,
+    reporter: Reporter | None = None,
+    cluster_id: str | None = None,
+) -> None:
+    """Format the data dir on first start, keeping the cluster id inside it (`cluster_id`:
+    the one all nodes of a cluster share; else the one kept, or a new one)."""
     reporter = reporter or LogReporter()
     if (paths.kafka_data / "meta.properties").is_file():
         return
     paths.kafka_data.mkdir(parents=True, exist_ok=True)
     kept = paths.kafka_cluster_id.read_text().strip() if paths.kafka_cluster_id.is_file() else ""
-    if len(kept) == 22 and not kept.startswith("-"):
+    if cluster_id is not None:
+        paths.kafka_cluster_id.write_text(cluster_id + "\n")
+    elif len(kept) == 22 and not kept.startswith("-"):
         cluster_id = kept
     else:
         cluster_id = new_cluster_id()
@@ -162,6 +170,55 @@ def start(paths: StackPaths, cfg: StackConfig, reporter: Reporter | None = None)
         )
 
 
+def spawn_node(
+    paths: StackPaths, cfg: StackConfig, cluster_id: str, reporter: Reporter | None = None
+) -> ProcessRecord:
+    """Start node `cfg.node_id` of a cluster (`paths` and `cfg` of that node) without
+    waiting for it: a KRaft quorum forms only once a majority of its nodes run."""
+    reporter = reporter or LogReporter()
+    for port in (cfg.kafka_port, cfg.controller_port):
+        if port_open(cfg.host, port):
+            raise StackError(
+                f"cannot start Kafka node {cfg.node_id}: {cfg.host}:{port} is already in use "
+                "by a process this stack did not start; choose other ports"
+            )
+    ensure_dist(paths, cfg.kafka_version, reporter)
+    write_config(paths, cfg)
+    format_storage(paths, cfg, reporter, cluster_id=cluster_id)
+    if paths.kafka_log.exists():  # one log per start, the previous one kept
+        paths.kafka_log.replace(paths.kafka_log.with_suffix(".log.1"))
+    argv = _java_argv(paths, cfg, MAIN_CLASS, str(paths.kafka_config))
+    return spawn(argv, paths.kafka_log, marker=str(paths.kafka_config), cwd=paths.kafka_home)
+
+
+def wait_node(paths: StackPaths, cfg: StackConfig, record: ProcessRecord) -> None:
+    """Return once node `cfg.node_id` answers on its own port and the cluster's metadata
+    (as that node serves it) lists it as a broker; `StackError` with its log's last lines
+    if it exits or `cfg.start_timeout` passes."""
+    deadline = time.monotonic() + cfg.start_timeout
+    last_error = "the broker port never opened"
+    while time.monotonic() < deadline:
+        if not is_ours(record):
+            raise StackError(
+                f"Kafka node {cfg.node_id} (pid {record.pid}) exited while starting; last "
+                f"lines of {paths.kafka_log}:\n{tail(paths.kafka_log)}"
+            )
+        if port_open(cfg.host, cfg.kafka_port):
+            try:
+                ids = broker_ids(cfg.node_address, timeout=5.0)
+            except Exception as exc:  # noqa: BLE001 - any failure means "not ready yet"
+                last_error = f"metadata request failed: {exc}"
+            else:
+                if cfg.node_id in ids:
+                    return
+                last_error = f"the cluster lists brokers {sorted(ids)}, not yet this one"
+        time.sleep(0.5)
+    raise StackError(
+        f"Kafka node {cfg.node_id} did not join the cluster within {cfg.start_timeout:.0f}s "
+        f"({last_error}); last lines of {paths.kafka_log}:\n{tail(paths.kafka_log)}"
+    )
+
+
 def wait_ready(paths: StackPaths, cfg: StackConfig, record: ProcessRecord) -> None:
     deadline = time.monotonic() + cfg.start_timeout
     last_error = "the broker port never opened"
@@ -173,7 +230,9 @@ def wait_ready(paths: StackPaths, cfg: StackConfig, record: ProcessRecord) -> No
             )
         if port_open(cfg.host, cfg.kafka_port):
             try:
-                offset = kafka_roundtrip(cfg.bootstrap, timeout=10.0)
+                offset = kafka_roundtrip(
+                    cfg.bootstrap, timeout=10.0, replication_factor=cfg.replication
+                )
             except Exception as exc:  # noqa: BLE001 - any failure means "not ready yet"
                 last_error = f"round trip failed: {exc}"
                 log.debug("kafka not ready: %s", last_error)

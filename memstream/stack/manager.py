@@ -10,9 +10,12 @@ import fcntl
 import json
 import logging
 import os
+import re
+import signal
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +25,19 @@ from memstream.stack.config import StackConfig, parse_env, render_env
 from memstream.stack.errors import StackError
 from memstream.stack.health import kafka_roundtrip, redis_ping, redis_version
 from memstream.stack.paths import StackPaths, default_stack_dir
-from memstream.stack.procs import ProcessRecord, is_ours, tail, terminate
+from memstream.stack.procs import ProcessRecord, is_ours, tail, terminate, wait_exit
 from memstream.stack.progress import LogReporter, Reporter
 
 log = logging.getLogger(__name__)
 
 SERVERS = ("kafka", "redis")
+# A cluster's nodes are recorded as kafka-1, kafka-2, ...; its shape under "cluster".
+_NODE_KEY = re.compile(r"^kafka-([1-9][0-9]*)$")
+CLUSTER = "cluster"
+
+
+def node_key(node: int) -> str:
+    return f"kafka-{node}"
 
 
 @dataclass(frozen=True)
@@ -41,8 +51,12 @@ class ServerStatus:
 
 @dataclass(frozen=True)
 class StackStatus:
+    """`kafka` is the one broker, or for a cluster all its nodes together (up when every
+    node is); `nodes` each node (the one broker alone on the default stack)."""
+
     kafka: ServerStatus
     redis: ServerStatus
+    nodes: tuple[ServerStatus, ...] = field(default=())
 
     @property
     def up(self) -> bool:
@@ -82,7 +96,14 @@ def _read_state(paths: StackPaths) -> dict[str, dict[str, Any]]:
     except json.JSONDecodeError:
         log.warning("ignoring unreadable %s", paths.state)
         return {}
-    return {k: v for k, v in data.items() if k in SERVERS and isinstance(v, dict)}
+    if not isinstance(data, dict):
+        log.warning("ignoring unreadable %s", paths.state)
+        return {}
+    return {
+        k: v
+        for k, v in data.items()
+        if (k in SERVERS or k == CLUSTER or _NODE_KEY.match(k)) and isinstance(v, dict)
+    }
 
 
 def _write_state(paths: StackPaths, state: dict[str, dict[str, Any]]) -> None:
@@ -106,7 +127,7 @@ def _check_running(name: str, entry: dict[str, Any], paths: StackPaths) -> None:
     address = str(entry["address"])
     try:
         if name == "kafka":
-            kafka_roundtrip(address, timeout=15.0)
+            kafka_roundtrip(address, timeout=15.0, replication_factor=int(entry.get("rf", 1)))
         elif not redis_ping(address):
             raise RuntimeError("PING did not answer PONG")
     except Exception as exc:  # noqa: BLE001 - reported with the server's log below
@@ -133,14 +154,22 @@ def up(
     reporter = reporter or LogReporter()
     with _locked(paths):
         state = _read_state(paths)
+        _check_shape(state, cfg)
         started: list[str] = []
         try:
             # Kafka first: the slow one, and what Redis caches.
+            if cfg.brokers > 1:
+                started += _up_cluster(state, cfg, paths, reporter)
+                kafka_facts = {"address": cfg.bootstrap, "version": cfg.kafka_version}
+                state["kafka"] = {**kafka_facts, "cluster": True}
+                _write_state(paths, state)
             servers = (
                 ("kafka", kafka.start, {"address": cfg.bootstrap, "version": cfg.kafka_version}),
                 ("redis", redis.start, {"address": cfg.redis_url}),
             )
             for name, start, facts in servers:
+                if name == "kafka" and cfg.brokers > 1:
+                    continue
                 entry = state.get(name)
                 if _running(entry) and entry is not None:
                     _check_running(name, entry, paths)
@@ -154,6 +183,9 @@ def up(
             for name in started:
                 entry = state.pop(name)
                 terminate(ProcessRecord.from_json(entry), timeout=10.0)
+            if cfg.brokers > 1 and not any(_NODE_KEY.match(k) for k in state):
+                state.pop(CLUSTER, None)
+                state.pop("kafka", None)
             _write_state(paths, state)
             raise
         bootstrap = str(state["kafka"]["address"])
@@ -177,6 +209,9 @@ def down(paths: StackPaths, timeout: float = 30.0, reporter: Reporter | None = N
         # Redis first: it is the cache in front of Kafka, and quick to stop.
         for name in ("redis", "kafka"):
             entry = state.pop(name, None)
+            if name == "kafka" and CLUSTER in state:
+                stopped += _down_cluster(state, paths, timeout, reporter)
+                continue
             if not entry:
                 continue
             record = _running(entry)
@@ -196,17 +231,30 @@ def status(paths: StackPaths) -> StackStatus:
     state = _read_state(paths)
     k_entry = state.get("kafka") or {}
     r_entry = state.get("redis") or {}
-    k_up = _running(k_entry) is not None
     r_up = _running(r_entry) is not None
     r_addr = r_entry.get("address")
-    return StackStatus(
-        kafka=ServerStatus(
+    if CLUSTER in state:
+        nodes = _node_statuses(state)
+        kafka_status = ServerStatus(
+            name="kafka",
+            up=bool(nodes) and all(n.up for n in nodes),
+            pid=None,
+            address=k_entry.get("address"),
+            version=k_entry.get("version"),
+        )
+    else:
+        k_up = _running(k_entry) is not None
+        kafka_status = ServerStatus(
             name="kafka",
             up=k_up,
             pid=k_entry.get("pid") if k_up else None,
             address=k_entry.get("address"),
             version=k_entry.get("version"),
-        ),
+        )
+        nodes = (kafka_status,)
+    return StackStatus(
+        nodes=nodes,
+        kafka=kafka_status,
         redis=ServerStatus(
             name="redis",
             up=r_up,
@@ -233,3 +281,241 @@ def require_up(paths: StackPaths) -> StackStatus:
         down_names = [s.name for s in st.servers if not s.up]
         raise StackError(f"stack in {paths.root} is not up ({', '.join(down_names)} down)")
     return st
+
+
+# --- a cluster of Kafka nodes ------------------------------------------------------------------
+
+
+def _check_shape(state: dict[str, dict[str, Any]], cfg: StackConfig) -> None:
+    """`up` adds to a stack only what it lacks, never a cluster to a single broker's stack or
+    the reverse: that would be a second Kafka on the same data."""
+    cluster = state.get(CLUSTER)
+    single = _running(state.get("kafka")) is not None and cluster is None
+    if cfg.brokers > 1 and single:
+        raise StackError(
+            f"this stack runs one Kafka broker; `memstream stack down` first to start "
+            f"{cfg.brokers} nodes (or use another --stack-dir)"
+        )
+    if cluster is not None and int(cluster.get("brokers", 0)) != cfg.brokers:
+        running = [k for k in state if _NODE_KEY.match(k) and _running(state[k])]
+        if running:
+            raise StackError(
+                f"this stack runs a {cluster.get('brokers')}-node Kafka cluster; "
+                f"`memstream stack down` first to start {cfg.brokers} (or use another "
+                "--stack-dir)"
+            )
+
+
+def cluster_config(state: dict[str, dict[str, Any]]) -> StackConfig:
+    """The config a cluster was started with, as recorded by `up`."""
+    shape = state[CLUSTER]
+    return StackConfig(
+        host=str(shape["host"]),
+        brokers=int(shape["brokers"]),
+        kafka_ports=tuple(int(p) for p in shape["kafka_ports"]),
+        controller_ports=tuple(int(p) for p in shape["controller_ports"]),
+        kafka_port=int(shape["kafka_ports"][0]),
+        controller_port=int(shape["controller_ports"][0]),
+        redis_port=int(shape.get("redis_port", StackConfig.redis_port)),
+        kafka_version=str(shape["kafka_version"]),
+        kafka_heap=str(shape["kafka_heap"]),
+        start_timeout=float(shape.get("start_timeout", 120.0)),
+    )
+
+
+def _cluster_id(paths: StackPaths) -> str:
+    """The id all nodes of this stack's cluster share, made once."""
+    path = paths.root / "kafka-cluster-id"
+    if path.is_file():
+        kept = path.read_text().strip()
+        if len(kept) == 22 and not kept.startswith("-"):
+            return kept
+    cid = kafka.new_cluster_id()
+    path.write_text(cid + "\n")
+    return cid
+
+
+def _up_cluster(
+    state: dict[str, dict[str, Any]], cfg: StackConfig, paths: StackPaths, reporter: Reporter
+) -> list[str]:
+    """Start the nodes not running (all together: the quorum needs a majority), wait for
+    each to join, then check a replicated round trip. Returns the keys of those started."""
+    state[CLUSTER] = {
+        "host": cfg.host,
+        "brokers": cfg.brokers,
+        "kafka_ports": list(cfg.broker_ports),
+        "controller_ports": list(cfg.quorum_ports),
+        "redis_port": cfg.redis_port,
+        "kafka_version": cfg.kafka_version,
+        "kafka_heap": cfg.kafka_heap,
+        "start_timeout": cfg.start_timeout,
+    }
+    cluster_id = _cluster_id(paths)
+    started: list[tuple[int, ProcessRecord]] = []
+    with reporter.step(
+        f"starting a {cfg.brokers}-node Kafka {cfg.kafka_version} cluster on {cfg.bootstrap}"
+    ):
+        try:
+            missing = [
+                node
+                for node in range(1, cfg.brokers + 1)
+                if _running(state.get(node_key(node))) is None
+            ]
+            # Formatting each node's storage starts a JVM: side by side, not one by one.
+            with ThreadPoolExecutor(max_workers=max(1, len(missing))) as pool:
+                futures = {
+                    node: pool.submit(
+                        kafka.spawn_node, paths.for_node(node), cfg.node(node), cluster_id, reporter
+                    )
+                    for node in missing
+                }
+            failed = [f.exception() for f in futures.values() if f.exception() is not None]
+            for node, future in futures.items():
+                if future.exception() is None:
+                    started.append((node, future.result()))
+                    state[node_key(node)] = {
+                        **future.result().to_json(),
+                        "address": cfg.node(node).node_address,
+                    }
+            if failed and failed[0] is not None:
+                raise failed[0]
+            for node, record in started:
+                kafka.wait_node(paths.for_node(node), cfg.node(node), record)
+            kafka_roundtrip(
+                cfg.bootstrap, timeout=cfg.start_timeout, replication_factor=cfg.replication
+            )
+        except BaseException:
+            _stop_all([record for _, record in started], timeout=10.0)
+            for node, _ in started:
+                state.pop(node_key(node), None)
+            raise
+    return [node_key(node) for node, _ in started]
+
+
+def _stop_all(records: list[ProcessRecord], timeout: float) -> list[bool]:
+    # Together: a node stopping alone waits for a quorum that the others' stops take away.
+    if not records:
+        return []
+    with ThreadPoolExecutor(max_workers=len(records)) as pool:
+        return list(pool.map(lambda r: terminate(r, timeout=timeout), records))
+
+
+def _down_cluster(
+    state: dict[str, dict[str, Any]], paths: StackPaths, timeout: float, reporter: Reporter
+) -> list[str]:
+    keys = sorted((k for k in state if _NODE_KEY.match(k)), key=lambda k: int(k.split("-")[1]))
+    running = [(k, r) for k in keys if (r := _running(state[k])) is not None]
+    with reporter.step(f"stopping Kafka nodes {', '.join(k for k, _ in running) or '(none up)'}"):
+        _stop_all([r for _, r in running], timeout)
+    for key in keys:
+        state.pop(key, None)
+    state.pop(CLUSTER, None)
+    _write_state(paths, state)
+    return [k for k, _ in running]
+
+
+def _node_statuses(state: dict[str, dict[str, Any]]) -> tuple[ServerStatus, ...]:
+    shape = state.get(CLUSTER) or {}
+    out = []
+    for node in range(1, int(shape.get("brokers", 0)) + 1):
+        entry = state.get(node_key(node)) or {}
+        up_now = _running(entry) is not None
+        out.append(
+            ServerStatus(
+                name=node_key(node),
+                up=up_now,
+                pid=entry.get("pid") if up_now else None,
+                address=entry.get("address") or f"{shape['host']}:{shape['kafka_ports'][node - 1]}",
+                version=str(shape.get("kafka_version")),
+            )
+        )
+    return tuple(out)
+
+
+def _cluster_state(paths: StackPaths) -> dict[str, dict[str, Any]]:
+    state = _read_state(paths)
+    if CLUSTER not in state:
+        raise StackError(
+            f"the stack in {paths.root} is not a cluster (`memstream stack up --brokers 3`)"
+        )
+    return state
+
+
+def kill_node(paths: StackPaths, node: int, sig: signal.Signals = signal.SIGKILL) -> int:
+    """Send `sig` (SIGKILL: a crash, for fault tests) to cluster node `node` by its recorded
+    pid, after checking it is still the process `up` started; wait for it to be gone when
+    the signal ends it. Returns the pid."""
+    with _locked(paths):
+        state = _cluster_state(paths)
+        cfg = cluster_config(state)
+        cfg.node(node)  # ValueError naming the nodes there are
+        entry = state.get(node_key(node))
+        record = _running(entry)
+        if record is None:
+            raise StackError(f"Kafka node {node} is not running")
+        os.kill(record.pid, sig)
+        if sig in (signal.SIGKILL, signal.SIGTERM):
+            if not wait_exit(record, timeout=30.0):
+                raise StackError(f"Kafka node {node} (pid {record.pid}) did not exit on {sig.name}")
+        return record.pid
+
+
+def start_node(paths: StackPaths, node: int, reporter: Reporter | None = None) -> int:
+    """Start cluster node `node` again (its own config and data) and return its pid once it
+    has joined the cluster; a node already running is left as it is."""
+    reporter = reporter or LogReporter()
+    with _locked(paths):
+        state = _cluster_state(paths)
+        cfg = cluster_config(state)
+        node_cfg = cfg.node(node)
+        key = node_key(node)
+        running = _running(state.get(key))
+        if running is not None:
+            reporter.note(f"{key} already up (pid {running.pid})")
+            return running.pid
+        node_paths = paths.for_node(node)
+        with reporter.step(f"starting Kafka node {node} on {node_cfg.node_address}"):
+            record = kafka.spawn_node(node_paths, node_cfg, _cluster_id(paths), reporter)
+            try:
+                kafka.wait_node(node_paths, node_cfg, record)
+            except BaseException:
+                terminate(record, timeout=10.0)
+                raise
+        state[key] = {**record.to_json(), "address": node_cfg.node_address}
+        _write_state(paths, state)
+        return record.pid
+
+
+@dataclass(frozen=True)
+class PartitionLeader:
+    """Who leads a topic's partition 0 (a memstream log is one partition), and who holds it."""
+
+    topic: str
+    leader: int  # -1 while no replica leads (too many nodes down)
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+def partition_leaders(bootstrap: str, timeout: float = 5.0) -> list[PartitionLeader]:
+    """Every user topic's partition-0 leader, replicas and in-sync replicas, by name (Kafka's
+    internal topics, named ``__*``, left out). Raises `StackError` when no node answers."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    from producers.logs.kafka_client import client_conf, error_cause
+
+    try:
+        metadata = AdminClient(client_conf(bootstrap)).list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise StackError(f"no Kafka node at {bootstrap} answered: {error_cause(exc)}") from None
+    out = []
+    for name in sorted(metadata.topics):
+        partition = metadata.topics[name].partitions.get(0)
+        if name.startswith("__") or partition is None:
+            continue
+        out.append(
+            PartitionLeader(
+                name, int(partition.leader), tuple(partition.replicas), tuple(partition.isrs)
+            )
+        )
+    return out

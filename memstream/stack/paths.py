@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 STACK_DIR_ENV = "MEMSTREAM_STACK_DIR"
@@ -40,6 +40,13 @@ class StackPaths:
 
     root: Path
     cache: Path | None = None
+    # Which Kafka node the kafka_* paths are of: 0 for the one broker of the default stack
+    # (`kafka/`), k for node k of a cluster (`kafka-k/`, each its own config, data and log).
+    node: int = 0
+
+    def for_node(self, node: int) -> StackPaths:
+        """These paths with kafka_* those of cluster node `node` (1-based)."""
+        return replace(self, node=node)
 
     @property
     def cache_dir(self) -> Path:
@@ -65,7 +72,7 @@ class StackPaths:
 
     @property
     def kafka_home(self) -> Path:
-        return self.root / "kafka"
+        return self.root / ("kafka" if self.node == 0 else f"kafka-{self.node}")
 
     @property
     def kafka_data(self) -> Path:

@@ -48,7 +48,11 @@ Failures are bounded in time and say what became of each record:
   broker that was paused writes what it had received when it resumes): their outcome is
   unknown (`AppendOutcomeUnknownError`, naming their ids to look for before retrying).
   confluent-kafka does not expose librdkafka's per-message persistence status, so this
-  split (dropped from the queue or not) is how the two are told apart.
+  split (dropped from the queue or not) is how the two are told apart; except where
+  librdkafka may have put records it had sent back in the queue to retry them: after a
+  broker connection failed while the batch was out, and on a replicated log (several
+  replicas), whose partition leader can move to another node. Records dropped then are
+  reported with an unknown outcome too.
 - A producer that hits a fatal error is replaced: the records it held are reported with
   an unknown outcome, and the next append goes to a new producer.
 - A read (`state`, `end_offset`) fails with `KafkaUnavailableError` (a
@@ -202,6 +206,7 @@ class _Delivery:
         "purge_at",
         "deadline",
         "encoded",
+        "errors_at_start",
     )
 
     def __init__(
@@ -235,6 +240,7 @@ class _Delivery:
         now = time.monotonic()
         self.purge_at = now + owner._append_timeout * _PURGE_SHARE
         self.deadline = now + owner._append_timeout
+        self.errors_at_start = owner._client_errors
 
     def report(self, index: int, err: KafkaError | None, msg: KafkaMessage) -> None:
         with self.log._dr_lock:
@@ -242,6 +248,24 @@ class _Delivery:
                 return
             if err is None:
                 self.offsets[index] = msg.offset()
+            elif err.code() == KafkaError._PURGE_QUEUE and (
+                self.log._replicated or self.log._client_errors != self.errors_at_start
+            ):
+                # librdkafka puts the records of a request it lost (a connection failed, or
+                # the partition's leader moved to another node) back in the queue to retry,
+                # so a record purged from the queue may have been written already (the
+                # broker wrote it, then died or lost leadership before acknowledging).
+                self.failures[index] = (
+                    True,
+                    f"{self.log._reason(err)}; "
+                    + (
+                        "the log is replicated, so its leader may have moved and they may "
+                        "have been sent before"
+                        if self.log._replicated
+                        else "a broker connection failed meanwhile, so they may have been "
+                        "sent before"
+                    ),
+                )
             else:
                 self.failures[index] = (err.code() not in _NOT_WRITTEN, self.log._reason(err))
             self.remaining -= 1
@@ -407,8 +431,10 @@ class KafkaLog:
         self._append_timeout = _seconds(append_timeout, APPEND_TIMEOUT_ENV, APPEND_TIMEOUT_S)
         self._read_timeout = _seconds(read_timeout, READ_TIMEOUT_ENV, READ_TIMEOUT_S)
         failed: MemstreamError | None = None
+        # Whether the log's partition has several replicas, so that its leader can move.
+        self._replicated = False
         try:
-            self._ensure_topics(create)
+            self._replicated = self._ensure_topics(create) > 1
         except MemstreamError as exc:
             failed = exc
         if failed is not None:
@@ -418,6 +444,7 @@ class KafkaLog:
         self._lock = threading.RLock()
         self._dr_lock = threading.Lock()
         self._last_error: str | None = None  # the producer's last broker error, for messages
+        self._client_errors = 0  # how many the producer reported so far
         self._producer: Producer | None = self._new_producer()
         self._consumer = self._new_consumer(self.topic)
         # Watermarks are asked of a consumer that never fetches: the broker answers a
@@ -442,7 +469,8 @@ class KafkaLog:
         self._evidence: KafkaEvidence | None = None  # made at the first proof asked
         self._evidence_lock = threading.Lock()
 
-    def _ensure_topics(self, create: bool) -> None:
+    def _ensure_topics(self, create: bool) -> int:
+        """Create or check the log's topics; the number of replicas of the log's partition."""
         location = self.kafka_location
         errors: list[str] = []  # the client's own errors, e.g. a refused connection
         conf = {
@@ -459,7 +487,7 @@ class KafkaLog:
             ) from None
         opening = time.monotonic()
         try:
-            ensure_topic(
+            replicas = ensure_topic(
                 admin,
                 self.topic,
                 location.replication_factor,
@@ -486,6 +514,7 @@ class KafkaLog:
             if not errors:
                 raise
             raise KafkaUnavailableError(f"{exc} (the client's last error: {errors[-1]})") from None
+        return replicas
 
     def _hydrate(self) -> LogState:
         try:
@@ -527,8 +556,10 @@ class KafkaLog:
             ) from None
 
     def _on_client_error(self, error: KafkaError) -> None:
-        # Non-fatal client errors (librdkafka retries them): kept to explain a failure.
+        # Non-fatal client errors (librdkafka retries them): kept to explain a failure, and
+        # counted, since after one a purged record may have been sent before (see _Delivery).
         self._last_error = str(error.str())
+        self._client_errors += 1
 
     def _reason(self, err: KafkaError) -> str:
         """Why a record failed, in words; with the broker's last error when it helps."""

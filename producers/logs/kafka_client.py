@@ -149,26 +149,41 @@ def consume_ready(consumer: Consumer, max_messages: int, timeout: float) -> list
     return [first, *consumer.consume(max_messages - 1, 0)] if max_messages > 1 else [first]
 
 
+def _exists(admin: AdminClient, topic: str, timeout: float) -> bool:
+    """Whether the cluster's metadata lists the topic now (False when it cannot be read:
+    creating it then says why)."""
+    try:
+        metadata = admin.list_topics(topic, timeout=timeout).topics.get(topic)
+    except KafkaException:
+        return False
+    return metadata is not None and metadata.error is None and bool(metadata.partitions)
+
+
 def ensure_topic(
     admin: AdminClient,
     topic: str,
-    replication_factor: int,
+    replication_factor: int | None,
     *,
     create: bool = True,
     timeout: float = _TIMEOUT_S,
     min_message_bytes: int | None = None,
     bootstrap: str | None = None,
     message_bytes: int | None = None,
-) -> None:
+) -> int:
     """Create the topic (one partition, never compacted, unlimited retention) or check it.
 
+    `replication_factor`: the least replication the topic must have (a new topic gets it;
+    None: the cluster's default.replication.factor, and no check). A topic with fewer
+    replicas, or whose ``min.insync.replicas`` exceeds its replicas (no ``acks=all`` write
+    could ever be acknowledged), raises `TopicConfigError`, as does a cluster with fewer
+    brokers than the replication asked for.
     `create=False` (readers): a topic that does not exist raises `LogNotFoundError`.
     `min_message_bytes`: the least ``max.message.bytes`` the topic must take (writers), or
     `TopicConfigError`. `message_bytes` (the projector's derived topics, whose events can
     be larger than the record that caused them): the topic's ``max.message.bytes``, set on
     creation and raised to it on a topic that takes less. A broker that does not answer
     within `timeout` seconds in all raises `KafkaUnavailableError` (naming `bootstrap`, the
-    brokers, when given).
+    brokers, when given). Returns the number of replicas of its partition.
     """
     deadline = time.monotonic() + timeout
     where = f"broker {bootstrap}, " if bootstrap else ""
@@ -185,6 +200,13 @@ def ensure_topic(
     config = dict(TOPIC_CONFIG)
     if message_bytes is not None:
         config["max.message.bytes"] = str(message_bytes)
+    if create and _exists(admin, topic, left()):
+        # Created already (the usual case): no create request, which goes to the cluster's
+        # controller and waits for it when that node is down.
+        create = False
+        existed = True
+    else:
+        existed = False
     if create:
         try:
             futures = admin.create_topics(
@@ -192,16 +214,32 @@ def ensure_topic(
                     NewTopic(
                         topic,
                         num_partitions=1,
-                        replication_factor=replication_factor,
+                        # -1: the cluster's default.replication.factor
+                        replication_factor=replication_factor or -1,
                         config=config,
                     )
                 ],
                 request_timeout=left(),
             )
             futures[topic].result(timeout=left())
-            log.info("created topic %s (1 partition, rf=%d)", topic, replication_factor)
+            log.info(
+                "created topic %s (1 partition, rf=%s)", topic, replication_factor or "default"
+            )
         except KafkaException as exc:
             error = exc.args[0] if exc.args else None
+            if (
+                isinstance(error, KafkaError)
+                and error.code() == KafkaError.INVALID_REPLICATION_FACTOR
+            ):
+                asked = (
+                    f"replication={replication_factor}"
+                    if replication_factor
+                    else ("the cluster's default.replication.factor")
+                )
+                raise TopicConfigError(
+                    f"log {topic}: cannot create its topic with {asked}: {error_cause(exc)} "
+                    f"({where}lower the location's replication= or add brokers)"
+                ) from None
             if not isinstance(error, KafkaError) or error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise unavailable("create its topic", exc) from None
         except TimeoutError:
@@ -214,11 +252,15 @@ def ensure_topic(
             raise unavailable("read its metadata", exc) from None
         if metadata is not None and metadata.error is None and metadata.partitions:
             break
-        if not create and (
-            metadata is None
-            or (
-                metadata.error is not None
-                and metadata.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+        if (
+            not create
+            and not existed
+            and (
+                metadata is None
+                or (
+                    metadata.error is not None
+                    and metadata.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+                )
             )
         ):
             raise LogNotFoundError(
@@ -233,19 +275,43 @@ def ensure_topic(
             f"topic {topic} has {len(metadata.partitions)} partitions; a memstream log is "
             "one partition, so that offsets are a total order (seq)"
         )
-    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-    try:
-        configs = admin.describe_configs([resource], request_timeout=left())[resource].result(
-            timeout=left()
+    replicas = len(next(iter(metadata.partitions.values())).replicas)
+    if replication_factor is not None and replicas < replication_factor:
+        raise TopicConfigError(
+            f"log {topic}: topic {topic} has {replicas} replica(s), below the location's "
+            f"replication={replication_factor}; reassign its partition to more brokers, or "
+            "ask for less in the location"
         )
-    except KafkaException as exc:
-        raise unavailable("read its configuration", exc) from None
-    except TimeoutError:
-        raise unavailable("read its configuration", "no answer") from None
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    while True:
+        try:
+            configs = admin.describe_configs([resource], request_timeout=left())[resource].result(
+                timeout=left()
+            )
+            break
+        except KafkaException as exc:
+            # On a cluster, the broker asked may learn of a topic just created a moment
+            # after the one that listed it.
+            error = exc.args[0] if exc.args else None
+            unknown = (
+                isinstance(error, KafkaError) and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+            )
+            if not unknown or time.monotonic() > deadline:
+                raise unavailable("read its configuration", exc) from None
+            time.sleep(0.05)
+        except TimeoutError:
+            raise unavailable("read its configuration", "no answer") from None
     policy = configs["cleanup.policy"].value if "cleanup.policy" in configs else "delete"
     if "compact" in (policy or ""):
         raise TopicConfigError(
             f"topic {topic} has cleanup.policy={policy}; a memstream log is never compacted"
+        )
+    isr_entry = configs.get("min.insync.replicas")
+    if isr_entry is not None and isr_entry.value and int(isr_entry.value) > replicas:
+        raise TopicConfigError(
+            f"log {topic}: topic {topic} has min.insync.replicas={isr_entry.value} but only "
+            f"{replicas} replica(s), so no append could ever be acknowledged (acks=all); "
+            f"set min.insync.replicas to at most {replicas}"
         )
     entry = configs.get("max.message.bytes")
     if min_message_bytes is not None and entry is not None and entry.value:
@@ -270,3 +336,4 @@ def ensure_topic(
         except (KafkaException, TimeoutError) as exc:
             raise unavailable(f"raise its max.message.bytes to {message_bytes}", exc) from None
         log.info("topic %s: max.message.bytes raised to %d", topic, message_bytes)
+    return replicas

@@ -2,8 +2,10 @@
 
 ``kafka://HOST:PORT[,HOST:PORT...]/LOG?redis=redis://HOST:PORT/DB[&replication=N]``:
 LOG is the topic (one partition), its lifecycle events go to ``LOG.lifecycle``, its
-snapshots to Redis under keys starting ``memstream:LOG:``. This module is the one place
-that parses it; the projector and queryd take the same string.
+snapshots to Redis under keys starting ``memstream:LOG:``. ``replication=N`` is the least
+replication its topics must have (a new topic gets N, an existing one with fewer replicas
+is refused); without it a new topic gets the cluster's default replication factor. This
+module is the one place that parses it; the projector and queryd take the same string.
 """
 
 from __future__ import annotations
@@ -52,7 +54,9 @@ class KafkaLocation:
     bootstrap: str
     topic: str
     redis_url: str
-    replication_factor: int = 1
+    # The least replication its topics must have (``replication=N``); None: whatever the
+    # cluster's default.replication.factor gives a new topic, and no check on an old one.
+    replication_factor: int | None = None
 
     @property
     def lifecycle_topic(self) -> str:
@@ -64,7 +68,7 @@ class KafkaLocation:
 
     def __str__(self) -> str:
         text = f"kafka://{self.bootstrap}/{self.topic}?redis={self.redis_url}"
-        if self.replication_factor != 1:
+        if self.replication_factor is not None:
             text += f"&replication={self.replication_factor}"
         return text
 
@@ -91,7 +95,9 @@ def parse_kafka_location(text: str) -> KafkaLocation:
     redis_url = (query.get("redis") or [""])[0]
     if not redis_url.startswith(("redis://", "rediss://", "unix://")):
         raise LocationError(f"location {text!r}: redis= must be a redis:// URL; {expected}")
-    replication = (query.get("replication") or ["1"])[0]
+    if "replication" not in query:
+        return KafkaLocation(bootstrap, topic, redis_url)
+    replication = query["replication"][0]
     if not replication.isdigit() or int(replication) < 1:
         raise LocationError(f"location {text!r}: replication must be a positive integer")
     return KafkaLocation(bootstrap, topic, redis_url, int(replication))

@@ -208,3 +208,52 @@ def test_tail_of_missing_log(tmp_path: Path) -> None:
     assert "no log" in procs.tail(tmp_path / "nope.log")
     (tmp_path / "l.log").write_text("\n".join(str(i) for i in range(100)))
     assert procs.tail(tmp_path / "l.log", lines=3) == "97\n98\n99"
+
+
+def test_a_cluster_node_renders_its_own_ports_and_the_replicated_shape(tmp_path: Path) -> None:
+    """Node 2 of 3: its own id and listeners, every node a voter, replication 3, writes
+    acknowledged by 2, unclean leader election off, internal topics replicated too."""
+    cfg = StackConfig(brokers=3, kafka_port=31000, controller_port=31001).node(2)
+    props = _props(render_server_properties(cfg, tmp_path / "data"))
+    assert props["node.id"] == "2"
+    assert props["controller.quorum.voters"] == (
+        "1@127.0.0.1:31001,2@127.0.0.1:31003,3@127.0.0.1:31005"
+    )
+    assert props["listeners"] == "PLAINTEXT://127.0.0.1:31002,CONTROLLER://127.0.0.1:31003"
+    assert props["advertised.listeners"] == "PLAINTEXT://127.0.0.1:31002"
+    assert props["default.replication.factor"] == "3"
+    assert props["min.insync.replicas"] == "2"
+    assert props["unclean.leader.election.enable"] == "false"
+    assert props["offsets.topic.replication.factor"] == "3"
+    assert props["transaction.state.log.replication.factor"] == "3"
+    assert props["transaction.state.log.min.isr"] == "2"
+    assert cfg.bootstrap == "127.0.0.1:31000,127.0.0.1:31002,127.0.0.1:31004"
+
+
+def test_the_single_broker_stays_the_default() -> None:
+    cfg = StackConfig.from_env({})
+    assert cfg.brokers == 1 and cfg.bootstrap == "127.0.0.1:19092"
+    assert StackConfig.from_env({"MEMSTREAM_KAFKA_BROKERS": "3"}).brokers == 3
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"brokers": 0}, "at least one Kafka node"),
+        ({"brokers": 3, "kafka_ports": (1, 2)}, r"kafka_ports=\[1, 2\]: expected one port per"),
+        # node 2's broker port (19094) is the controller port given for node 1
+        ({"brokers": 3, "controller_port": 19094}, "must all differ"),
+    ],
+)
+def test_bad_cluster_shapes_are_named(overrides: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        StackConfig.from_env({}, **overrides)
+    with pytest.raises(ValueError, match="MEMSTREAM_KAFKA_BROKERS='x'"):
+        StackConfig.from_env({"MEMSTREAM_KAFKA_BROKERS": "x"})
+
+
+def test_cluster_nodes_have_paths_of_their_own(tmp_path: Path) -> None:
+    paths = StackPaths(tmp_path)
+    homes = {paths.for_node(n).kafka_home for n in (1, 2, 3)}
+    assert len(homes) == 3 and paths.kafka_home not in homes
+    assert paths.for_node(2).kafka_data == tmp_path / "kafka-2" / "data"
