@@ -86,7 +86,7 @@ def test_activity_by_kind(client: TestClient, seeded: Seeded) -> None:
         kind: sum(b["counts"][kind] for b in body["buckets"])
         for kind in body["buckets"][0]["counts"]
     }
-    assert totals == {"message": 4, "document": 1, "recall": 1, "deletion": 1}
+    assert totals == {"message": 4, "document": 1, "recall": 1, "deletion": 1, "erasure": 0}
     assert body["bucket_seconds"] == 60
     bad = client.get(f"/logs/{seeded.name}/activity", params={"bucket_seconds": 0})
     assert bad.status_code == 422 and bad.json()["message"].startswith("query.bucket_seconds")
