@@ -32,15 +32,16 @@ from typing import Any
 import httpx
 import pytest
 from cluster_support import Cluster
-from confluent_kafka import Consumer, KafkaError, TopicCollection, TopicPartition
+from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient
+from topic_reading import read_all
 
 from memstream.stack.errors import StackError
 from memstream.stack.manager import partition_leaders, status
 from memstream.stack.probes import free_port, wait_http_ready
 from producers.logs.base import fold_lifecycle
 from producers.logs.kafka import KafkaLog
-from producers.logs.kafka_client import INDEX_HEADER, SEQ_HEADER, consumer_conf
+from producers.logs.kafka_client import INDEX_HEADER, SEQ_HEADER
 from producers.logs.location import KafkaLocation, parse_kafka_location
 from projector.record_fold import fold_log
 from projector.snapshot_store import SnapshotStore
@@ -54,31 +55,6 @@ WRITER = Path(__file__).with_name("writer_process.py")
 MEMSTREAM = Path(sys.executable).with_name("memstream")
 APPEND_TIMEOUT = 20.0  # the writers' (writer_process.APPEND_TIMEOUT)
 TOPIC_ID_HEADER = "memstream.topic_id"
-
-
-def read_all(bootstrap: str, topic: str) -> list[tuple[int, bytes, dict[str, bytes]]]:
-    """Every committed record of a one-partition topic up to its end."""
-    consumer = Consumer(
-        consumer_conf(
-            bootstrap, **{"enable.partition.eof": True, "isolation.level": "read_committed"}
-        )
-    )
-    _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=20, cached=False)
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    out: list[tuple[int, bytes, dict[str, bytes]]] = []
-    at_end = high == 0
-    deadline = time.monotonic() + 60
-    while not at_end and time.monotonic() < deadline:
-        for message in consumer.consume(1000, timeout=0.5):
-            error = message.error()
-            if error is not None and error.code() == KafkaError._PARTITION_EOF:
-                at_end = message.offset() >= high
-                continue
-            assert error is None, error
-            out.append((message.offset(), message.value(), dict(message.headers() or [])))
-    consumer.close()
-    assert at_end, f"{topic}: did not reach offset {high}"
-    return out
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float) -> Any:

@@ -17,13 +17,14 @@ from typing import Any
 
 import pytest
 import redis
-from confluent_kafka import Consumer, KafkaError, Producer, TopicCollection, TopicPartition
+from confluent_kafka import Producer, TopicCollection
 from confluent_kafka.admin import AdminClient
+from topic_reading import read_all
 
 from memstream import Memory, Message
 from memstream.stack.probes import free_port
 from producers.logs.base import LifecycleRecord, fold_lifecycle
-from producers.logs.kafka_client import INDEX_HEADER, SEQ_HEADER, consumer_conf
+from producers.logs.kafka_client import INDEX_HEADER, SEQ_HEADER
 from producers.logs.location import KafkaLocation, parse_kafka_location
 from projector.record_fold import fold_log
 from projector.service import Projector
@@ -44,32 +45,6 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def location(kafka_bootstrap: str, redis_url: str, unique_name: str) -> str:
     return f"kafka://{kafka_bootstrap}/{unique_name}?redis={redis_url}"
-
-
-def read_all(bootstrap: str, topic: str) -> list[tuple[int, bytes, dict[str, bytes]]]:
-    """Every committed record of a one-partition topic up to its end: (offset, value,
-    headers)."""
-    consumer = Consumer(
-        consumer_conf(
-            bootstrap, **{"enable.partition.eof": True, "isolation.level": "read_committed"}
-        )
-    )
-    _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    out: list[tuple[int, bytes, dict[str, bytes]]] = []
-    at_end = high == 0
-    deadline = time.monotonic() + 60
-    while not at_end and time.monotonic() < deadline:
-        for message in consumer.consume(1000, timeout=0.5):
-            error = message.error()
-            if error is not None and error.code() == KafkaError._PARTITION_EOF:
-                at_end = message.offset() >= high
-                continue
-            assert error is None, error
-            out.append((message.offset(), message.value(), dict(message.headers() or [])))
-    consumer.close()
-    assert at_end, f"{topic}: did not reach offset {high}"
-    return out
 
 
 def log_records(loc: KafkaLocation) -> list[tuple[int, bytes]]:
