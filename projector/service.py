@@ -894,7 +894,9 @@ class Projector:
                             continue
                         if error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
                             raise _EndTenure(f"the log topic is gone ({error})")
-                        raise KafkaLogError(f"{self.location.topic}: {error}")
+                        # A broker failing over, a fetch refused: the tenure ends, and
+                        # the next resumes from the snapshot (the log is never skipped).
+                        raise _EndTenure(f"reading the log failed: {error}")
                     # Consumed, not an error: it has an offset (the stubs type it optional).
                     seq = cast(int, message.offset())
                     if seq < state.next_seq:
@@ -1042,6 +1044,11 @@ class Projector:
                     self.location.topic,
                 )
             self.state = state
+        except KafkaException as exc:
+            # Anywhere in the tenure (a fatal producer error surfaces on any poll: fenced by a
+            # successor, or by this process's own earlier producer still aborting in the
+            # background): the tenure ends; the next one's producer fences every earlier one.
+            raise self._transaction_failed("following the log", exc) from None
         finally:
             gc.unfreeze()  # the frozen state is garbage now, as far as this run goes
             self._stop_compactor()
