@@ -53,8 +53,13 @@
 
   // One place every request goes through: same-origin credentials, so that when queryd
   // checks who is asking, the page asks as its user.
+  // The seq a live event announced: reads wait until queryd's state reflects it (its
+  // lifecycle stream can run ahead of the state it serves), else the view would show the
+  // state before the event and nothing would render it again.
+  let awaitedSeq = null;
   async function api(path, params, body) {
     const query = new URLSearchParams();
+    if (awaitedSeq !== null && body === undefined) query.set("min_seq", awaitedSeq);
     for (const [key, value] of Object.entries(params || {})) {
       if (value !== null && value !== undefined && value !== "") query.set(key, value);
     }
@@ -254,6 +259,7 @@
 
   async function render(options) {
     const ticket = ++rendering;
+    awaitedSeq = options && options.live && head !== null && head >= 0 ? head : null;
     const p = params();
     const name = p.get("view") || "timeline";
     for (const link of document.querySelectorAll("#tabs a")) {

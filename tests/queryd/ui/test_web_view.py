@@ -345,12 +345,6 @@ def test_first_paint_of_a_100k_event_timeline(
 
 
 @pytest.mark.kafka
-@pytest.mark.xfail(
-    reason="known regression since issue 16's Kafka reads merged (3 December): the page on a "
-    "kafka:// log does not show a live append, though queryd's lifecycle stream delivers it "
-    "(checked by hand); passes on the web view's branch; to be fixed first",
-    strict=False,
-)
 def test_a_kafka_log_in_the_browser(
     page: Any, kafka_bootstrap: str, redis_url: str, unique_name: str
 ) -> None:
