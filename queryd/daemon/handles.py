@@ -332,7 +332,7 @@ class LogHandle:
             if self.dropped or self._thread is None:
                 return False
             hub = self._hub
-            if hub is not None and hub.subscribers() > 0:
+            if hub is not None and hub.subscribers > 0:
                 return False
             self.stop()
             self.dropped = True
