@@ -8,8 +8,9 @@ import dataclasses
 import threading
 import time
 
+import httpx
 import pytest
-from daemon_support import FAST, Seeded, in_process, wait_until
+from daemon_support import FAST, Seeded, in_process, seed, serve, wait_until
 
 from producers.memory import Memory
 from queryd.daemon import LogRegistry
@@ -63,3 +64,29 @@ def test_a_log_asked_for_keeps_being_served_from_memory(seeded: Seeded) -> None:
 def test_idle_seconds_must_be_positive() -> None:
     with pytest.raises(ValueError, match="idle_seconds"):
         LogRegistry([], idle_seconds=0)
+
+
+def _status(http: httpx.Client, name: str) -> str:
+    logs = http.get("/readyz").json()["logs"]
+    return str(next(s["status"] for s in logs if s["name"] == name))
+
+
+def test_a_log_with_an_open_lifecycle_stream_is_not_dropped(embedded_location: str) -> None:
+    seeded = seed(embedded_location)
+    with (
+        serve([embedded_location], "--idle-seconds", "0.5", "--sse-keepalive", "0.5") as base,
+        httpx.Client(base_url=base, timeout=httpx.Timeout(30, read=20)) as http,
+    ):
+        path = f"/logs/{seeded.name}/lifecycle"
+        with http.stream("GET", path, params={"from_offset": 0}) as stream:
+            assert stream.status_code == 200
+            lines = stream.iter_lines()
+            next(line for line in lines if line.startswith("data:"))
+            deadline = time.monotonic() + 2.0  # four idle periods, no other request
+            while time.monotonic() < deadline:
+                assert _status(http, seeded.name) == "ready"
+                time.sleep(0.2)
+        wait_until(lambda: _status(http, seeded.name) == "idle", 15, "dropped once closed")
+        answer = http.get(f"/logs/{seeded.name}")
+        assert answer.status_code == 200 and answer.json()["seq"] == seeded.last_seq
+        assert _status(http, seeded.name) == "ready"
