@@ -192,6 +192,12 @@ def _proc_status(pid: int) -> tuple[float, int]:
     return int(fields["VmRSS"].split()[0]) / 1024, int(fields["Threads"])
 
 
+def _cpu_s(pid: int) -> float:
+    """CPU seconds a process has used (user and system)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _owners(redis_url: str, locations: list[str]) -> list[int | None]:
     """The pid of each log's projector (its status record), None where none reports."""
     import redis
@@ -290,6 +296,11 @@ def _run(
         console.print(f"  the projectors caught up {caught_up_s:.1f} s after the unpaced run")
         console.print(f"  {writers} writers at {rate:,.0f}/s in all, {seconds:.0f} s ...")
         idle = [_proc_status(p.pid) for p in procs]
+        idle_owners = _owners(redis_url, locations)
+        shares = [idle_owners.count(p.pid) for p in procs]
+        cpu_before = [_cpu_s(p.pid) for p in procs]
+        time.sleep(3.0)  # idle: every log followed, nothing appended
+        idle_cpu = [(_cpu_s(p.pid) - c) / 3.0 * 100 for p, c in zip(procs, cpu_before, strict=True)]
         victim = procs[0]
         victim_logs: list[int] = []
         killed_at: list[float] = []
@@ -365,8 +376,8 @@ def _run(
         )
     for i, ((rss, threads), (rss_busy, threads_busy)) in enumerate(zip(idle, busy, strict=False)):
         row(
-            f"projector {i + 1}: RSS / threads (between runs; paced)",
-            f"{rss:.0f} / {threads}; {rss_busy:.0f} / {threads_busy} MiB / threads",
+            f"projector {i + 1} ({shares[i]} logs): RSS MiB / threads (idle; paced), idle CPU",
+            f"{rss:.0f} / {threads}; {rss_busy:.0f} / {threads_busy}, {idle_cpu[i]:.0f}%",
         )
     longest = max(takeovers, default=float("nan"))
     row(
