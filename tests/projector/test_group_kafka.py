@@ -294,3 +294,38 @@ def test_two_members_share_the_logs_and_one_takes_over_a_killed_ones(
         if b is not None:
             stop(b)
         logs.close()
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(180)
+def test_a_listed_log_created_later_is_followed_and_stopping_releases_every_lease(
+    kafka_bootstrap: str, redis_url: str, unique_name: str
+) -> None:
+    logs = Logs(kafka_bootstrap, redis_url, unique_name)
+    first = logs.create("one", 3)
+    later = parse_kafka_location(logs.location("later"))  # no such topic yet
+    group = ProjectorGroup(
+        [str(first), str(later)],
+        group=f"{unique_name}-group",
+        refresh_s=0.5,
+        projector={"every_ms": 30},
+    )
+    halt = threading.Event()
+    runner = threading.Thread(target=group.run, args=(halt,), daemon=True)
+    runner.start()
+    me = {os.getpid()}
+    try:
+        wait_for("the listed log folded", lambda: logs.folded_by(first.topic, me, 2), 60)
+        assert group.owned() == [first.topic]
+        logs.create("later", 4)
+        wait_for("the log created later folded", lambda: logs.folded_by(later.topic, me, 3), 60)
+        assert group.owned() == sorted([first.topic, later.topic])
+    finally:
+        halt.set()
+        runner.join(60)
+        logs.close()
+    assert not runner.is_alive() and group.owned() == []
+    # Each projector released its lease (and its status record) on the way out.
+    for loc in (first, later):
+        assert logs.client.get(status_key(loc.key_prefix)) is None
+        judge(loc)
