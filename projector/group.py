@@ -158,7 +158,7 @@ class ProjectorGroup:
         group: str = DEFAULT_GROUP,
         refresh_s: float = 3.0,
         session_timeout_ms: int = 6_000,
-        heartbeat_ms: int = 1_000,
+        heartbeat_ms: int = 500,
         stop_timeout_s: float = 20.0,
         projector: dict[str, Any] | None = None,
     ) -> None:
