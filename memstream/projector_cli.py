@@ -94,6 +94,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             progress=progress,
             key=args.key,
             checkpoint_ms=args.checkpoint_ms,
+            commit_linger_ms=args.commit_linger_ms,
         )
         state = projector.run(stop, until_caught_up=args.until_caught_up)
     except MemstreamError as exc:
@@ -138,6 +139,7 @@ def _run_group(args: argparse.Namespace, logs: list[str]) -> int:
                 "every_ms": args.snapshot_ms,
                 "key": args.key,
                 "checkpoint_ms": args.checkpoint_ms,
+                "commit_linger_ms": args.commit_linger_ms,
             },
         )
         print(f"projector group {group.group!r}: following logs (Ctrl-C to stop)", flush=True)
@@ -179,6 +181,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="NAME",
         help="the projector group (Kafka consumer group) whose members share the logs "
         "(default memstream-projectors)",
+    )
+    run.add_argument(
+        "--commit-linger-ms",
+        type=int,
+        default=1,
+        metavar="T",
+        help="at a log's end, commit its lifecycle events once the transaction is T ms old "
+        "(default 1; more: fewer transactions for the broker, later events)",
     )
     run.add_argument(
         "--refresh-seconds",

@@ -173,11 +173,11 @@ class _Seen:
         self._consumer.close()
 
 
-def _member(pattern: str, group: str) -> subprocess.Popen[bytes]:
+def _member(pattern: str, group: str, linger_ms: int) -> subprocess.Popen[bytes]:
     root = Path(__file__).resolve().parents[2]
     return subprocess.Popen(
         [sys.executable, "-m", "memstream", "projector", "run", "--logs-matching", pattern]
-        + ["--group", group],
+        + ["--group", group, "--commit-linger-ms", str(linger_ms)],
         env={**os.environ, "PYTHONPATH": str(root)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -262,19 +262,20 @@ def _run(
     writers = int(args.cluster_writers)
     seconds = float(args.cluster_seconds or (8 if quick else 30))
     rate = float(args.cluster_rate)
+    linger_ms = int(args.cluster_commit_linger_ms)
     prefix = f"bench-cluster-{uuid.uuid4().hex[:8]}"
     topics = [f"{prefix}-{i:03d}" for i in range(count)]
     locations = [f"kafka://{bootstrap}/{t}?redis={redis_url}" for t in topics]
     console.print(
         f"bench cluster on {bootstrap} ({where}) / {redis_url}: {count} logs, {members} "
-        f"projector processes, {writers} writer processes"
+        f"projector processes (--commit-linger-ms {linger_ms}), {writers} writer processes"
     )
     with ThreadPoolExecutor(8) as pool:  # the logs, created by a writer each
         list(pool.map(lambda loc: Memory(loc).close(), locations))
     pattern = f"kafka://{bootstrap}/{prefix}-*?redis={redis_url}"
     group = f"{prefix}-group"
     started = time.monotonic()
-    procs = [_member(pattern, group) for _ in range(members)]
+    procs = [_member(pattern, group, linger_ms) for _ in range(members)]
     seen: _Seen | None = None
     try:
         while None in _owners(redis_url, locations):
@@ -413,6 +414,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         help="cluster: paced run length (default 30; --quick 8); the unpaced run is half",
+    )
+    group.add_argument(
+        "--cluster-commit-linger-ms",
+        type=int,
+        default=1,
+        help="cluster: the projectors' --commit-linger-ms",
     )
     group.add_argument(
         "--brokers",
