@@ -255,6 +255,7 @@ def _run(
     args: argparse.Namespace, console: Console, bootstrap: str, redis_url: str, where: str
 ) -> int:
     from memstream import Memory
+    from schemas.errors import MemstreamError
 
     quick = bool(getattr(args, "quick", False))
     count = int(args.cluster_logs or (12 if quick else 100))
@@ -270,8 +271,11 @@ def _run(
         f"bench cluster on {bootstrap} ({where}) / {redis_url}: {count} logs, {members} "
         f"projector processes (--commit-linger-ms {linger_ms}), {writers} writer processes"
     )
-    with ThreadPoolExecutor(8) as pool:  # the logs, created by a writer each
-        list(pool.map(lambda loc: Memory(loc).close(), locations))
+    try:
+        with ThreadPoolExecutor(8) as pool:  # the logs, created by a writer each
+            list(pool.map(lambda loc: Memory(loc).close(), locations))
+    except MemstreamError as exc:
+        raise SystemExit(f"bench cluster: cannot create the logs: {exc}") from None
     pattern = f"kafka://{bootstrap}/{prefix}-*?redis={redis_url}"
     group = f"{prefix}-group"
     started = time.monotonic()
