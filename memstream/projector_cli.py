@@ -72,7 +72,10 @@ class _RichProgress:
 def cmd_run(args: argparse.Namespace) -> int:
     from projector.service import Projector
 
-    location = args.log or os.environ.get("MEMSTREAM_LOG")
+    logs: list[str] = args.log or []
+    if len(logs) > 1 or args.logs_matching or args.group:
+        return _run_group(args, logs)
+    location = logs[0] if logs else os.environ.get("MEMSTREAM_LOG")
     if not location:
         print(
             "memstream projector run: --log LOCATION (or MEMSTREAM_LOG) is required",
@@ -91,6 +94,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             progress=progress,
             key=args.key,
             checkpoint_ms=args.checkpoint_ms,
+            commit_linger_ms=args.commit_linger_ms,
         )
         state = projector.run(stop, until_caught_up=args.until_caught_up)
     except MemstreamError as exc:
@@ -111,6 +115,48 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- many logs (issue 17): a member of a projector group -------------------------------------
+
+
+def _run_group(args: argparse.Namespace, logs: list[str]) -> int:
+    """Many logs, shared with the other processes of the group (`projector.group`)."""
+    from projector.group import DEFAULT_GROUP, ProjectorGroup
+
+    if args.until_caught_up:
+        print("memstream projector: --until-caught-up follows one --log only", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        group = ProjectorGroup(
+            logs,
+            pattern=args.logs_matching,
+            group=args.group or DEFAULT_GROUP,
+            refresh_s=args.refresh_seconds,
+            projector={
+                "every_records": args.snapshot_records,
+                "every_ms": args.snapshot_ms,
+                "key": args.key,
+                "checkpoint_ms": args.checkpoint_ms,
+                "commit_linger_ms": args.commit_linger_ms,
+            },
+        )
+        print(f"projector group {group.group!r}: following logs (Ctrl-C to stop)", flush=True)
+        group.run(stop)
+    except MemstreamError as exc:
+        print(f"memstream projector: {exc}", file=sys.stderr)
+        return 1
+    s = group.stopped
+    print(
+        f"projector group {group.group!r} stopped: {group.handovers} log tenures, folded "
+        f"{s.folded}, published {s.published} lifecycle events (skipped {s.skipped}), "
+        f"{s.snapshots} snapshots, {s.rebuilds} rebuilds, {s.restarts} restarts",
+        flush=True,
+    )
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("projector", help="the projection service: fold a log into Redis")
     verbs = parser.add_subparsers(dest="projector_command", metavar="VERB", required=True)
@@ -119,7 +165,37 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="follow a Kafka log: fold, snapshot to Redis, publish lifecycle events",
     )
     run.add_argument(
-        "--log", help="kafka://HOST:PORT/LOG?redis=redis://HOST:PORT/DB (env MEMSTREAM_LOG)"
+        "--log",
+        action="append",
+        help="kafka://HOST:PORT/LOG?redis=redis://HOST:PORT/DB (env MEMSTREAM_LOG); "
+        "repeat it to follow many logs as a member of a projector group",
+    )
+    run.add_argument(
+        "--logs-matching",
+        metavar="PATTERN",
+        help="follow every log whose topic matches: kafka://HOST:PORT/GLOB?redis=... "
+        "(GLOB: '*', '[...]'; derived and internal topics never match), new ones included",
+    )
+    run.add_argument(
+        "--group",
+        metavar="NAME",
+        help="the projector group (Kafka consumer group) whose members share the logs "
+        "(default memstream-projectors)",
+    )
+    run.add_argument(
+        "--commit-linger-ms",
+        type=int,
+        default=1,
+        metavar="T",
+        help="at a log's end, commit its lifecycle events once the transaction is T ms old "
+        "(default 1; more: fewer transactions for the broker, later events)",
+    )
+    run.add_argument(
+        "--refresh-seconds",
+        type=float,
+        default=3.0,
+        metavar="S",
+        help="look for new logs every S seconds (default 3)",
     )
     run.add_argument(
         "--snapshot-records",

@@ -62,6 +62,7 @@ def serve(args: argparse.Namespace) -> int:
         ("--keep-alive-timeout", args.keep_alive_timeout),
         ("--max-streams", args.max_streams),
         ("--max-body-bytes", args.max_body_bytes),
+        ("--idle-seconds", 1 if args.idle_seconds is None else args.idle_seconds),
     ):
         if value <= 0:
             print(f"memstream queryd serve: {flag} must be positive", file=sys.stderr)
@@ -79,6 +80,7 @@ def serve(args: argparse.Namespace) -> int:
         max_streams=args.max_streams,
         allowed_hosts=_allowed_hosts(args),
         max_body_bytes=args.max_body_bytes,
+        idle_seconds=args.idle_seconds,
     )
     try:
         registry = LogRegistry.from_locations(
@@ -87,6 +89,7 @@ def serve(args: argparse.Namespace) -> int:
             probe_interval=settings.probe_interval,
             probe_timeout=settings.probe_timeout,
             reopen_interval=settings.reopen_interval,
+            idle_seconds=settings.idle_seconds,
         )
     except LocationError as exc:
         print(f"memstream queryd serve: {exc}", file=sys.stderr)
@@ -168,6 +171,14 @@ def register(sub: Any) -> None:
         default=_env_float("MEMSTREAM_QUERYD_MIN_SEQ_TIMEOUT", 5.0),
         help="how long a read with min_seq waits for the state to get there before a 504 "
         "(env MEMSTREAM_QUERYD_MIN_SEQ_TIMEOUT; default 5)",
+    )
+    p.add_argument(
+        "--idle-seconds",
+        type=float,
+        metavar="SECONDS",
+        default=None,
+        help="drop a log no request named for this long from memory; the next request "
+        "hydrates it again from its snapshot (default: never)",
     )
     p.add_argument(
         "--poll-interval",

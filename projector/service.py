@@ -433,6 +433,7 @@ class Projector:
         progress: Progress | None = None,
         key: KeySpec = None,
         checkpoint_ms: int = 1000,
+        admin: AdminClient | None = None,
     ) -> None:
         """Lifecycle transactions commit, on a thread of their own, once `commit_ms` old
         while catching up and `commit_linger_ms` old at the log's end (a commit costs a few
@@ -443,7 +444,10 @@ class Projector:
         a key file, a signer, False for none; None: ``$MEMSTREAM_SIGNING_KEY``, else the
         default key file when it exists). With one, a signed checkpoint is cut after a
         consumed batch at most every `checkpoint_ms` and when the run ends
-        (`producers.logs.kafka_evidence`)."""
+        (`producers.logs.kafka_evidence`).
+
+        `admin`: an admin client of the log's cluster to share (a process following many
+        logs, `projector.group`, needs one, not one per log); None: one of its own."""
         self.location = (
             location if isinstance(location, KafkaLocation) else parse_kafka_location(location)
         )
@@ -457,7 +461,7 @@ class Projector:
         self.owner = uuid.uuid4().hex
         self.stats = ProjectorStats()
         self.state: LogState = empty_state()
-        self._admin = AdminClient(client_conf(self.location.bootstrap))
+        self._admin = admin or AdminClient(client_conf(self.location.bootstrap))
         # The projector reads the log (only writers create logs) and writes its lifecycle.
         ensure_topic(
             self._admin, self.location.topic, self.location.replication_factor, create=False

@@ -14,6 +14,7 @@ SUITES = {
     "queryd": "memstream.bench.queryd",
     "snapshot": "memstream.bench.snapshot",
     "evidence": "memstream.bench.evidence",
+    "cluster": "memstream.bench.cluster",
 }
 
 

@@ -57,6 +57,7 @@ def create_app(
             probe_interval=settings.probe_interval,
             probe_timeout=settings.probe_timeout,
             reopen_interval=settings.reopen_interval,
+            idle_seconds=settings.idle_seconds,
         )
     )
     streams = StreamLimit(settings.max_streams)

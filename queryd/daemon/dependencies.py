@@ -87,7 +87,7 @@ class ServedLog:
 async def served_log(request: Request, log: LogName) -> ServedLog:
     """The served log named in the path; 404 naming the served ones otherwise."""
     daemon = daemon_of(request)
-    handle = daemon.registry.get(log)
+    handle = await daemon.registry.serve(log, daemon.settings.min_seq_timeout)
     if handle is None:
         served = ", ".join(sorted(daemon.registry.handles)) or "none"
         raise ApiError(404, f"log: unknown log {log!r} (serving: {served})")

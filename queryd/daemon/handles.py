@@ -15,6 +15,11 @@ Routes read what these threads last published: the state (`current`), the log's 
 (`health`: ready, hydrating, missing or unavailable, with the cause), the head and the
 projector's report. A probe outstanding longer than `probe_timeout` marks the log
 unavailable at once, however long the driver itself would wait.
+
+A registry with `idle_seconds` (issue 17: one daemon, many logs) drops a log not asked for
+that long (`LogHandle.drop`: its threads stopped, its state and `Memory` let go; its health
+says "idle") and hydrates it again, from its snapshot, when a request names it
+(`LogRegistry.serve`).
 """
 
 from __future__ import annotations
@@ -76,7 +81,7 @@ class SeqTimeout(MemstreamError):
         )
 
 
-Status = Literal["hydrating", "missing", "ready", "unavailable"]
+Status = Literal["hydrating", "missing", "ready", "unavailable", "idle"]
 Mode = Literal["embedded", "kafka"]
 
 
@@ -89,7 +94,8 @@ class Health:
 
     @property
     def ready(self) -> bool:
-        return self.status == "ready"
+        # An idle log is served: the request that names it hydrates it again.
+        return self.status in ("ready", "idle")
 
 
 def log_name(location: str) -> str:
@@ -166,6 +172,12 @@ class LogHandle:
         self._hub: LifecycleHub | None = None
         self._hub_lock = threading.Lock()
         self._warn = Throttle(log, period=60.0)
+        # Idle dropping (issue 17): when a request last named the log; dropped, and woken
+        # (started again by a request, not hydrated yet). `_life` orders drop and wake.
+        self.last_used = time.monotonic()
+        self.dropped = False
+        self.woken = False
+        self._life = threading.Lock()
 
     # -- lifetime -----------------------------------------------------------------------------
 
@@ -237,6 +249,7 @@ class LogHandle:
             self.missing, self.error = False, None
             self._publish(state)
             self.ready.set()
+            self.woken = False
             log.info("log %s: hydrated at seq %s", self.name, state.last_seq)
             break
         while not self._stop.wait(self.poll_interval):
@@ -310,6 +323,43 @@ class LogHandle:
         if self._status_reader is not None:
             self._status_reader.close()
 
+    # -- idle dropping (issue 17) -----------------------------------------------------------
+
+    def drop(self) -> bool:
+        """Stop following the log and let its state go, as `stop` does, unless a lifecycle
+        stream is open on it; True when dropped."""
+        with self._life:
+            if self.dropped or self._thread is None:
+                return False
+            hub = self._hub
+            if hub is not None and hub.subscribers > 0:
+                return False
+            self.stop()
+            self.dropped = True
+            log.info("log %s: not asked for in a while; dropped from memory", self.name)
+            return True
+
+    def wake(self) -> None:
+        """Start following a dropped log again (blocking a moment: a thread's job)."""
+        with self._life:
+            if not self.dropped:
+                return
+            self.dropped, self.woken = False, True
+            self.last_used = time.monotonic()
+            self.start(self._loop)
+            log.info("log %s: asked for; hydrating it again", self.name)
+
+    async def hydrated(self, timeout: float) -> None:
+        """Until a woken log is hydrated, found missing, or `timeout` passed."""
+        deadline = time.monotonic() + timeout
+        while (
+            self.woken
+            and not self.ready.is_set()
+            and not self.missing
+            and time.monotonic() < deadline
+        ):
+            await asyncio.sleep(min(0.01, self.poll_interval))
+
     def _close_quietly(self, memory: Memory) -> None:
         try:
             memory.close()
@@ -368,7 +418,12 @@ class LogHandle:
         return state
 
     def health(self) -> Health:
-        """Ready, hydrating, missing or unavailable, and why (never blocks)."""
+        """Ready, hydrating, missing, unavailable or idle, and why (never blocks)."""
+        if self.dropped:
+            return Health(
+                "idle",
+                f"log {self.name!r} is idle: dropped from memory, hydrated again when asked",
+            )
         if not self.ready.is_set():
             if self.missing:
                 return Health("missing", f"log {self.name!r} does not exist: {self.error}")
@@ -472,9 +527,14 @@ class LogHandle:
 
 
 class LogRegistry:
-    """The served logs by name."""
+    """The served logs by name; with `idle_seconds`, a log no request named for that long
+    is dropped (checked a few times per period), and hydrated again when named."""
 
-    def __init__(self, handles: Iterable[LogHandle]) -> None:
+    def __init__(self, handles: Iterable[LogHandle], *, idle_seconds: float | None = None) -> None:
+        if idle_seconds is not None and idle_seconds <= 0:
+            raise ValueError(f"idle_seconds: expected a positive number, got {idle_seconds!r}")
+        self.idle_seconds = idle_seconds
+        self._reaper: tuple[threading.Event, threading.Thread] | None = None
         self.handles: dict[str, LogHandle] = {}
         self._users = 0
         self._users_lock = threading.Lock()
@@ -487,12 +547,44 @@ class LogRegistry:
             self.handles[handle.name] = handle
 
     @classmethod
-    def from_locations(cls, locations: Iterable[str], **handle_options: Any) -> LogRegistry:
+    def from_locations(
+        cls,
+        locations: Iterable[str],
+        *,
+        idle_seconds: float | None = None,
+        **handle_options: Any,
+    ) -> LogRegistry:
         """A handle for each location, made with `handle_options` (`LogHandle`'s)."""
-        return cls(LogHandle(location, **handle_options) for location in locations)
+        return cls(
+            (LogHandle(location, **handle_options) for location in locations),
+            idle_seconds=idle_seconds,
+        )
 
     def get(self, name: str) -> LogHandle | None:
-        return self.handles.get(name)
+        """The log served under `name` (a use: it is not idle now)."""
+        handle = self.handles.get(name)
+        if handle is not None:
+            handle.last_used = time.monotonic()
+        return handle
+
+    async def serve(self, name: str, timeout: float) -> LogHandle | None:
+        """The log served under `name`, hydrated again first (at most `timeout` s) if it
+        was dropped as idle."""
+        handle = self.get(name)
+        if handle is not None and (handle.dropped or handle.woken):
+            if handle.dropped:
+                await asyncio.to_thread(handle.wake)
+            await handle.hydrated(timeout)
+        return handle
+
+    def _reap(self, done: threading.Event, idle: float) -> None:
+        while not done.wait(max(0.05, min(5.0, idle / 4))):
+            now = time.monotonic()
+            for handle in list(self.handles.values()):
+                if done.is_set():
+                    return
+                if not handle.dropped and now - handle.last_used >= idle:
+                    handle.drop()
 
     @property
     def started(self) -> bool:
@@ -514,11 +606,31 @@ class LogRegistry:
 
     def start(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         for handle in self.handles.values():
-            handle.start(loop)
+            with handle._life:
+                handle.dropped = False
+                handle.last_used = time.monotonic()
+                handle.start(loop)
+        if self.idle_seconds is not None and self._reaper is None:
+            done = threading.Event()
+            thread = threading.Thread(
+                target=self._reap,
+                args=(done, self.idle_seconds),
+                name="memstream-queryd-idle",
+                daemon=True,
+            )
+            thread.start()
+            self._reaper = (done, thread)
 
     def stop(self) -> None:
+        if self._reaper is not None:
+            done, thread = self._reaper
+            done.set()
+            thread.join(30)
+            self._reaper = None
         for handle in self.handles.values():
-            handle.stop()
+            with handle._life:
+                handle.stop()
+                handle.dropped = handle.woken = False
 
     def all_ready(self) -> bool:
         return all(h.health().ready for h in self.handles.values())

@@ -117,7 +117,7 @@ class LogSummary(BaseModel):
     name: str
     mode: Literal["embedded", "kafka"]
     ready: bool = Field(description="hydrated, and its storage answers")
-    status: Literal["hydrating", "missing", "ready", "unavailable"]
+    status: Literal["hydrating", "missing", "ready", "unavailable", "idle"]
     hydrated: bool
     seq: int | None
     head: int | None

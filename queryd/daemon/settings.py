@@ -24,7 +24,8 @@ class DaemonSettings:
     log that cannot be opened (one that does not exist yet included); `max_streams`:
     lifecycle streams open at once, all logs together (503 beyond); `allowed_hosts`: the
     Host names served (None or "*": any); `max_body_bytes`: the largest request body;
-    `heavy_workers`: threads that build large answers.
+    `heavy_workers`: threads that build large answers; `idle_seconds`: a log no request
+    named for that long is dropped from memory, and hydrated again when named (None: never).
     """
 
     min_seq_timeout: float = 5.0
@@ -37,4 +38,5 @@ class DaemonSettings:
     allowed_hosts: tuple[str, ...] | None = LOCAL_HOSTS
     max_body_bytes: int = 1024 * 1024
     heavy_workers: int = 2
+    idle_seconds: float | None = None
     hub: HubSettings = field(default_factory=HubSettings)

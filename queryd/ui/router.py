@@ -108,7 +108,7 @@ def _text(params: Mapping[str, str], name: str, limit: int = MAX_TEXT_FILTER) ->
 
 async def _served(request: Request, log_name: str) -> ServedLog:
     daemon = daemon_of(request)
-    handle = daemon.registry.get(log_name)
+    handle = await daemon.registry.serve(log_name, daemon.settings.min_seq_timeout)
     if handle is None:
         served = ", ".join(sorted(daemon.registry.handles)) or "none"
         raise BadInput(404, f"log: unknown log {log_name!r} (serving: {served})")

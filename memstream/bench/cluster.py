@@ -1,0 +1,433 @@
+"""`memstream bench cluster`: many logs, a group of projector processes, writer processes.
+
+On one run (issue 17): N logs (default 100), 3 projector processes of one projector group
+(`memstream projector run --logs-matching ... --group ...`) sharing them, 8 writer
+processes appending to the logs (each writer a share of them, round robin):
+
+- appends per second in all, unpaced (`publish_async`, pipelined);
+- lag p50/p99 at a paced rate: from an append's acknowledgement (the writer's future
+  resolved) to its first lifecycle event read from the log's lifecycle topic (committed,
+  read by one consumer of every lifecycle topic);
+- RSS and threads of each projector process;
+- the takeover: one projector process SIGKILLed during the paced run; for each log it
+  folded, from the kill to the first lifecycle event of a record appended after the kill
+  (the longest over its logs);
+- lifecycle events read twice (must be 0).
+
+On the shared stack by default (`--bootstrap` / `--redis`, else the stack's env); with
+``--brokers 3`` on a three-node cluster of its own (started in a temporary folder on free
+loopback ports, stopped at the end). No seed system has a distributed mode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import multiprocessing as mp
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from array import array
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, cast
+
+from rich.console import Console
+from rich.table import Table
+
+from memstream.bench.kafka import _quantile, _servers
+
+__all__ = ["run", "add_arguments"]
+
+
+def _writer(
+    locations: list[str], indexes: list[int], rate: float, seconds: float, barrier: Any, out: Any
+) -> None:
+    """Append to `locations` round robin, at `rate` a second (0: as fast as the pipeline
+    takes them) for `seconds`; puts (index, seq, acknowledged at) triples."""
+    from memstream import Memory, Message
+
+    memories = [Memory(location) for location in locations]
+    acks = array("d")
+    lock = threading.Lock()
+    window = threading.Semaphore(2000)  # appends in flight
+
+    def done(index: int, future: Any) -> None:
+        now = time.time()
+        window.release()
+        try:
+            seq = future.result().seq
+        except Exception:  # counted as not acknowledged
+            return
+        with lock:
+            acks.extend((float(index), float(seq), now))
+
+    barrier.wait()
+    start = time.time()
+    i = 0
+    while True:
+        now = time.time()
+        if now >= start + seconds:
+            break
+        if rate:
+            delay = start + i / rate - now
+            if delay > 0:
+                time.sleep(delay)
+        k = i % len(memories)
+        window.acquire()
+        future = memories[k].publish_async(Message(speaker="bench", content=f"{i} {os.getpid()}"))
+        future.add_done_callback(functools.partial(done, indexes[k]))
+        i += 1
+    for memory in memories:
+        memory.flush()
+        memory.close()
+    out.put(acks.tobytes())
+
+
+def _write(
+    locations: list[str],
+    writers: int,
+    rate: float,
+    seconds: float,
+    started: threading.Event | None = None,
+) -> list[tuple[int, int, float]]:
+    """Run the writer processes (`started` is set once they all append); every (log
+    index, seq, acknowledged at)."""
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(writers + 1)
+    out = ctx.Queue()
+    procs = []
+    for w in range(writers):
+        mine = list(range(w, len(locations), writers))
+        procs.append(
+            ctx.Process(
+                target=_writer,
+                args=([locations[i] for i in mine], mine, rate / writers, seconds, barrier, out),
+            )
+        )
+    for p in procs:
+        p.start()
+    barrier.wait()
+    if started is not None:
+        started.set()
+    acks: list[tuple[int, int, float]] = []
+    for _ in procs:
+        flat = array("d")
+        flat.frombytes(out.get(timeout=seconds + 300))
+        acks += [(int(flat[j]), int(flat[j + 1]), flat[j + 2]) for j in range(0, len(flat), 3)]
+    for p in procs:
+        p.join(60)
+    return acks
+
+
+class _Seen:
+    """One consumer of every log's lifecycle topic (committed records): when each
+    record's first lifecycle event was read, and how many events were read twice."""
+
+    def __init__(self, bootstrap: str, topics: list[str]) -> None:
+        from confluent_kafka import Consumer, TopicPartition
+
+        from producers.logs.kafka_client import consumer_conf
+
+        self.index = {f"{t}.lifecycle": i for i, t in enumerate(topics)}
+        self.first: dict[tuple[int, int], float] = {}
+        self.events: set[tuple[int, int, int]] = set()
+        self.twice = 0
+        self._stop = threading.Event()
+        self._consumer = Consumer(consumer_conf(bootstrap, **{"isolation.level": "read_committed"}))
+        self._consumer.assign([TopicPartition(t, 0, 0) for t in self.index])
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        from producers.logs.kafka_client import INDEX_HEADER, SEQ_HEADER
+
+        while not self._stop.is_set():
+            for message in self._consumer.consume(1000, 0.1):
+                if message.error() is not None:
+                    continue
+                now = time.time()
+                headers = dict(message.headers() or [])
+                if SEQ_HEADER not in headers:
+                    continue
+                log = self.index[str(message.topic())]
+                seq = int(cast(bytes, headers[SEQ_HEADER]))
+                index = int(cast(bytes, headers.get(INDEX_HEADER, b"0")))
+                key = (log, seq, index)
+                if key in self.events:
+                    self.twice += 1
+                    continue
+                self.events.add(key)
+                self.first.setdefault((log, seq), now)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self._consumer.close()
+
+
+def _member(pattern: str, group: str, linger_ms: int) -> subprocess.Popen[bytes]:
+    root = Path(__file__).resolve().parents[2]
+    return subprocess.Popen(
+        [sys.executable, "-m", "memstream", "projector", "run", "--logs-matching", pattern]
+        + ["--group", group, "--commit-linger-ms", str(linger_ms)],
+        env={**os.environ, "PYTHONPATH": str(root)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def _proc_status(pid: int) -> tuple[float, int]:
+    """(RSS in MiB, threads) of a process."""
+    fields = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+    )
+    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["Threads"])
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds a process has used (user and system)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _owners(redis_url: str, locations: list[str]) -> list[int | None]:
+    """The pid of each log's projector (its status record), None where none reports."""
+    import redis
+
+    from producers.logs.location import parse_kafka_location
+    from projector.status import decode_status, status_key
+
+    client = redis.Redis.from_url(redis_url)
+    keys = [status_key(parse_kafka_location(loc).key_prefix) for loc in locations]
+    found = [decode_status(cast(bytes | None, raw)) for raw in client.mget(keys)]
+    client.close()
+    return [None if s is None else s.pid for s in found]
+
+
+@contextmanager
+def _three_nodes(console: Console) -> Iterator[tuple[str, str]]:
+    """A three-node cluster (and a Redis) of this run's own, stopped at the end."""
+    from memstream.stack import StackConfig, StackPaths, down, up
+    from memstream.stack.paths import default_stack_dir
+    from memstream.stack.probes import free_ports
+
+    with tempfile.TemporaryDirectory(prefix="memstream-bench-cluster-") as folder:
+        paths = StackPaths(Path(folder), cache=default_stack_dir())
+        ports = free_ports(7)
+        cfg = StackConfig(
+            brokers=3,
+            kafka_port=ports[0],
+            controller_port=ports[3],
+            kafka_ports=tuple(ports[0:3]),
+            controller_ports=tuple(ports[3:6]),
+            redis_port=ports[6],
+            kafka_heap="512m",
+            start_timeout=180.0,
+        )
+        console.print("  starting a three-node cluster of the bench's own ...")
+        try:
+            result = up(cfg, paths)
+            yield result.bootstrap, result.redis_url
+        finally:
+            down(paths, timeout=20.0)
+
+
+def run(args: argparse.Namespace) -> int:
+    console = Console(width=160)
+    if int(args.brokers) == 3:
+        with _three_nodes(console) as (bootstrap, redis_url):
+            return _run(args, console, bootstrap, redis_url, "3-node cluster")
+    if int(args.brokers) != 1:
+        raise SystemExit("bench cluster: --brokers is 1 (the shared stack) or 3")
+    bootstrap, redis_url = _servers(args)
+    return _run(args, console, bootstrap, redis_url, "one broker")
+
+
+def _run(
+    args: argparse.Namespace, console: Console, bootstrap: str, redis_url: str, where: str
+) -> int:
+    from memstream import Memory
+    from schemas.errors import MemstreamError
+
+    quick = bool(getattr(args, "quick", False))
+    count = int(args.cluster_logs or (12 if quick else 100))
+    members = int(args.cluster_projectors)
+    writers = int(args.cluster_writers)
+    seconds = float(args.cluster_seconds or (8 if quick else 30))
+    rate = float(args.cluster_rate)
+    linger_ms = int(args.cluster_commit_linger_ms)
+    prefix = f"bench-cluster-{uuid.uuid4().hex[:8]}"
+    topics = [f"{prefix}-{i:03d}" for i in range(count)]
+    locations = [f"kafka://{bootstrap}/{t}?redis={redis_url}" for t in topics]
+    console.print(
+        f"bench cluster on {bootstrap} ({where}) / {redis_url}: {count} logs, {members} "
+        f"projector processes (--commit-linger-ms {linger_ms}), {writers} writer processes"
+    )
+    try:
+        with ThreadPoolExecutor(8) as pool:  # the logs, created by a writer each
+            list(pool.map(lambda loc: Memory(loc).close(), locations))
+    except MemstreamError as exc:
+        raise SystemExit(f"bench cluster: cannot create the logs: {exc}") from None
+    pattern = f"kafka://{bootstrap}/{prefix}-*?redis={redis_url}"
+    group = f"{prefix}-group"
+    started = time.monotonic()
+    procs = [_member(pattern, group, linger_ms) for _ in range(members)]
+    seen: _Seen | None = None
+    try:
+        while None in _owners(redis_url, locations):
+            if time.monotonic() - started > 300:
+                raise SystemExit("bench cluster: the projectors did not take every log")
+            time.sleep(0.2)
+        owned_s = time.monotonic() - started
+        console.print(f"  every log owned after {owned_s:.1f} s")
+        seen = _Seen(bootstrap, topics)
+        console.print(f"  {writers} writers, unpaced, {seconds / 2:.0f} s ...")
+        acks = _write(locations, writers, 0, seconds / 2)
+        burst = len(acks) / (max(a[2] for a in acks) - min(a[2] for a in acks))
+        # The projectors catch up before the paced run (its lag is not this backlog).
+        burst_end = time.monotonic()
+        burst_keys = {(log, seq) for log, seq, _ in acks}
+        while time.monotonic() - burst_end < 300 and not burst_keys <= seen.first.keys():
+            time.sleep(0.2)
+        caught_up_s = time.monotonic() - burst_end
+        console.print(f"  the projectors caught up {caught_up_s:.1f} s after the unpaced run")
+        console.print(f"  {writers} writers at {rate:,.0f}/s in all, {seconds:.0f} s ...")
+        idle = [_proc_status(p.pid) for p in procs]
+        idle_owners = _owners(redis_url, locations)
+        shares = [idle_owners.count(p.pid) for p in procs]
+        cpu_before = [_cpu_s(p.pid) for p in procs]
+        time.sleep(3.0)  # idle: every log followed, nothing appended
+        idle_cpu = [(_cpu_s(p.pid) - c) / 3.0 * 100 for p, c in zip(procs, cpu_before, strict=True)]
+        victim = procs[0]
+        victim_logs: list[int] = []
+        killed_at: list[float] = []
+
+        writing = threading.Event()
+
+        def kill() -> None:
+            writing.wait()
+            time.sleep(seconds / 2)
+            owners = _owners(redis_url, locations)
+            victim_logs.extend(i for i, pid in enumerate(owners) if pid == victim.pid)
+            busy.extend(_proc_status(p.pid) for p in procs)
+            killed_at.append(time.time())
+            victim.send_signal(signal.SIGKILL)
+
+        busy: list[tuple[float, int]] = []
+        killer = threading.Thread(target=kill)
+        killer.start()
+        paced = _write(locations, writers, rate, seconds, writing)
+        killer.join()
+        deadline = time.monotonic() + 60
+        want = {(log, seq) for log, seq, _ in paced}
+        while time.monotonic() < deadline and not want <= seen.first.keys():
+            time.sleep(0.2)
+        kill_t = killed_at[0]
+        before = [
+            max(0.0, seen.first[(log, seq)] - at)
+            for log, seq, at in paced
+            if at < kill_t - 1 and (log, seq) in seen.first
+        ]
+        takeovers = []
+        for log in victim_logs:
+            after = [(at, seq) for lg, seq, at in paced if lg == log and at > kill_t]
+            if after:
+                first_seq = min(after)[1]
+                if (log, first_seq) in seen.first:
+                    takeovers.append(seen.first[(log, first_seq)] - kill_t)
+        console.print(f"  takeover per log: {', '.join(f'{t:.1f}' for t in sorted(takeovers))} s")
+        unseen = len(want - seen.first.keys())
+    finally:
+        if seen is not None:
+            seen.close()
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in procs:
+            try:
+                p.wait(60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+    table = Table(title=f"memstream bench cluster ({count} logs, {where}, acks=all)")
+    table.add_column("measured")
+    table.add_column("memstream", justify="right")
+    table.add_column("goal")
+    table.add_column("met", justify="center")
+
+    def row(what: str, ours: str, goal: str = "-", met: bool | None = None) -> None:
+        table.add_row(what, ours, goal, "-" if met is None else ("yes" if met else "no"))
+
+    row(f"every log owned by the {members} projectors, from their start", f"{owned_s:.1f} s")
+    row(f"appends, {writers} writer processes, in all (unpaced, publish_async)", f"{burst:,.0f}/s")
+    row("projectors caught up, after the unpaced run's last append", f"{caught_up_s:.1f} s")
+    row(f"appends at the paced rate ({len(paced):,} acknowledged)", f"{rate:,.0f}/s offered")
+    if before:
+        row(
+            "lag p50, acknowledged -> lifecycle event (paced, before the kill)",
+            f"{_quantile(before, 0.5) * 1000:.0f} ms",
+        )
+        row(
+            "lag p99, acknowledged -> lifecycle event (paced, before the kill)",
+            f"{_quantile(before, 0.99) * 1000:.0f} ms",
+        )
+    for i, ((rss, threads), (rss_busy, threads_busy)) in enumerate(zip(idle, busy, strict=False)):
+        row(
+            f"projector {i + 1} ({shares[i]} logs): RSS MiB / threads (idle; paced), idle CPU",
+            f"{rss:.0f} / {threads}; {rss_busy:.0f} / {threads_busy}, {idle_cpu[i]:.0f}%",
+        )
+    longest = max(takeovers, default=float("nan"))
+    row(
+        f"takeover after SIGKILL of projector 1 ({len(victim_logs)} logs; longest)",
+        f"{longest:.1f} s",
+        "<= 10 s",
+        longest <= 10 if takeovers else None,
+    )
+    row("lifecycle events read twice", f"{seen.twice if seen else -1}", "0", seen.twice == 0)
+    row("acknowledged appends without a lifecycle event after 60 s", f"{unseen}", "0", unseen == 0)
+    console.print(table)
+    console.print(
+        "  (lag: from the writer's acknowledgement to the event read back, committed, from "
+        "the lifecycle topic; the machine may be shared with other work)"
+    )
+    return 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("cluster suite")
+    group.add_argument(
+        "--cluster-logs", type=int, default=None, help="cluster: logs (default 100; --quick 12)"
+    )
+    group.add_argument(
+        "--cluster-projectors", type=int, default=3, help="cluster: projector processes"
+    )
+    group.add_argument("--cluster-writers", type=int, default=8, help="cluster: writer processes")
+    group.add_argument(
+        "--cluster-rate", type=float, default=2000, help="cluster: paced appends/s in all"
+    )
+    group.add_argument(
+        "--cluster-seconds",
+        type=float,
+        default=None,
+        help="cluster: paced run length (default 30; --quick 8); the unpaced run is half",
+    )
+    group.add_argument(
+        "--cluster-commit-linger-ms",
+        type=int,
+        default=1,
+        help="cluster: the projectors' --commit-linger-ms",
+    )
+    group.add_argument(
+        "--brokers",
+        type=int,
+        default=1,
+        help="cluster: 1 (the shared stack) or 3 (a three-node cluster of the bench's own)",
+    )

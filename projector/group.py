@@ -1,0 +1,352 @@
+"""Many logs, many projector processes: a supervisor of one `Projector` per owned log.
+
+A `ProjectorGroup` follows a set of logs (a list of locations, or every log topic whose
+name matches a glob, `LogPattern`), looks for new ones every `refresh_s` seconds, and
+shares them with every other process of the same group through Kafka's consumer-group
+protocol:
+
+- each process subscribes one consumer of the group (the coordinator) to the log topics
+  it follows. A log is one partition, so the group gives each log to exactly one member;
+  the cooperative-sticky assignor moves only the logs that must move when a member comes
+  or goes. The coordinator never reads a record: its partitions are paused as soon as
+  they are assigned, and it only serves the group's heartbeats and rebalance callbacks;
+- a log assigned to this member gets a `Projector` (its own consumer, its own Redis
+  lease, its own transactional producer, its position in its snapshot: exactly as when
+  it runs alone), in a thread; a log revoked (or lost, this member's session having
+  expired) has its projector stopped before the group may give it to another member;
+- a member that dies (SIGKILL) stops heartbeating: after `session_timeout_ms` the group
+  gives its logs to the others, whose projectors take each log's lease (expired by then:
+  it lives `lease_ms`, 3 s by default, shorter than the session) and resume from the
+  snapshot. The group decides who should fold a log; what makes a change of owner safe is
+  the projector's own fencing, unchanged: the lease in Redis (snapshot writes are refused
+  to a projector that does not hold it) and the per-log ``transactional.id`` (the new
+  owner's producer aborts the old one's open transaction and fences it).
+
+The group's membership is not needed for safety, only for sharing: two members that
+disagree for a moment (one still folding a log the group gave to the other) wait for each
+other on the log's lease.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from producers.logs.kafka_client import client_conf, error_cause
+from producers.logs.kafka_evidence import CHECKPOINTS_SUFFIX
+from producers.logs.location import KafkaLocation, parse_kafka_location
+from projector.memex_topic import MEMEX_TOPIC_SUFFIX
+from projector.service import Projector, ProjectorStats
+from schemas.errors import LocationError, MemstreamError
+
+__all__ = [
+    "DEFAULT_GROUP",
+    "DERIVED_SUFFIXES",
+    "LogPattern",
+    "ProjectorGroup",
+    "is_log_topic",
+]
+
+log = logging.getLogger("memstream.projector.group")
+
+DEFAULT_GROUP = "memstream-projectors"
+# The topics memstream derives from a log (never logs themselves).
+DERIVED_SUFFIXES = (".lifecycle", CHECKPOINTS_SUFFIX, MEMEX_TOPIC_SUFFIX)
+_GLOB = re.compile(r"^[A-Za-z0-9._\-*\[\]!]{1,240}$")
+
+
+def is_log_topic(topic: str) -> bool:
+    """Whether a topic may be a log: not one of Kafka's internal topics (``__...``, and
+    any ``_``-prefixed one such as ``_schemas``), nor a topic derived from a log."""
+    return not topic.startswith("_") and not topic.endswith(DERIVED_SUFFIXES)
+
+
+@dataclass(frozen=True)
+class LogPattern:
+    """``kafka://HOST:PORT[,...]/GLOB?redis=...``: every log topic whose whole name matches
+    GLOB (``*``, ``[abc]``, ``[!abc]``; ``?`` cannot be used, it starts the query), each
+    followed at the location that names it in place of GLOB."""
+
+    bootstrap: str
+    glob: str
+    query: str
+
+    def matches(self, topic: str) -> bool:
+        return is_log_topic(topic) and fnmatch.fnmatchcase(topic, self.glob)
+
+    def location(self, topic: str) -> KafkaLocation:
+        return parse_kafka_location(f"kafka://{self.bootstrap}/{topic}?{self.query}")
+
+    @classmethod
+    def parse(cls, text: str) -> LogPattern:
+        """LocationError naming what is wrong."""
+        expected = "expected kafka://HOST:PORT/GLOB?redis=redis://HOST:PORT/DB"
+        if not text.startswith("kafka://"):
+            raise LocationError(f"--logs-matching {text!r}: {expected}")
+        bootstrap, _, rest = text[len("kafka://") :].partition("/")
+        glob, _, query = rest.partition("?")
+        if not _GLOB.match(glob):
+            raise LocationError(
+                f"--logs-matching {text!r}: GLOB {glob!r} may hold letters, digits, '.', "
+                "'_', '-', '*' and '[...]' only"
+            )
+        pattern = cls(bootstrap, glob, query)
+        try:  # the rest of the location is checked as a log's would be
+            pattern.location("x")
+        except LocationError as exc:
+            raise LocationError(f"--logs-matching {text!r}: {exc}") from None
+        return pattern
+
+
+class _Follower:
+    """One owned log's projector, in a thread; one that fails (a `MemstreamError`: the
+    log's topics refused, Redis unreachable at its start) is made again, with backoff,
+    until stopped."""
+
+    def __init__(self, location: KafkaLocation, make: Callable[[KafkaLocation], Projector]):
+        self.location = location
+        self.stop = threading.Event()
+        self.projector: Projector | None = None
+        self.failures = 0
+        self.started = time.monotonic()
+        self._make = make
+        self.thread = threading.Thread(
+            target=self._run, name=f"projector-{location.topic}", daemon=True
+        )
+        self.thread.start()
+
+    def _run(self) -> None:
+        topic = self.location.topic
+        while not self.stop.is_set():
+            try:
+                self.projector = self._make(self.location)
+                self.projector.run(self.stop)
+                return
+            except MemstreamError as exc:
+                self.failures += 1
+                log.warning("%s: the projector stopped (%s); starting it again", topic, exc)
+            except Exception:  # a bug must not take the other logs' projectors down
+                self.failures += 1
+                log.exception("%s: the projector failed; starting it again", topic)
+            self.stop.wait(min(30.0, 0.5 * 2 ** min(self.failures, 6)))
+
+
+class ProjectorGroup:
+    """Follow many logs, sharing them with the other members of `group` (see the module).
+
+    `logs`: locations (``kafka://...``) to follow; `pattern`: a `LogPattern` text. Every
+    log is on one cluster. `session_timeout_ms` / `heartbeat_ms`: the group member's
+    session (a dead member's logs move after this long; the broker's
+    ``group.min.session.timeout.ms`` is 6000 by default) and heartbeat. `projector`:
+    keyword arguments of every `Projector`.
+    """
+
+    def __init__(
+        self,
+        logs: Sequence[str] = (),
+        *,
+        pattern: str | None = None,
+        group: str = DEFAULT_GROUP,
+        refresh_s: float = 3.0,
+        session_timeout_ms: int = 6_000,
+        heartbeat_ms: int = 500,
+        stop_timeout_s: float = 20.0,
+        projector: dict[str, Any] | None = None,
+    ) -> None:
+        self.listed = {loc.topic: loc for loc in self._parse_logs(logs)}
+        self.pattern = LogPattern.parse(pattern) if pattern is not None else None
+        if not self.listed and self.pattern is None:
+            raise LocationError("a projector group needs logs (--log) or a pattern")
+        bootstraps = {loc.bootstrap for loc in self.listed.values()}
+        if self.pattern is not None:
+            bootstraps.add(self.pattern.bootstrap)
+        if len(bootstraps) > 1:
+            raise LocationError(
+                f"the logs of one projector group must be on one Kafka cluster, not "
+                f"{sorted(bootstraps)}"
+            )
+        if not group or len(group) > 200:
+            raise LocationError(f"--group {group!r}: a name of 1 to 200 characters")
+        self.bootstrap = bootstraps.pop()
+        self.group = group
+        self.refresh_s = refresh_s
+        self.session_timeout_ms = session_timeout_ms
+        self.heartbeat_ms = heartbeat_ms
+        self.stop_timeout_s = stop_timeout_s
+        self.projector_options = dict(projector or {})
+        # One admin client for the discovery and every projector of this process.
+        self.admin = AdminClient(client_conf(self.bootstrap))
+        self.followers: dict[str, _Follower] = {}
+        self._lock = threading.Lock()
+        self.subscribed: tuple[str, ...] = ()
+        # Totals of the projectors stopped so far (for a report at the end).
+        self.stopped = ProjectorStats()
+        self.handovers = 0  # logs given up to the group (revoked or lost)
+
+    @staticmethod
+    def _parse_logs(logs: Iterable[str]) -> list[KafkaLocation]:
+        parsed = [parse_kafka_location(text) for text in logs]
+        seen: dict[str, KafkaLocation] = {}
+        for loc in parsed:
+            if loc.topic in seen and seen[loc.topic] != loc:
+                raise LocationError(
+                    f"--log: log {loc.topic!r} is named twice, differently: "
+                    f"{seen[loc.topic]} and {loc}"
+                )
+            seen[loc.topic] = loc
+        return list(seen.values())
+
+    # --- what is followed --------------------------------------------------------------------
+
+    def location(self, topic: str) -> KafkaLocation | None:
+        """Where the log `topic` is followed (None: not one of this group's logs)."""
+        listed = self.listed.get(topic)
+        if listed is not None:
+            return listed
+        if self.pattern is not None and self.pattern.matches(topic):
+            return self.pattern.location(topic)
+        return None
+
+    def discover(self) -> tuple[str, ...]:
+        """The group's logs that exist now (raises KafkaException: the cluster's metadata
+        could not be read)."""
+        topics = self.admin.list_topics(timeout=10).topics
+        return tuple(
+            sorted(
+                name
+                for name, meta in topics.items()
+                if meta.error is None and self.location(name) is not None
+            )
+        )
+
+    def owned(self) -> list[str]:
+        """The logs this member folds now."""
+        with self._lock:
+            return sorted(self.followers)
+
+    # --- the group's callbacks (on the coordinator's poll) ------------------------------------
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        consumer.incremental_assign(partitions)
+        if partitions:
+            # The coordinator never fetches: each log's projector reads it.
+            consumer.pause(partitions)
+        for tp in partitions:
+            location = self.location(tp.topic)
+            if tp.partition != 0 or location is None:
+                continue
+            with self._lock:
+                if tp.topic in self.followers:
+                    continue
+                log.info("%s: assigned to this member; starting its projector", tp.topic)
+                self.followers[tp.topic] = _Follower(location, self._make)
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._stop([tp.topic for tp in partitions if tp.partition == 0], "revoked")
+        consumer.incremental_unassign(partitions)
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # This member's session expired: another may fold these logs already.
+        self._stop([tp.topic for tp in partitions if tp.partition == 0], "lost")
+        consumer.incremental_unassign(partitions)
+
+    def _make(self, location: KafkaLocation) -> Projector:
+        return Projector(location, admin=self.admin, **self.projector_options)
+
+    def _stop(self, topics: Iterable[str], why: str) -> None:
+        """Stop these logs' projectors (all at once; each commits what it published and
+        releases the log's lease), waiting at most `stop_timeout_s` in all."""
+        with self._lock:
+            leaving = [(t, self.followers.pop(t)) for t in topics if t in self.followers]
+        for topic, follower in leaving:
+            log.info("%s: %s; stopping its projector", topic, why)
+            follower.stop.set()
+        deadline = time.monotonic() + self.stop_timeout_s
+        for topic, follower in leaving:
+            follower.thread.join(max(0.0, deadline - time.monotonic()))
+            if follower.thread.is_alive():
+                log.warning("%s: its projector did not stop in time; left to finish", topic)
+            projector = follower.projector
+            if projector is not None:
+                s, total = projector.stats, self.stopped
+                total.folded += s.folded
+                total.published += s.published
+                total.skipped += s.skipped
+                total.snapshots += s.snapshots
+                total.rebuilds += s.rebuilds
+                total.restarts += s.restarts
+            self.handovers += 1
+
+    # --- the loop -----------------------------------------------------------------------------
+
+    def consumer_conf(self) -> dict[str, Any]:
+        return {
+            **client_conf(self.bootstrap),
+            "group.id": self.group,
+            "partition.assignment.strategy": "cooperative-sticky",
+            "session.timeout.ms": self.session_timeout_ms,
+            "heartbeat.interval.ms": self.heartbeat_ms,
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "latest",
+        }
+
+    def run(self, stop: threading.Event) -> None:
+        """Take part in the group until `stop` is set; then stop every projector of this
+        member (each releases its log's lease) and leave the group, so that the others
+        take its logs at once."""
+        consumer = Consumer(self.consumer_conf())
+        next_refresh = 0.0
+        failures = 0
+        try:
+            while not stop.is_set():
+                if time.monotonic() >= next_refresh:
+                    try:
+                        self._resubscribe(consumer, self.discover())
+                        failures = 0
+                    except KafkaException as exc:
+                        failures += 1
+                        if failures == 1 or failures % 20 == 0:
+                            log.warning(
+                                "cannot list the cluster's topics (%s); trying again",
+                                error_cause(exc),
+                            )
+                    next_refresh = time.monotonic() + self.refresh_s
+                # Serves the group's heartbeats' answers and callbacks; never a record.
+                message = consumer.poll(0.2)
+                error = None if message is None else message.error()
+                if error is not None:
+                    if error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                        log.warning("the projector group's consumer: %s", error)
+        finally:
+            self._stop(self.owned(), "stopping")
+            try:
+                consumer.close()  # leaves the group: a rebalance gives its logs to others
+            except (KafkaException, RuntimeError):
+                log.debug("closing the group's consumer failed", exc_info=True)
+
+    def _resubscribe(self, consumer: Consumer, topics: tuple[str, ...]) -> None:
+        if topics == self.subscribed:
+            return
+        new = sorted(set(topics) - set(self.subscribed))
+        if new:
+            log.info("following %d log(s) more: %s", len(new), ", ".join(new[:10]))
+        if topics:
+            consumer.subscribe(
+                list(topics),
+                on_assign=self._on_assign,
+                on_revoke=self._on_revoke,
+                on_lost=self._on_lost,
+            )
+        else:
+            consumer.unsubscribe()
+        self.subscribed = topics

@@ -1,0 +1,331 @@
+"""Issue 17, many logs and many projectors: projector processes of one group share the logs
+(each folded by one member), a SIGKILLed member's logs are taken over by the other within
+10 s with every lifecycle event published once, and a log created meanwhile is picked up.
+Against the real Kafka broker and Redis."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from confluent_kafka import TopicCollection
+from confluent_kafka.admin import AdminClient
+from topic_reading import read_all
+
+from memstream import Memory, Message
+from producers.logs.base import fold_lifecycle
+from producers.logs.kafka_client import INDEX_HEADER, SEQ_HEADER
+from producers.logs.location import KafkaLocation, parse_kafka_location
+from projector.group import LogPattern, ProjectorGroup, is_log_topic
+from projector.record_fold import fold_log
+from projector.snapshot_store import SnapshotStore
+from projector.status import ProjectorStatus, decode_status, status_key
+from schemas.codec import KIND_HEADER
+from schemas.errors import LocationError
+
+REPO = Path(__file__).resolve().parents[2]
+TOPIC_ID_HEADER = "memstream.topic_id"
+TAKEOVER_S = 10.0
+
+
+# --- the pure part: which topics a pattern follows ------------------------------------------
+
+
+def test_a_pattern_never_matches_derived_or_internal_topics() -> None:
+    pattern = LogPattern.parse("kafka://h:1/agents-*?redis=redis://r:2/0")
+    assert pattern.matches("agents-7")
+    assert not pattern.matches("other-7")
+    for derived in ("agents-7.lifecycle", "agents-7.checkpoints", "agents-7.memex"):
+        assert not pattern.matches(derived), derived
+    everything = LogPattern.parse("kafka://h:1/*?redis=redis://r:2/0")
+    assert not everything.matches("__consumer_offsets")
+    assert not everything.matches("_schemas")
+    assert everything.matches("x.y")
+    assert str(pattern.location("agents-7")) == "kafka://h:1/agents-7?redis=redis://r:2/0"
+    assert not is_log_topic("a.lifecycle") and is_log_topic("a.life")
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("agents-*", "expected kafka://"),
+        ("kafka://h:1/agents-(.*)?redis=redis://r:2/0", "GLOB 'agents-(.*)'"),
+        ("kafka://h:1/?redis=redis://r:2/0", "GLOB ''"),
+        ("kafka://h:1/a*?redis=http://r", "redis= must be a redis:// URL"),
+        ("kafka://h:1/a*?redis=redis://r:2/0&b=1", "unknown parameters"),
+    ],
+)
+def test_a_bad_pattern_is_refused_naming_what_is_wrong(text: str, says: str) -> None:
+    with pytest.raises(LocationError, match="--logs-matching") as caught:
+        LogPattern.parse(text)
+    assert says in str(caught.value)
+
+
+def test_a_group_is_on_one_cluster_and_names_each_log_once() -> None:
+    with pytest.raises(LocationError, match="on one Kafka cluster"):
+        ProjectorGroup(["kafka://a:1/x?redis=redis://r:1/0", "kafka://b:1/y?redis=redis://r:1/0"])
+    with pytest.raises(LocationError, match="named twice"):
+        ProjectorGroup(["kafka://a:1/x?redis=redis://r:1/0", "kafka://a:1/x?redis=redis://r:2/0"])
+    with pytest.raises(LocationError, match="needs logs"):
+        ProjectorGroup([])
+
+
+def test_the_command_line_refuses_until_caught_up_with_many_logs() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "memstream", "projector", "run", "--until-caught-up"]
+        + [
+            "--log",
+            "kafka://a:1/x?redis=redis://r:1/0",
+            "--log",
+            "kafka://a:1/y?redis=redis://r:1/0",
+        ],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "--until-caught-up follows one --log" in done.stderr
+
+
+# --- against the broker ---------------------------------------------------------------------
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def member(pattern: str, group: str, err: Path) -> subprocess.Popen[bytes]:
+    """A projector process of `group` following every log matching `pattern`."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "memstream", "projector", "run", "--logs-matching", pattern]
+        + ["--group", group, "--refresh-seconds", "1"]
+        + ["--snapshot-ms", "30", "--snapshot-records", "300"],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.DEVNULL,
+        stderr=err.open("wb"),
+    )
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
+class Logs:
+    """The test's logs: one writer (`Memory`) each, appended to from the test's thread or
+    its background writer."""
+
+    def __init__(self, bootstrap: str, redis_url: str, prefix: str) -> None:
+        self.bootstrap, self.redis_url, self.prefix = bootstrap, redis_url, prefix
+        self.memories: dict[str, Memory] = {}
+        self.client = redis.Redis.from_url(redis_url)
+        self.lock = threading.Lock()
+
+    def location(self, name: str) -> str:
+        return f"kafka://{self.bootstrap}/{self.prefix}-{name}?redis={self.redis_url}"
+
+    def create(self, name: str, count: int) -> KafkaLocation:
+        memory = Memory(self.location(name))
+        memory.append_many([Message(speaker="a", content=f"{name} {i}") for i in range(count)])
+        loc = parse_kafka_location(self.location(name))
+        self.memories[loc.topic] = memory
+        return loc
+
+    def append(self, topic: str, text: str) -> int:
+        with self.lock:
+            return self.memories[topic].log.append([Message(speaker="a", content=text)])[0].seq
+
+    def status(self, topic: str) -> ProjectorStatus | None:
+        loc = parse_kafka_location(self.location(topic.removeprefix(self.prefix + "-")))
+        return decode_status(self.client.get(status_key(loc.key_prefix)))
+
+    def folded_by(self, topic: str, pids: set[int], seq: int) -> bool:
+        status = self.status(topic)
+        return (
+            status is not None
+            and status.pid in pids
+            and status.folded_seq is not None
+            and status.folded_seq >= seq
+        )
+
+    def close(self) -> None:
+        for memory in self.memories.values():
+            memory.close()
+
+
+def published_events(loc: KafkaLocation) -> list[tuple[int, int]]:
+    admin = AdminClient({"bootstrap.servers": loc.bootstrap})
+    description = admin.describe_topics(TopicCollection([loc.topic]))[loc.topic].result(30)
+    tid = str(description.topic_id).encode()
+    return [
+        (int(h[SEQ_HEADER]), int(h[INDEX_HEADER]))
+        for _, _, h in read_all(loc.bootstrap, loc.lifecycle_topic)
+        if KIND_HEADER in h and h.get(TOPIC_ID_HEADER, tid) == tid
+    ]
+
+
+def judge(loc: KafkaLocation) -> None:
+    """The log's snapshot equals a fresh fold, and each lifecycle event is published once."""
+    records = [(offset, value) for offset, value, _ in read_all(loc.bootstrap, loc.topic)]
+    clean = fold_log(records)
+    loaded = SnapshotStore.connect(loc).load()
+    assert loaded == clean, f"{loc.topic}: the snapshot is not a fresh fold of the log"
+    expected: list[tuple[int, int]] = []
+    for record in fold_lifecycle(iter(records)):
+        same = expected[-1][1] + 1 if expected and expected[-1][0] == record.seq else 0
+        expected.append((record.seq, same))
+    published = published_events(loc)
+    assert Counter(published) == Counter(expected), (
+        f"{loc.topic}: {len(published)} lifecycle records for {len(expected)} events"
+    )
+    assert len(expected) > 0
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(300)
+def test_two_members_share_the_logs_and_one_takes_over_a_killed_ones(
+    kafka_bootstrap: str, redis_url: str, unique_name: str, tmp_path: Path
+) -> None:
+    logs = Logs(kafka_bootstrap, redis_url, unique_name)
+    locations = {loc.topic: loc for loc in (logs.create(f"log{i}", 20) for i in range(6))}
+    pattern = f"kafka://{kafka_bootstrap}/{unique_name}-*?redis={redis_url}"
+    group = f"{unique_name}-group"
+    a = member(pattern, group, tmp_path / "a.err")
+    b: subprocess.Popen[bytes] | None = None
+    writing = threading.Event()
+    writer: threading.Thread | None = None
+    try:
+        wait_for(
+            "member a to fold every log",
+            lambda: all(logs.folded_by(t, {a.pid}, 19) for t in locations),
+            60,
+        )
+        b = member(pattern, group, tmp_path / "b.err")
+        members = {a.pid, b.pid}
+
+        def shared() -> dict[int, list[str]] | None:
+            owners: dict[int, list[str]] = {}
+            for topic in locations:
+                status = logs.status(topic)
+                if status is None or status.pid not in members or status.folded_seq != 19:
+                    return None
+                owners.setdefault(status.pid, []).append(topic)
+            return owners if len(owners) == 2 else None
+
+        # The cooperative-sticky assignor gives b half of the logs; a stops those.
+        owners = wait_for("the members to share the logs", shared, 60)
+        assert sorted(len(v) for v in owners.values()) == [3, 3], owners
+        time.sleep(2)  # each log stays with its one owner (no flapping)
+        assert shared() == owners
+
+        # Appends keep coming to every log while a is killed.
+        def write() -> None:
+            i = 0
+            while not writing.is_set():
+                for topic in locations:
+                    logs.append(topic, f"during {i}")
+                i += 1
+                time.sleep(0.05)
+
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+        time.sleep(1.0)
+        a.send_signal(signal.SIGKILL)
+        a.wait(10)
+        killed = time.monotonic()
+        taken = {topic: logs.append(topic, "after the kill") for topic in owners[a.pid]}
+        for topic, seq in taken.items():
+            wait_for(
+                f"{topic} to be folded by member b",
+                lambda t=topic, s=seq: logs.folded_by(t, {b.pid}, s),
+                60,
+            )
+        takeover = time.monotonic() - killed
+        print(f"\ntakeover of {len(taken)} logs after SIGKILL: {takeover:.2f} s")
+        assert takeover <= TAKEOVER_S, f"the logs were taken over after {takeover:.1f} s"
+        writing.set()
+        writer.join(30)
+
+        # A log created while the group runs is picked up by it.
+        created = time.monotonic()
+        new = logs.create("new", 5)
+        locations[new.topic] = new
+        wait_for("the new log to be folded", lambda: logs.folded_by(new.topic, {b.pid}, 4), 30)
+        print(f"new log picked up after {time.monotonic() - created:.2f} s")
+
+        ends = {topic: logs.append(topic, "last") for topic in locations}
+        for topic, seq in ends.items():
+            wait_for(
+                f"{topic} folded to its end",
+                lambda t=topic, s=seq: logs.folded_by(t, {b.pid}, s),
+                60,
+            )
+        stop(b)
+        assert b.returncode == 0, (tmp_path / "b.err").read_text()[-3000:]
+        for loc in locations.values():
+            judge(loc)
+    finally:
+        writing.set()
+        if writer is not None:
+            writer.join(30)
+        stop(a)
+        if b is not None:
+            stop(b)
+        logs.close()
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(180)
+def test_a_listed_log_created_later_is_followed_and_stopping_releases_every_lease(
+    kafka_bootstrap: str, redis_url: str, unique_name: str
+) -> None:
+    logs = Logs(kafka_bootstrap, redis_url, unique_name)
+    first = logs.create("one", 3)
+    later = parse_kafka_location(logs.location("later"))  # no such topic yet
+    group = ProjectorGroup(
+        [str(first), str(later)],
+        group=f"{unique_name}-group",
+        refresh_s=0.5,
+        projector={"every_ms": 30},
+    )
+    halt = threading.Event()
+    runner = threading.Thread(target=group.run, args=(halt,), daemon=True)
+    runner.start()
+    me = {os.getpid()}
+    try:
+        wait_for("the listed log folded", lambda: logs.folded_by(first.topic, me, 2), 60)
+        assert group.owned() == [first.topic]
+        logs.create("later", 4)
+        wait_for("the log created later folded", lambda: logs.folded_by(later.topic, me, 3), 60)
+        assert group.owned() == sorted([first.topic, later.topic])
+    finally:
+        halt.set()
+        runner.join(60)
+        logs.close()
+    assert not runner.is_alive() and group.owned() == []
+    # Each projector released its lease (and its status record) on the way out.
+    for loc in (first, later):
+        assert logs.client.get(status_key(loc.key_prefix)) is None
+        judge(loc)
