@@ -24,7 +24,9 @@ class DaemonSettings:
     log that cannot be opened (one that does not exist yet included); `max_streams`:
     lifecycle streams open at once, all logs together (503 beyond); `allowed_hosts`: the
     Host names served (None or "*": any); `max_body_bytes`: the largest request body;
-    `heavy_workers`: threads that build large answers.
+    `heavy_workers`: threads that build large answers; `tokens`: the token store's path,
+    which turns access control on (`queryd.daemon.access`; None: off), re-read when it
+    changed every `tokens_refresh` seconds.
     """
 
     min_seq_timeout: float = 5.0
@@ -38,3 +40,5 @@ class DaemonSettings:
     max_body_bytes: int = 1024 * 1024
     heavy_workers: int = 2
     hub: HubSettings = field(default_factory=HubSettings)
+    tokens: str | None = None
+    tokens_refresh: float = 1.0
