@@ -19,7 +19,7 @@ from producers.memory import Memory
 from schemas.tokens import TOKEN_PREFIX
 
 A_TOKEN = re.compile(r"mst_[0-9a-f]{12}_[A-Za-z0-9_-]{8}")
-SECRET_WORD = "cat"  # in the seeded log's messages: an answer that leaked content has it
+SECRET_WORD = "chase"  # in a seeded message: an answer that leaked content has it
 
 
 @dataclasses.dataclass
@@ -78,7 +78,7 @@ def assert_refused(answer, status: int, missing: str, *words: str) -> None:  # t
     for word in words:
         assert word in body["message"], body["message"]
     assert not A_TOKEN.search(answer.text)  # no token, ours or the one sent, in the answer
-    assert SECRET_WORD not in answer.text.replace("'cat'", "")  # nothing of the log read
+    assert SECRET_WORD not in answer.text  # nothing of the log read
     if status == 401:
         assert answer.headers["www-authenticate"].startswith("Bearer")
 
