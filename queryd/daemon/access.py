@@ -73,7 +73,7 @@ __all__ = [
     "requirement",
 ]
 
-log = logging.getLogger("memstream.queryd.access")
+log = logging.getLogger("memstream.queryd.tokens")
 
 COOKIE = "memstream_token"
 GRANT_KEY = "memstream.grant"  # the ASGI scope key holding a request's Grant

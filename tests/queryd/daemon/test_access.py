@@ -177,6 +177,8 @@ def test_reads_need_a_read_token_of_their_log(
             assert answer.status_code == 404 and "checkpoint" in answer.text
         else:
             assert answer.status_code == 200, answer.text
+        if path.endswith("/state"):
+            assert SECRET_WORD in answer.text  # what a refused answer would have leaked
 
 
 def test_service_routes_stay_open_and_listings_show_the_granted_log(
@@ -270,7 +272,8 @@ def test_no_token_in_the_daemons_log(
             client.get(f"/logs/{seeded.name}/state", headers=bearer(token))
         client.post("/ui/login", data={"token": tokens.read})
     text = "\n".join(f"{r.getMessage()} {r.__dict__}" for r in caplog.records)
-    assert "memstream.queryd.access" in {r.name for r in caplog.records}  # access lines
+    access = [r for r in caplog.records if r.name == "memstream.queryd.access"]
+    assert [r.__dict__.get("agent") for r in access[:2]] == ["agent:reader", None]  # who read
     for token in (tokens.read, tokens.revoked):
         assert token not in text and token.split("_", 2)[2] not in text
 

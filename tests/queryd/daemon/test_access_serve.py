@@ -135,6 +135,7 @@ def test_https_with_tokens(tmp_path: Path) -> None:
     assert f"on https://127.0.0.1:{port}" in output
     assert "without access control" not in output
     assert f"/logs/{seeded.name}/recall" in output  # access lines were written...
+    assert '"agent": "agent:alice"' in output  # ...naming who...
     assert token not in output and token.split("_", 2)[2] not in output  # ...without it
 
 
