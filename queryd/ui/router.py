@@ -61,6 +61,8 @@ _templates = Environment(
 )
 
 router = APIRouter(include_in_schema=False)
+# Signing in, installed only with access control on (the view otherwise adds no POST).
+sign_in = APIRouter(include_in_schema=False)
 
 
 class BadInput(Exception):
@@ -156,17 +158,17 @@ def refusal_page(status: int, message: str, path: str) -> Response:
     return error_page(status, message)
 
 
-@router.get("/ui/login")
+@sign_in.get("/ui/login")
 async def login_form(request: Request) -> Response:
     return page("login.html", message=None, next=_next_page(request.query_params.get("next")))
 
 
-@router.post("/ui/login")
+@sign_in.post("/ui/login")
 async def login(request: Request) -> Response:
     """Check the pasted token; set it as an HttpOnly, SameSite=Strict cookie, then go on."""
     verifier = daemon_of(request).access
-    if verifier is None:
-        return RedirectResponse("/ui/", status_code=303)  # nothing to sign in to
+    if verifier is None:  # not installed without access control; nothing to sign in to
+        return RedirectResponse("/ui/", status_code=303)
     origin = request.headers.get("origin")
     if (
         origin is not None
@@ -196,7 +198,7 @@ async def login(request: Request) -> Response:
     return answer
 
 
-@router.post("/ui/logout")
+@sign_in.post("/ui/logout")
 async def logout(request: Request) -> Response:
     answer = RedirectResponse("/ui/login", status_code=303)
     answer.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
@@ -311,6 +313,9 @@ async def event_page(request: Request, log_name: str, event_id: str) -> Response
 
 
 def install(app: FastAPI) -> None:
-    """Mount the web view on `app`: its routes and its static files."""
+    """Mount the web view on `app`: its routes and its static files (and its sign-in
+    page when the daemon checks tokens)."""
     app.router.routes.extend(router.routes)
+    if app.state.daemon.access is not None:
+        app.router.routes.extend(sign_in.routes)
     app.mount("/ui/static", StaticFiles(directory=STATIC), name="ui-static")
