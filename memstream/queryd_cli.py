@@ -73,6 +73,16 @@ def serve(args: argparse.Namespace) -> int:
     if max_connections <= 0:
         print("memstream queryd serve: --max-connections must be positive", file=sys.stderr)
         return 2
+    # --- access control and TLS (issue 15) ---
+    tokens = args.tokens or os.environ.get("MEMSTREAM_TOKENS") or None
+    if (args.tls_cert is None) != (args.tls_key is None):
+        print("memstream queryd serve: give both --tls-cert and --tls-key", file=sys.stderr)
+        return 2
+    for flag, path in (("--tls-cert", args.tls_cert), ("--tls-key", args.tls_key)):
+        if path is not None and not os.path.isfile(path):
+            print(f"memstream queryd serve: {flag}: no such file: {path}", file=sys.stderr)
+            return 2
+    # --- end access control and TLS ---
     settings = DaemonSettings(
         min_seq_timeout=args.min_seq_timeout,
         poll_interval=args.poll_interval,
@@ -81,6 +91,7 @@ def serve(args: argparse.Namespace) -> int:
         allowed_hosts=_allowed_hosts(args),
         max_body_bytes=args.max_body_bytes,
         idle_seconds=args.idle_seconds,
+        tokens=tokens,
     )
     try:
         registry = LogRegistry.from_locations(
@@ -94,7 +105,24 @@ def serve(args: argparse.Namespace) -> int:
     except LocationError as exc:
         print(f"memstream queryd serve: {exc}", file=sys.stderr)
         return 2
-    app = create_app(registry, settings)
+    from producers.keys.token_store import TokenStoreError
+
+    try:
+        app = create_app(registry, settings)
+    except TokenStoreError as exc:
+        print(f"memstream queryd serve: --tokens: {exc}", file=sys.stderr)
+        return 2
+    if tokens is None:
+        log.warning(
+            "serving without access control: anyone who can reach this daemon reads every "
+            "log and recalls as any actor (turn it on with --tokens PATH)"
+        )
+    elif args.tls_cert is None and args.host not in ("127.0.0.1", "localhost", "::1"):
+        log.warning(
+            "access control is on but TLS is off on %s: bearer tokens cross the network in "
+            "clear text (give --tls-cert and --tls-key)",
+            args.host,
+        )
     guard = ConnectionGuard(max_connections, args.read_timeout)
     if settings.max_streams >= max_connections:
         log.warning(
@@ -105,8 +133,9 @@ def serve(args: argparse.Namespace) -> int:
         )
     app.state.daemon.metrics.logs.connections = lambda: guard
     log.info(
-        "serving %s on http://%s:%d (at most %d connections, %d lifecycle streams; Host: %s)",
+        "serving %s on %s://%s:%d (at most %d connections, %d lifecycle streams; Host: %s)",
         ", ".join(f"{h.name} ({h.mode})" for h in registry.handles.values()),
+        "http" if args.tls_cert is None else "https",
         args.host,
         args.port,
         max_connections,
@@ -125,6 +154,8 @@ def serve(args: argparse.Namespace) -> int:
         log_config=None,  # our handlers (text or JSON) take uvicorn's records too
         access_log=False,  # the daemon logs its own access lines (memstream.queryd.access)
         workers=1,
+        ssl_certfile=args.tls_cert,
+        ssl_keyfile=args.tls_key,
     )
     uvicorn.Server(config).run()
     return 0
@@ -248,4 +279,12 @@ def register(sub: Any) -> None:
         default=os.environ.get("MEMSTREAM_QUERYD_LOG_FORMAT", "text"),
         help="text lines, or one JSON object a line (env MEMSTREAM_QUERYD_LOG_FORMAT)",
     )
+    p.add_argument(
+        "--tokens",
+        metavar="PATH",
+        help="turn access control on: every route but /healthz, /readyz and /metrics needs "
+        "a bearer token of this token store (`memstream tokens create`; env MEMSTREAM_TOKENS)",
+    )
+    p.add_argument("--tls-cert", metavar="FILE", help="serve HTTPS with this certificate (PEM)")
+    p.add_argument("--tls-key", metavar="FILE", help="the private key of --tls-cert (PEM)")
     p.set_defaults(func=serve)

@@ -19,6 +19,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from queryd.daemon.access import AccessControl, TokenVerifier
 from queryd.daemon.dependencies import DaemonContext
 from queryd.daemon.errors import install_error_handlers
 from queryd.daemon.guards import BodyLimit, HostAllowList
@@ -61,12 +62,18 @@ def create_app(
         )
     )
     streams = StreamLimit(settings.max_streams)
+    access = (
+        None
+        if settings.tokens is None
+        else TokenVerifier.open(settings.tokens, settings.tokens_refresh)
+    )
     daemon = DaemonContext(
         registry=registry,
         settings=settings,
         metrics=Metrics(registry, streams),
         streams=streams,
         heavy=HeavyPool(settings.heavy_workers),
+        access=access,
     )
 
     @asynccontextmanager
@@ -74,9 +81,13 @@ def create_app(
         # Counted: the logs stop when the last user (this lifespan, another one over the
         # same registry, a caller that acquired it first) releases them.
         registry.acquire(asyncio.get_running_loop())
+        if access is not None:
+            access.start()
         try:
             yield
         finally:
+            if access is not None:
+                await asyncio.to_thread(access.stop)
             await asyncio.to_thread(registry.release)
             daemon.heavy.shutdown()
 
@@ -89,6 +100,13 @@ def create_app(
     )
     app.state.daemon = daemon
     app.add_middleware(BodyLimit, max_body=settings.max_body_bytes)
+    # Inside the Host check and the metrics (refusals are counted and access-logged),
+    # outside the body limit (a request without a token is refused before its body is read).
+    from queryd.ui.router import install as install_ui
+    from queryd.ui.router import refusal_page
+
+    if access is not None:
+        app.add_middleware(AccessControl, verifier=access, page_refusal=refusal_page)
     app.add_middleware(HostAllowList, allowed=settings.allowed_hosts)
     app.add_middleware(MetricsMiddleware, metrics=daemon.metrics)
     install_error_handlers(app)
@@ -97,8 +115,7 @@ def create_app(
     for router in ROUTERS:
         app.router.routes.extend(router.routes)
     # The web view over these routes, after them (its paths are under /ui/). Imported
-    # here: queryd.ui's modules import this package's, whose __init__ imports this module.
-    from queryd.ui.router import install as install_ui
-
+    # above, in this function: queryd.ui's modules import this package's, whose __init__
+    # imports this module.
     install_ui(app)
     return app

@@ -16,6 +16,7 @@ from typing import Annotated, Any, TypeVar
 from fastapi import Depends, Request
 
 from projector.record_fold import LogState
+from queryd.daemon.access import TokenVerifier
 from queryd.daemon.errors import ApiError
 from queryd.daemon.handles import LogHandle, LogRegistry, NotReady, SeqTimeout, Unavailable
 from queryd.daemon.heavy import HeavyPool
@@ -41,6 +42,7 @@ class DaemonContext:
     metrics: Metrics
     streams: StreamLimit
     heavy: HeavyPool
+    access: TokenVerifier | None = None  # None: access control off
 
 
 def daemon_of(request: Request) -> DaemonContext:

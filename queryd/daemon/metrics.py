@@ -187,16 +187,25 @@ class MetricsMiddleware:
         method = printable(str(scope.get("method", "?")), 20)
         path = printable(str(scope.get("path", "?")), 2000)
         duration = (time.perf_counter() - start) * 1000
+        extra: dict[str, Any] = {
+            "method": method,
+            "path": path,
+            "status": status,
+            "duration_ms": round(duration, 3),
+        }
+        # With access control on: who (the token's agent and id; never the token itself).
+        grant = scope.get("memstream.grant")
+        if grant is None:
+            _access.info("%s %s %d %.1fms", method, path, status, duration, extra=extra)
+            return
+        extra["agent"], extra["token_id"] = printable(grant.agent, 255), grant.token_id
         _access.info(
-            "%s %s %d %.1fms",
+            "%s %s %d %.1fms agent=%s token=%s",
             method,
             path,
             status,
             duration,
-            extra={
-                "method": method,
-                "path": path,
-                "status": status,
-                "duration_ms": round(duration, 3),
-            },
+            extra["agent"],
+            grant.token_id,
+            extra=extra,
         )

@@ -25,7 +25,10 @@ class DaemonSettings:
     lifecycle streams open at once, all logs together (503 beyond); `allowed_hosts`: the
     Host names served (None or "*": any); `max_body_bytes`: the largest request body;
     `heavy_workers`: threads that build large answers; `idle_seconds`: a log no request
-    named for that long is dropped from memory, and hydrated again when named (None: never).
+    named for that long is dropped from memory, and hydrated again when named (None: never);
+    `tokens`: the token store's path, which turns access control on
+    (`queryd.daemon.access`; None: off), re-read when it changed every `tokens_refresh`
+    seconds.
     """
 
     min_seq_timeout: float = 5.0
@@ -40,3 +43,5 @@ class DaemonSettings:
     heavy_workers: int = 2
     idle_seconds: float | None = None
     hub: HubSettings = field(default_factory=HubSettings)
+    tokens: str | None = None
+    tokens_refresh: float = 1.0

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import parse_qs, quote, urlencode
 from uuid import UUID
 
 from fastapi import APIRouter, FastAPI, Request
@@ -30,11 +31,13 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.staticfiles import StaticFiles
 
 from queryd.audit.events import MAX_TEXT_FILTER, event_text, select_events
+from queryd.daemon.access import COOKIE, StoreUnreadable, granted_log
 from queryd.daemon.dependencies import ServedLog, daemon_of
 from queryd.daemon.errors import ApiError
 from queryd.daemon.routes.service import summary
 from queryd.daemon.settings import MAX_PAGE
 from schemas.audit import EVENT_KINDS
+from schemas.tokens import AccessError
 
 __all__ = ["install", "router"]
 
@@ -43,6 +46,7 @@ log = logging.getLogger("memstream.queryd.ui")
 HERE = Path(__file__).resolve().parent
 STATIC = HERE / "static"
 TIMELINE_PAGE = 100
+SIGN_IN_FOR = 12 * 3600  # the sign-in cookie's life at most (the token's expiry if sooner)
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -57,6 +61,8 @@ _templates = Environment(
 )
 
 router = APIRouter(include_in_schema=False)
+# Signing in, installed only with access control on (the view otherwise adds no POST).
+sign_in = APIRouter(include_in_schema=False)
 
 
 class BadInput(Exception):
@@ -129,8 +135,74 @@ async def ui_root() -> Response:
 
 @router.get("/ui/")
 async def index(request: Request) -> Response:
-    logs = [summary(h) for h in daemon_of(request).registry.handles.values()]
-    return page("index.html", logs=logs)
+    only = granted_log(request.scope)
+    handles = daemon_of(request).registry.handles.values()
+    return page("index.html", logs=[summary(h) for h in handles if only in (None, h.name)])
+
+
+# --- signing in (access control on: `queryd.daemon.access`) ----------------------------------
+
+
+def _next_page(value: str | None) -> str:
+    """Where to go after signing in: a page of the web view, never another site."""
+    if value and value.startswith("/ui/") and "//" not in value and "\\" not in value:
+        return value
+    return "/ui/"
+
+
+def refusal_page(status: int, message: str, path: str) -> Response:
+    """A web view page refused by access control: the sign-in form for a 401, else the
+    error page (the message names what is missing, never the token)."""
+    if status == 401:
+        return page("login.html", 401, message=message, next=_next_page(path))
+    return error_page(status, message)
+
+
+@sign_in.get("/ui/login")
+async def login_form(request: Request) -> Response:
+    return page("login.html", message=None, next=_next_page(request.query_params.get("next")))
+
+
+@sign_in.post("/ui/login")
+async def login(request: Request) -> Response:
+    """Check the pasted token; set it as an HttpOnly, SameSite=Strict cookie, then go on."""
+    verifier = daemon_of(request).access
+    if verifier is None:  # not installed without access control; nothing to sign in to
+        return RedirectResponse("/ui/", status_code=303)
+    origin = request.headers.get("origin")
+    if (
+        origin is not None
+        and origin.partition("://")[2].lower() != request.headers.get("host", "").lower()
+    ):
+        return error_page(403, "header.Origin: sign in from this daemon's own page")
+    form = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=4)
+    token = (form.get("token") or [""])[0].strip()
+    target = _next_page((form.get("next") or [""])[0])
+    try:
+        grant = verifier.check(token or None)
+    except AccessError as exc:
+        return page("login.html", 401, message=str(exc), next=target)
+    except StoreUnreadable as exc:
+        return error_page(503, f"access: the token store cannot be read ({exc})")
+    life = min(SIGN_IN_FOR, int((grant.expires - datetime.now(UTC)).total_seconds()))
+    answer = RedirectResponse(target, status_code=303)
+    answer.set_cookie(
+        COOKIE,
+        token,
+        max_age=max(life, 1),
+        path="/",
+        secure=request.url.scheme == "https",
+        httponly=True,
+        samesite="strict",
+    )
+    return answer
+
+
+@sign_in.post("/ui/logout")
+async def logout(request: Request) -> Response:
+    answer = RedirectResponse("/ui/login", status_code=303)
+    answer.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
+    return answer
 
 
 @router.get("/ui/logs/{log_name}")
@@ -244,6 +316,9 @@ async def event_page(request: Request, log_name: str, event_id: str) -> Response
 
 
 def install(app: FastAPI) -> None:
-    """Mount the web view on `app`: its routes and its static files."""
+    """Mount the web view on `app`: its routes and its static files (and its sign-in
+    page when the daemon checks tokens)."""
     app.router.routes.extend(router.routes)
+    if app.state.daemon.access is not None:
+        app.router.routes.extend(sign_in.routes)
     app.mount("/ui/static", StaticFiles(directory=STATIC), name="ui-static")

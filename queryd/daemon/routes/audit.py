@@ -9,11 +9,12 @@ import asyncio
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 
 from queryd.audit import search
 from queryd.audit.events import select_events
 from queryd.audit.state_page import select_state
+from queryd.daemon.access import acting_agent
 from queryd.daemon.dependencies import Served
 from queryd.daemon.errors import ERROR_RESPONSES, ApiError
 from queryd.daemon.heavy import json_answer
@@ -36,6 +37,7 @@ from queryd.daemon.seq import SEQ_HEADER, seq_text, stamp_seq
 from queryd.daemon.settings import MAX_PAGE, STATE_PAGE
 from schemas.audit import EventKind
 from schemas.errors import MemstreamError
+from schemas.tokens import ScopeRefused
 
 __all__ = ["router"]
 
@@ -189,13 +191,20 @@ async def search_memory(
 @router.post(
     "/logs/{log}/recall",
     summary="search, and append a Recall naming exactly what was returned",
+    description="With access control on, the Recall's actor is the token's agent: an "
+    "`actor` naming anyone else is a 403.",
 )
 async def recall(
     served: Served,
     body: StrictBody[RecallRequest],
     response: Response,
+    request: Request,
 ) -> RecallAnswer:
     handle = served.handle
+    try:
+        actor = acting_agent(request.scope, body.actor, handle.name)
+    except ScopeRefused as exc:
+        raise ApiError(403, str(exc), detail={"missing": exc.what, "message": str(exc)}) from None
     handle.current()  # 503 while hydrating
     memory = handle.memory
     if memory is None:
@@ -210,7 +219,7 @@ async def recall(
             limit=body.limit,
             session_id=body.session_id,
             source=body.source,
-            actor=body.actor,
+            actor=actor,
         )
     except ValueError as exc:
         raise ApiError(422, str(exc)) from None

@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
+from queryd.daemon.access import granted_log
 from queryd.daemon.dependencies import Served, daemon_of
 from queryd.daemon.errors import ERROR_RESPONSES
 from queryd.daemon.handles import LogHandle
@@ -63,9 +64,11 @@ async def metrics_endpoint(request: Request) -> Response:
     return Response(body, media_type=content_type)
 
 
-@router.get("/logs", summary="the served logs")
+@router.get("/logs", summary="the served logs (with access control on: the token's log)")
 async def list_logs(request: Request) -> LogsAnswer:
-    return LogsAnswer(logs=[summary(h) for h in daemon_of(request).registry.handles.values()])
+    only = granted_log(request.scope)
+    handles = daemon_of(request).registry.handles.values()
+    return LogsAnswer(logs=[summary(h) for h in handles if only in (None, h.name)])
 
 
 @router.get("/logs/{log}", summary="one log: its seq, lag and sizes")
