@@ -10,6 +10,7 @@ their clients and topics here, so a log topic is made and checked one way.
 from __future__ import annotations
 
 import logging
+import os
 import time
 import uuid
 from typing import Any
@@ -31,7 +32,15 @@ from schemas.limits import MAX_RECORD_BYTES
 __all__ = [
     "KafkaLogError",
     "KafkaUnavailableError",
+    "KafkaAuthenticationError",
+    "KafkaAuthorizationError",
     "TopicConfigError",
+    "ENV_USERNAME",
+    "ENV_PASSWORD",
+    "ENV_MECHANISM",
+    "AUTH_ERRORS",
+    "DENIED_ERRORS",
+    "auth_error",
     "error_cause",
     "client_conf",
     "producer_conf",
@@ -87,6 +96,16 @@ class KafkaUnavailableError(KafkaLogError, LogUnavailableError):
     log, the operation and the cause."""
 
 
+class KafkaAuthenticationError(KafkaUnavailableError):
+    """The broker refused the client's credentials (none given, or wrong): the message names
+    the log and says "authentication failed", never the password."""
+
+
+class KafkaAuthorizationError(KafkaLogError):
+    """The broker's ACLs do not let this principal do what was asked (write, read, create
+    or describe the log's topic); nothing was written."""
+
+
 class TopicConfigError(KafkaLogError):
     """A log topic that is not one partition, is compacted, or takes too small messages."""
 
@@ -98,8 +117,78 @@ def error_cause(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-def client_conf(bootstrap: str) -> dict[str, Any]:
-    return {"bootstrap.servers": bootstrap, "logger": _client_log, "log_level": 3}
+# A secured broker's credentials (`memstream stack up --secure`): read from the environment
+# by `client_conf`, the one place every Kafka client of memstream is configured. They never
+# travel in a location string, so a printed location never shows them.
+ENV_USERNAME = "MEMSTREAM_KAFKA_USERNAME"
+ENV_PASSWORD = "MEMSTREAM_KAFKA_PASSWORD"
+ENV_MECHANISM = "MEMSTREAM_KAFKA_SASL_MECHANISM"
+_DEFAULT_MECHANISM = "SCRAM-SHA-512"
+
+# librdkafka's codes for "these credentials were refused", and for "this principal may not".
+AUTH_ERRORS = frozenset({KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED})
+DENIED_ERRORS = frozenset(
+    {
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+        KafkaError.GROUP_AUTHORIZATION_FAILED,
+        KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    }
+)
+
+
+def _sasl_conf(username: str | None, password: str | None) -> dict[str, Any]:
+    if username is None and password is None:
+        username = os.environ.get(ENV_USERNAME) or None
+        password = os.environ.get(ENV_PASSWORD) or None
+    if username is None and password is None:
+        return {}
+    if not username or not password:
+        raise ValueError(
+            f"Kafka credentials: {ENV_USERNAME} and {ENV_PASSWORD} must be set together "
+            f"({ENV_USERNAME} is {'set' if username else 'missing'}, {ENV_PASSWORD} is "
+            f"{'set' if password else 'missing'})"
+        )
+    return {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": os.environ.get(ENV_MECHANISM) or _DEFAULT_MECHANISM,
+        "sasl.username": username,
+        "sasl.password": password,
+    }
+
+
+def client_conf(
+    bootstrap: str, *, username: str | None = None, password: str | None = None
+) -> dict[str, Any]:
+    """The settings every memstream Kafka client starts from: the brokers and, when
+    `username`/`password` are given or ``MEMSTREAM_KAFKA_USERNAME``/``..._PASSWORD`` are set,
+    SASL/SCRAM (``MEMSTREAM_KAFKA_SASL_MECHANISM``, default SCRAM-SHA-512). ValueError when
+    only one of the two is set."""
+    return {
+        "bootstrap.servers": bootstrap,
+        "logger": _client_log,
+        "log_level": 3,
+        **_sasl_conf(username, password),
+    }
+
+
+def auth_error(topic: str, operation: str, error: KafkaError | None) -> KafkaLogError | None:
+    """The memstream error for a refused login or a denied operation, None for any other
+    error (`operation` in words: "write", "read", "create its topic", ...)."""
+    if error is None:
+        return None
+    code = error.code()
+    if code in AUTH_ERRORS:
+        return KafkaAuthenticationError(
+            f"log {topic}: authentication failed: the broker refused this client's credentials "
+            f"(set {ENV_USERNAME} and {ENV_PASSWORD} to a user of the secured stack)"
+        )
+    if code in DENIED_ERRORS:
+        return KafkaAuthorizationError(
+            f"not authorized to {operation} log {topic}: the broker's ACLs do not grant it to "
+            f"this principal ({error.name()}; `memstream acl grant` grants a log)"
+        )
+    return None
 
 
 def producer_conf(bootstrap: str, **extra: Any) -> dict[str, Any]:
