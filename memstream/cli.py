@@ -18,6 +18,7 @@ _COMPONENTS = (
     "memstream.import_cli",
     "memstream.evidence_cli",
     "memstream.erasure_cli",
+    "memstream.acl_cli",
 )
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,9 +138,8 @@ def add_user(paths: StackPaths, name: str, role: str) -> Path:
         creds.password.encode(),
     )
     try:
-        futures = stack.kafka_admin().alter_user_scram_credentials(
-            [upsert], request_timeout=_TIMEOUT
-        )
+        admin = stack.kafka_admin()  # kept while its futures run
+        futures = admin.alter_user_scram_credentials([upsert], request_timeout=_TIMEOUT)
         for future in futures.values():
             future.result(timeout=_TIMEOUT)
     except (KafkaException, TimeoutError) as exc:
@@ -149,6 +149,7 @@ def add_user(paths: StackPaths, name: str, role: str) -> Path:
     try:
         client.execute_command("ACL", "SETUSER", name, *rules)
         client.execute_command("ACL", "SAVE")
+        os.chmod(secure.acl_file(paths.root), 0o600)  # Redis rewrites it 0644
     except redis.RedisError as exc:
         # redis-py's message never holds the command's arguments (the password).
         raise StackError(f"cannot add Redis user {name}: {exc}") from None
@@ -249,7 +250,8 @@ def grant(paths: StackPaths, name: str, log_name: str) -> tuple[str, list[AclBin
         )
     acls = bindings(name, role, log_name)
     try:
-        futures = stack.kafka_admin().create_acls(acls, request_timeout=_TIMEOUT)
+        admin = stack.kafka_admin()  # kept while its futures run
+        futures = admin.create_acls(acls, request_timeout=_TIMEOUT)
         for future in futures.values():
             future.result(timeout=_TIMEOUT)
     except (KafkaException, TimeoutError) as exc:
@@ -258,6 +260,7 @@ def grant(paths: StackPaths, name: str, log_name: str) -> tuple[str, list[AclBin
     try:
         client.execute_command("ACL", "SETUSER", name, *redis_keys(role, log_name))
         client.execute_command("ACL", "SAVE")
+        os.chmod(secure.acl_file(paths.root), 0o600)  # Redis rewrites it 0644
     except redis.RedisError as exc:
         raise StackError(f"cannot grant log {log_name}'s Redis keys to {name}: {exc}") from None
     finally:

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
@@ -41,6 +43,7 @@ __all__ = [
     "AUTH_ERRORS",
     "DENIED_ERRORS",
     "auth_error",
+    "check_login",
     "error_cause",
     "client_conf",
     "producer_conf",
@@ -221,6 +224,67 @@ def consumer_conf(bootstrap: str, **extra: Any) -> dict[str, Any]:
     }
 
 
+def _accepts(bootstrap: str, timeout: float = 1.0) -> bool:
+    """Whether some broker of `bootstrap` takes a TCP connection now."""
+    for address in bootstrap.split(","):
+        host, _, port = address.strip().rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
+def check_login(
+    admin: AdminClient,
+    conf: dict[str, Any],
+    topic: str,
+    errors: list[KafkaError],
+    timeout: float,
+) -> None:
+    """Return once the broker answers a metadata request from `admin` (made from `conf`,
+    with an ``error_cb`` appending to `errors`); raise `KafkaAuthenticationError` as soon
+    as the broker refuses its login, instead of waiting out `timeout` as librdkafka would.
+
+    Two refusals are told apart: wrong credentials (librdkafka reports a SASL
+    authentication error), and none given to a broker that wants them (it takes the
+    connection, answers the version handshake, then closes it at the first request).
+    When `timeout` passes without either, this returns and the caller's own request
+    reports what is wrong.
+    """
+    deadline = time.monotonic() + timeout
+    closed = 0
+    while True:
+        try:
+            admin.list_topics(timeout=min(0.5, max(0.05, deadline - time.monotonic())))
+            return
+        except KafkaException as exc:
+            admin.poll(0)  # serves error_cb
+            refused = [e for e in errors if e.code() in AUTH_ERRORS]
+            failed = auth_error(topic, "open", refused[-1]) if refused else None
+            if failed is not None:
+                raise failed from None
+            error = exc.args[0] if exc.args else None
+            if (
+                "sasl.username" not in conf
+                and isinstance(error, KafkaError)
+                and error.code() == KafkaError._TRANSPORT
+                and _accepts(str(conf["bootstrap.servers"]))
+            ):
+                closed += 1
+                if closed >= 2:  # not one broker restarting under us
+                    raise KafkaAuthenticationError(
+                        f"log {topic}: authentication failed: the broker at "
+                        f"{conf['bootstrap.servers']} takes connections but closes them at "
+                        f"the first request, as a secured broker does with a client that "
+                        f"gives no credentials; set {ENV_USERNAME} and {ENV_PASSWORD}"
+                    ) from None
+                time.sleep(0.1)
+        if time.monotonic() >= deadline:
+            return
+
+
 def consume_ready(consumer: Consumer, max_messages: int, timeout: float) -> list[KafkaMessage]:
     """The messages ready now, at once; when none are, the first to come within `timeout`
     (with any that came beside it).
@@ -238,13 +302,14 @@ def consume_ready(consumer: Consumer, max_messages: int, timeout: float) -> list
     return [first, *consumer.consume(max_messages - 1, 0)] if max_messages > 1 else [first]
 
 
-def _exists(admin: AdminClient, topic: str, timeout: float) -> bool:
+def _exists(admin: AdminClient, topic: str, timeout: float, denied: Callable[[Any], None]) -> bool:
     """Whether the cluster's metadata lists the topic now (False when it cannot be read:
-    creating it then says why)."""
+    creating it then says why); `denied` raises on a metadata error that is a refusal."""
     try:
         metadata = admin.list_topics(topic, timeout=timeout).topics.get(topic)
     except KafkaException:
         return False
+    denied(metadata)
     return metadata is not None and metadata.error is None and bool(metadata.partitions)
 
 
@@ -280,16 +345,26 @@ def ensure_topic(
     def left() -> float:
         return max(0.1, deadline - time.monotonic())
 
-    def unavailable(operation: str, exc: BaseException | str) -> KafkaUnavailableError:
+    def unavailable(operation: str, exc: BaseException | str) -> KafkaLogError:
+        if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+            denied = auth_error(topic, "write" if create else "read", exc.args[0])
+            if denied is not None:
+                return denied
         cause = exc if isinstance(exc, str) else error_cause(exc)
         return KafkaUnavailableError(
             f"log {topic}: cannot {operation} ({where}waited up to {timeout:g} s): {cause}"
         )
 
+    def denied(metadata: Any) -> None:
+        if metadata is not None and metadata.error is not None:
+            refused = auth_error(topic, "write" if create else "read", metadata.error)
+            if refused is not None:
+                raise refused
+
     config = dict(TOPIC_CONFIG)
     if message_bytes is not None:
         config["max.message.bytes"] = str(message_bytes)
-    if create and _exists(admin, topic, left()):
+    if create and _exists(admin, topic, left(), denied):
         # Created already (the usual case): no create request, which goes to the cluster's
         # controller and waits for it when that node is down.
         create = False
@@ -341,6 +416,7 @@ def ensure_topic(
             raise unavailable("read its metadata", exc) from None
         if metadata is not None and metadata.error is None and metadata.partitions:
             break
+        denied(metadata)
         if (
             not create
             and not existed
