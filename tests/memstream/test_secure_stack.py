@@ -243,9 +243,7 @@ def test_projector_principal_projects_and_reader_reads_its_snapshot(
     with Memory(secured.location(LOG, "alice")) as memory:
         memory.add_message(message("to project"))
     as_user("proj")
-    state = Projector(parse_kafka_location(secured.location(LOG, "proj"))).run(
-        until_caught_up=True
-    )
+    state = Projector(parse_kafka_location(secured.location(LOG, "proj"))).run(until_caught_up=True)
     assert state.last_seq == secured.length(LOG) - 1
     as_user("bob")
     loaded = SnapshotStore.connect(parse_kafka_location(secured.location(LOG, "bob"))).load()
