@@ -267,6 +267,16 @@ def down(paths: StackPaths, timeout: float = 30.0, reporter: Reporter | None = N
     return stopped
 
 
+def _status_url(paths: StackPaths, entry: dict[str, Any]) -> str:
+    address = str(entry["address"])
+    if not entry.get("secure"):
+        return address
+    try:
+        return _with_password(address, secure.load_admin(paths.root))
+    except FileNotFoundError:
+        return address  # its version then shows as unknown
+
+
 def status(paths: StackPaths) -> StackStatus:
     state = _read_state(paths)
     k_entry = state.get("kafka") or {}
@@ -300,7 +310,7 @@ def status(paths: StackPaths) -> StackStatus:
             up=r_up,
             pid=r_entry.get("pid") if r_up else None,
             address=r_addr,
-            version=redis_version(r_addr) if r_up and r_addr else None,
+            version=redis_version(_status_url(paths, r_entry)) if r_up and r_addr else None,
         ),
     )
 
