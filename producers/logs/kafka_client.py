@@ -257,7 +257,7 @@ def check_login(
     closed = 0
     while True:
         try:
-            admin.list_topics(timeout=min(0.5, max(0.05, deadline - time.monotonic())))
+            admin.list_topics(topic, timeout=min(0.5, max(0.05, deadline - time.monotonic())))
             return
         except KafkaException as exc:
             admin.poll(0)  # serves error_cb
