@@ -32,6 +32,7 @@ from producers.logs.kafka_client import (
     client_conf,
 )
 from producers.logs.location import parse_kafka_location
+from producers.logs.signing_key import init_key
 from projector.service import Projector
 from projector.snapshot_store import RedisAccessError, SnapshotStore
 from schemas.errors import AppendFailedError, MemstreamError
@@ -46,6 +47,7 @@ OTHER = "not-granted"
 @dataclass(frozen=True)
 class Secured:
     paths: StackPaths
+    cfg: StackConfig
     bootstrap: str
     host: str
     redis_port: int
@@ -104,7 +106,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
             assert creds is not None
             users[name] = creds
         yield Secured(
-            paths, result.bootstrap, cfg.host, cfg.redis_port, load_admin(paths.root), users
+            paths, cfg, result.bootstrap, cfg.host, cfg.redis_port, load_admin(paths.root), users
         )
     finally:
         down(paths, timeout=20.0)
@@ -237,14 +239,22 @@ def test_reader_cannot_append(secured: Secured, as_user, caplog: pytest.LogCaptu
 
 
 def test_projector_principal_projects_and_reader_reads_its_snapshot(
-    secured: Secured, as_user
+    secured: Secured, as_user, tmp_path: Path
 ) -> None:
     as_user("alice")
     with Memory(secured.location(LOG, "alice")) as memory:
         memory.add_message(message("to project"))
     as_user("proj")
-    state = Projector(parse_kafka_location(secured.location(LOG, "proj"))).run(until_caught_up=True)
+    key = tmp_path / "projector.key"
+    init_key(key, "memstream.secure-test")
+    projector = Projector(
+        parse_kafka_location(secured.location(LOG, "proj")), key=key, checkpoint_ms=0
+    )
+    state = projector.run(until_caught_up=True, max_seconds=120)
     assert state.last_seq == secured.length(LOG) - 1
+    # Its lifecycle events and signed checkpoints went to the topics it was granted.
+    assert secured.length(f"{LOG}.lifecycle") > 0
+    assert secured.length(f"{LOG}.checkpoints") > 0
     as_user("bob")
     loaded = SnapshotStore.connect(parse_kafka_location(secured.location(LOG, "bob"))).load()
     assert loaded is not None and loaded.last_seq == state.last_seq
@@ -317,3 +327,35 @@ def test_errors_and_reprs_hide_redis_passwords(secured: Secured, as_user) -> Non
     with pytest.raises(MemstreamError) as raised:
         parse_kafka_location(location + "&bogus=1")
     assert password not in str(raised.value) and "alice:***@" in str(raised.value)
+
+
+def test_a_restart_keeps_users_and_grants(secured: Secured, as_user) -> None:
+    again = up(secured.cfg, secured.paths)  # already up: health-checked as the admin
+    assert again.started == ()
+    down(secured.paths, timeout=20.0)
+    restarted = up(secured.cfg, secured.paths)
+    assert set(restarted.started) == {"kafka", "redis"}
+    as_user("alice")
+    with Memory(secured.location(LOG, "alice")) as memory:  # SCRAM and ACLs kept by KRaft
+        memory.add_message(message("after a restart"))
+    client = redis.Redis.from_url(secured.redis_url("bob"))  # the ACL file kept by Redis
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        client.set(f"memstream:{LOG}:pos", b"forged")
+    client.close()
+
+
+def test_queryd_serves_a_log_as_its_reader(secured: Secured, as_user) -> None:
+    from fastapi.testclient import TestClient
+
+    from queryd.daemon import DaemonSettings, create_app
+
+    as_user("alice")
+    with Memory(secured.location(LOG, "alice")) as memory:
+        stored = memory.add_message(message("for the reader"))
+    as_user("bob")
+    settings = DaemonSettings(min_seq_timeout=5.0, poll_interval=0.01, probe_interval=0.2)
+    app = create_app([secured.location(LOG, "bob")], settings)
+    with TestClient(app, base_url="http://localhost") as client:
+        assert app.state.daemon.registry.wait_ready(60), "the log did not hydrate"
+        answer = client.get(f"/logs/{LOG}/state", params={"min_seq": stored.seq})
+        assert answer.status_code == 200, answer.text
