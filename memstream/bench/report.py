@@ -11,7 +11,7 @@ from typing import TypeVar
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["Row", "append_all", "print_table", "best_of", "once", "per_second", "ms"]
+__all__ = ["Row", "append_all", "print_table", "best_of", "once", "per_call", "per_second", "ms"]
 
 T = TypeVar("T")
 
@@ -75,6 +75,20 @@ def best_of(fn: Callable[[], object], repeat: int = 3) -> float:
     """The fastest of `repeat` runs, in seconds (the least disturbed by the machine), each
     timed as `once`."""
     return min(once(fn)[0] for _ in range(repeat))
+
+
+def per_call(fn: Callable[[], object], calls: int, repeat: int = 3) -> float:
+    """Seconds per call of `fn`: the fastest of `repeat` runs of `calls` calls each.
+
+    For calls of a millisecond or less: one call timed alone after a collection measures
+    cold caches and the timer more than the call.
+    """
+
+    def run() -> None:
+        for _ in range(calls):
+            fn()
+
+    return best_of(run, repeat) / calls
 
 
 def per_second(count: int, seconds: float) -> float:

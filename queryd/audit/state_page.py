@@ -56,6 +56,8 @@ def select_state(
         tombstone = deleted.get(event.id)
         if tombstone is not None:
             page.deleted.append((event.id, tombstone))
+        elif state.is_deleted(event.id):
+            pass  # erased: visible no more, as in `MemoryState.visible_messages`
         elif isinstance(event, Message):
             page.visible_messages.append(event)
         else:

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, Validat
 from pydantic_core import CoreSchema, InitErrorDetails, core_schema
 
 from queryd.graph.costs import CostName
-from schemas.audit import Deletion, Document, Event, Message, Recall
+from schemas.audit import AnyAuditEvent, Deletion, Document, Erasure, Message, Recall
 from schemas.graph.filters import (
     DiversityOptions,
     EdgeFilter,
@@ -36,6 +36,10 @@ M = TypeVar("M", bound=BaseModel)
 
 ContentEvent = Annotated[Message | Document, Field(discriminator="kind")]
 _REQUEST = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+# Every kind a log holds, memstream's own (Erasure) included; `schemas.audit.Event` is the
+# seed's four kinds (what an importer accepts from a seed system).
+EventOut = Annotated[AnyAuditEvent, Field(discriminator="kind")]
 
 
 # --- strict request bodies ----------------------------------------------------------------------
@@ -143,11 +147,11 @@ class LogAnswer(Answer):
 
 
 class EventAnswer(Answer):
-    event: Event
+    event: EventOut
 
 
 class EventsAnswer(Answer):
-    events: list[Event]
+    events: list[EventOut]
     next_after_seq: int | None = Field(
         description="pass as after_seq for the next page; None when this page is the last"
     )
@@ -159,6 +163,11 @@ class EventsAnswer(Answer):
         default_factory=dict,
         description="the events of this page deleted at the head (also those deleted "
         "after up_to_seq): id -> the Deletion's seq",
+    )
+    erased_at: dict[UUID, int] = Field(
+        default_factory=dict,
+        description="the events of this page whose content is erased (crypto-shredded; "
+        "their content reads as erased at every seq): id -> the Erasure's seq",
     )
 
 
@@ -387,11 +396,16 @@ class LifecycleEvent(BaseModel):
 class Shown(BaseModel):
     """A content event as a view may show it: `event` is None when it is deleted at the
     head, even if after the seq read (its `deletion` then says when, why and by whom):
-    never its text."""
+    never its text. An erased one keeps its event, whose content reads as erased."""
 
     id: UUID
     event: ContentEvent | None
     deletion: Deletion | None
+    erasure: Erasure | None = Field(
+        default=None,
+        description="the Erasure that made its content unreadable (`event` then shows the "
+        "content as erased)",
+    )
 
 
 class RecallCountChange(BaseModel):

@@ -192,6 +192,7 @@ async def timeline(request: Request, log_name: str) -> Response:
         {
             "event": e,
             "deletion": newest.deleted.get(e.id),
+            "erasure": newest.erasure_of(e.id),
             "said": event_text(e) if e.id not in newest.deleted else None,
         }
         for e in found.events
@@ -225,6 +226,7 @@ async def event_page(request: Request, log_name: str, event_id: str) -> Response
     except BadInput as exc:
         return error_page(exc.status, exc.message, log_name)
     deletion = state.memory.deleted.get(event.id)
+    erasure = state.memory.erasure_of(event.id)
     fields = {
         k: v
         for k, v in event.model_dump(mode="json").items()
@@ -235,8 +237,9 @@ async def event_page(request: Request, log_name: str, event_id: str) -> Response
         log_name=log_name,
         event=event,
         deletion=deletion,
+        erasure=erasure,
         fields=fields,
-        said=None if deletion is not None else event_text(event),
+        said=None if deletion is not None or erasure is not None else event_text(event),
     )
 
 

@@ -6,7 +6,7 @@ Only ``POST /logs/{log}/recall`` appends to a log (its Recall, through `Memory.r
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Literal
+from typing import Annotated
 from uuid import UUID
 
 from fastapi import APIRouter, Query, Response
@@ -34,6 +34,7 @@ from queryd.daemon.params import MinSeq
 from queryd.daemon.routes.families import ById, PagedList, add_by_id, add_paged_list
 from queryd.daemon.seq import SEQ_HEADER, seq_text, stamp_seq
 from queryd.daemon.settings import MAX_PAGE, STATE_PAGE
+from schemas.audit import EventKind
 from schemas.errors import MemstreamError
 
 __all__ = ["router"]
@@ -63,7 +64,7 @@ add_by_id(
 )
 async def list_events(
     served: Served,
-    kind: Annotated[Literal["message", "document", "recall", "deletion"] | None, Query()] = None,
+    kind: Annotated[EventKind | None, Query()] = None,
     session_id: Annotated[str | None, Query()] = None,
     actor: Annotated[str | None, Query(max_length=1_000)] = None,
     text: Annotated[
@@ -104,6 +105,11 @@ async def list_events(
             next_after_seq=found.next_after_seq,
             prev_before_seq=found.prev_before_seq,
             deleted_at={e.id: deleted[e.id].seq for e in found.events if e.id in deleted},
+            erased_at={
+                e.id: erasure.seq
+                for e in found.events
+                if (erasure := state.memory.erasure_of(e.id)) is not None
+            },
         )
 
     return await json_answer(served.daemon.heavy, build, state.last_seq)

@@ -38,7 +38,10 @@ def shown(memory: MemoryState, event: Message | Document | None, item_id: UUID) 
     deleted there."""
     deletion: Deletion | None = memory.deleted.get(item_id)
     return Shown.model_construct(
-        id=item_id, event=None if deletion is not None else event, deletion=deletion
+        id=item_id,
+        event=None if deletion is not None else event,
+        deletion=deletion,
+        erasure=memory.erasure_of(item_id),
     )
 
 
@@ -71,7 +74,12 @@ async def get_diff(
             to_seq=found.to_seq,
             appeared=[shown(state.memory, e, e.id) for e in found.appeared],
             deleted=[
-                Shown.model_construct(id=event.id, event=None, deletion=deletion)
+                Shown.model_construct(
+                    id=event.id,
+                    event=None,
+                    deletion=deletion,
+                    erasure=state.memory.erasure_of(event.id),
+                )
                 for event, deletion in found.deleted
             ],
             recalls=[

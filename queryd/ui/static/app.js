@@ -8,10 +8,10 @@
   const LOG = app.dataset.log;
   const API = "/logs/" + encodeURIComponent(LOG);
   const UI = "/ui/logs/" + encodeURIComponent(LOG);
-  const KINDS = ["message", "document", "recall", "deletion"];
+  const KINDS = ["message", "document", "recall", "deletion", "erasure"];
   const VIEWS = ["timeline", "state", "recall", "deletions", "graph", "diff", "plots"];
   const PAGE = 100;
-  const COLORS = { message: "#0550ae", document: "#116329", recall: "#8250df", deletion: "#bf8700" };
+  const COLORS = { message: "#0550ae", document: "#116329", recall: "#8250df", deletion: "#bf8700", erasure: "#cf222e" };
   const view = document.getElementById("view");
   const problem = document.getElementById("problem");
   const slider = document.getElementById("seq-slider");
@@ -32,7 +32,7 @@
       else if (key === "on") for (const [ev, fn] of Object.entries(value)) node.addEventListener(ev, fn);
       else node.setAttribute(key, value === true ? "" : String(value));
     }
-    for (const child of children.flat()) {
+    for (const child of children.flat(Infinity)) {
       if (child === null || child === undefined || child === false) continue;
       node.append(child instanceof Node ? child : document.createTextNode(String(child)));
     }
@@ -124,10 +124,19 @@
     if (event.kind === "document") return event.name + ": " + event.text;
     if (event.kind === "recall") return "recall " + JSON.stringify(event.query) + " → " + event.recalled.length + " item(s)";
     if (event.kind === "deletion") return "deleted " + event.targets.length + " item(s): " + event.reason;
+    if (event.kind === "erasure") return "erased " + event.erased.length + " item(s) of subject " + event.subject + ": " + event.reason;
     return "";
   }
   function clip(text, n) { return text.length > n ? text.slice(0, n - 1) + "…" : text; }
   function eventLink(id, label) { return el("a", { href: UI + "/events/" + encodeURIComponent(id) }, label); }
+  function erasedNote(erasure) {
+    return el("span", { class: "deleted erased" }, "erased at seq " + erasure.seq + ": " + erasure.reason + (erasure.requested_by ? " (requested by " + erasure.requested_by + ")" : "") + "; its content is unreadable");
+  }
+  // what a view shows of a Shown item: its words, or why there are none
+  function shownText(s, n) {
+    if (!s.event) return deletedNote(s.deletion);
+    return s.erasure ? erasedNote(s.erasure) : clip(said(s.event), n);
+  }
   function deletedNote(deletion) {
     return el("span", { class: "deleted" }, "deleted at seq " + deletion.seq + ": " + deletion.reason + (deletion.requested_by ? " (requested by " + deletion.requested_by + ")" : ""));
   }
@@ -298,9 +307,12 @@
         el("a", { href: UI + "/timeline?" + new URLSearchParams({ ...(kind ? { kind } : {}), ...(seq !== null ? { seq } : {}) }) }, "plain HTML"));
       const rows = data.events.map((e) => {
         const deletedAt = data.deleted_at[e.id];
+        const erasedAt = (data.erased_at || {})[e.id];
         const what = deletedAt !== undefined
           ? el("span", { class: "deleted" }, "deleted at seq " + deletedAt + (seq !== null && deletedAt > seq ? ", later" : "") + " (content not shown)")
-          : clip(said(e), 200);
+          : erasedAt !== undefined
+            ? el("span", { class: "deleted erased" }, "erased at seq " + erasedAt + (seq !== null && erasedAt > seq ? ", later" : "") + " (content unreadable)")
+            : clip(said(e), 200);
         return el("tr", { class: "kind-" + e.kind + (options.live ? " new-row" : ""), "data-seq": e.seq },
           el("td", { class: "num" }, eventLink(e.id, String(e.seq))),
           el("td", {}, when(e.timestamp)), el("td", {}, e.kind), el("td", {}, e.actor || ""), el("td", {}, e.session_id || ""),
@@ -348,7 +360,7 @@
       const data = await api("/recalls/" + encodeURIComponent(id) + "/context", { around: 5 });
       const r = data.recall;
       const shownRow = (s) => el("li", { class: "card" },
-        s.event ? [el("div", { class: "muted" }, "seq ", eventLink(s.id, String(s.event.seq)), " · " + s.event.kind + (s.event.actor ? " · " + s.event.actor : "") + " · " + when(s.event.timestamp)), el("div", { class: "said" }, said(s.event))]
+        s.event ? [el("div", { class: "muted" }, "seq ", eventLink(s.id, String(s.event.seq)), " · " + s.event.kind + (s.event.actor ? " · " + s.event.actor : "") + " · " + when(s.event.timestamp)), el("div", { class: "said" }, shownText(s, 1000))]
           : [el("div", { class: "muted" }, eventLink(s.id, short(s.id))), deletedNote(s.deletion), el("div", { class: "muted" }, "Its content is not shown.")]);
       return el("div", { id: "recall-view" },
         el("h2", {}, "What the model saw at seq " + r.seq),
@@ -359,13 +371,21 @@
     },
 
     deletions: async function (p, seq) {
-      const data = await api("/events", { kind: "deletion", before_seq: (seq === null ? head : seq) + 1, limit: PAGE });
+      const upTo = (seq === null ? head : seq) + 1;
+      const [data, erasures] = await Promise.all([api("/events", { kind: "deletion", before_seq: upTo, limit: PAGE }), api("/events", { kind: "erasure", before_seq: upTo, limit: PAGE })]);
+      const erasureRows = erasures.events.reverse().map((x) => el("tr", {},
+        el("td", { class: "num" }, eventLink(x.id, String(x.seq))), el("td", {}, when(x.timestamp)), el("td", {}, x.subject), el("td", {}, x.reason),
+        el("td", {}, x.requested_by || ""), el("td", {}, x.actor || ""),
+        el("td", {}, x.erased.map((t, i) => [i ? ", " : "", eventLink(t, short(t))]))));
       const rows = data.events.reverse().map((d) => el("tr", {},
         el("td", { class: "num" }, eventLink(d.id, String(d.seq))), el("td", {}, when(d.timestamp)), el("td", {}, d.reason),
         el("td", {}, d.requested_by || ""), el("td", {}, d.actor || ""),
         el("td", {}, d.targets.map((t, i) => [i ? ", " : "", eventLink(t, short(t))]))));
       return el("div", {}, el("h2", {}, "Deletions" + (seq === null ? "" : " up to seq " + seq)),
-        rows.length ? table(["seq", "time (UTC)", "reason", "requested by", "actor", "targets"], rows, "deletions") : el("p", {}, "No deletion."));
+        rows.length ? table(["seq", "time (UTC)", "reason", "requested by", "actor", "targets"], rows, "deletions") : el("p", {}, "No deletion."),
+        el("h2", {}, "Erasures" + (seq === null ? "" : " up to seq " + seq)),
+        el("p", { class: "muted" }, "An erasure destroys a data subject's key: the events it names stay in the log (and in every proof) as ciphertext no one can read."),
+        erasureRows.length ? table(["seq", "time (UTC)", "subject", "reason", "requested by", "actor", "erased"], erasureRows, "erasures") : el("p", {}, "No erasure."));
     },
 
     graph: async function (p, seq) {
@@ -403,7 +423,7 @@
         el("button", { type: "submit" }, "Compare"));
       return el("div", {}, el("h2", {}, "What changed from seq " + from + " to seq " + to), form,
         el("h3", {}, "Appeared (" + data.appeared.length + ")"),
-        data.appeared.length ? table(["item", "content"], data.appeared.map((s) => el("tr", {}, el("td", {}, eventLink(s.id, s.event ? "seq " + s.event.seq : short(s.id))), el("td", {}, s.event ? clip(said(s.event), 160) : deletedNote(s.deletion)))), "appeared") : el("p", {}, "Nothing."),
+        data.appeared.length ? table(["item", "content"], data.appeared.map((s) => el("tr", {}, el("td", {}, eventLink(s.id, s.event ? "seq " + s.event.seq : short(s.id))), el("td", {}, shownText(s, 160)))), "appeared") : el("p", {}, "Nothing."),
         el("h3", {}, "Deleted (" + data.deleted.length + ")"),
         data.deleted.length ? table(["item", "deleted at seq", "reason", "requested by"], data.deleted.map((d) => el("tr", {}, el("td", {}, eventLink(d.id, short(d.id))), el("td", { class: "num" }, String(d.deletion.seq)), el("td", {}, d.deletion.reason), el("td", {}, d.deletion.requested_by || ""))), "deleted") : el("p", {}, "Nothing."),
         el("h3", {}, "Recalled (" + data.recalls.length + ")"),

@@ -61,7 +61,12 @@ def test_diff_between_two_seqs(client: TestClient, seeded: Seeded) -> None:
     assert [s["event"]["text"] for s in body["appeared"]] == ["a cat document"]
     # the deleted message comes without its text
     assert body["deleted"] == [
-        {"id": str(seeded.deleted_id), "event": None, "deletion": body["deleted"][0]["deletion"]}
+        {
+            "id": str(seeded.deleted_id),
+            "event": None,
+            "deletion": body["deleted"][0]["deletion"],
+            "erasure": None,
+        }
     ]
     assert body["deleted"][0]["deletion"]["reason"] == "user asked"
     assert "the cat is black" not in got.text

@@ -195,6 +195,9 @@ def test_the_other_views(
     assert page.locator("#problem").is_hidden()
     if view.startswith("diff"):
         assert "the cat is black" not in page.inner_text("#view")  # deleted: no text
+    if view == "deletions":  # each target a link (a short id), not a list's text
+        targets = page.locator("table.deletions tbody td:last-child").all_inner_texts()
+        assert targets and all(re.fullmatch(r"[0-9a-f]{8}(, [0-9a-f]{8})*", t) for t in targets)
     if view == "graph":
         assert "root fact" in page.inner_text("#view")  # contradictions side by side
         assert "i-ghost" in page.inner_text("#view")  # the stale item's missing parent
@@ -365,3 +368,35 @@ def test_a_kafka_log_in_the_browser(
             stored = memory.add_message(Message(speaker="agent", content="live on kafka"))
             page.wait_for_selector(f"table.timeline tr[data-seq='{stored.seq}']", timeout=30_000)
             shot(page, "kafka-timeline")
+
+
+def test_erasures_are_shown_as_such(page: Any, tmp_path: Path) -> None:
+    """An encrypted log whose subject was erased: the deletions view lists the Erasure
+    (subject, reason, requester, the events it made unreadable), and what the model saw
+    marks the erased item, never its text."""
+    card = "card 4111111111111111"
+    location = str(tmp_path / "erased-web")
+    with Memory(location, encrypt=True) as memory:
+        memory.add_message(Message(speaker="alice", content=card, session_id="s-alice"))
+        memory.add_message(Message(speaker="bob", content="tea and card games", session_id="s-bob"))
+        recall, _ = memory.recall("card", actor="agent:support")
+        erasure = memory.erase("s-alice", "gdpr art. 17", requested_by="dpo")
+    with serve([location]) as url:
+        page.goto(f"{url}/ui/logs/erased-web?view=deletions")
+        page.wait_for_selector("table.erasures")
+        row = page.inner_text("table.erasures tbody")
+        assert "s-alice" in row and "gdpr art. 17" in row and "dpo" in row
+        # the erased events as links (short ids), not a list's text
+        links = page.locator("table.erasures tbody td:last-child a").all_inner_texts()
+        assert links == [str(erasure.erased[0])[:8]] and "http" not in row
+        assert "No deletion." in page.inner_text("#view")
+        shot(page, "erasures")
+        page.goto(f"{url}/ui/logs/erased-web?view=recall&recall={recall.id}")
+        page.wait_for_selector("#recall-view")
+        items = page.inner_text("#recall-items")
+        assert f"erased at seq {erasure.seq}: gdpr art. 17" in items
+        assert "tea and card games" in items
+        page.goto(f"{url}/ui/logs/erased-web")
+        page.wait_for_selector("table.timeline")
+        assert f"erased at seq {erasure.seq} (content unreadable)" in page.inner_text("#view")
+        assert card not in page.content()
