@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import struct
 import time
 import uuid
 from collections.abc import Callable
@@ -224,16 +225,41 @@ def consumer_conf(bootstrap: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-def _accepts(bootstrap: str, timeout: float = 1.0) -> bool:
-    """Whether some broker of `bootstrap` takes a TCP connection now."""
+def _sasl_mechanisms(bootstrap: str, timeout: float = 2.0) -> list[str] | None:
+    """The SASL mechanisms a broker of `bootstrap` asks for, from one raw SaslHandshake
+    request (Kafka's API key 17, v1): a SASL listener answers with no error and its
+    mechanisms, a plaintext one with an error. None when no broker answers at all."""
+    request = b"".join(
+        (
+            struct.pack(">hhi", 17, 1, 1),  # api key, version, correlation id
+            struct.pack(">h", 9) + b"memstream",  # client id
+            struct.pack(">h", 13) + b"SCRAM-SHA-512",
+        )
+    )
     for address in bootstrap.split(","):
         host, _, port = address.strip().rpartition(":")
         try:
-            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
-                return True
-        except (OSError, ValueError):
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as sock:
+                sock.sendall(struct.pack(">i", len(request)) + request)
+                head = sock.recv(4, socket.MSG_WAITALL)
+                size = struct.unpack(">i", head)[0] if len(head) == 4 else 0
+                if not 6 <= size <= 4096:
+                    continue
+                body = sock.recv(size, socket.MSG_WAITALL)
+        except (OSError, ValueError, struct.error):
             continue
-    return False
+        if len(body) < 10:
+            continue
+        error_code, count = struct.unpack(">hi", body[4:10])
+        if error_code != 0:
+            return []  # not a SASL listener
+        names, at = [], 10
+        for _ in range(max(0, min(count, 16))):
+            (length,) = struct.unpack(">h", body[at : at + 2])
+            names.append(body[at + 2 : at + 2 + length].decode("ascii", "replace"))
+            at += 2 + length
+        return names
+    return None
 
 
 def check_login(
@@ -248,13 +274,13 @@ def check_login(
     as the broker refuses its login, instead of waiting out `timeout` as librdkafka would.
 
     Two refusals are told apart: wrong credentials (librdkafka reports a SASL
-    authentication error), and none given to a broker that wants them (it takes the
-    connection, answers the version handshake, then closes it at the first request).
+    authentication error), and none given to a broker that wants them (it closes the
+    connection at the first request; a raw SaslHandshake then asks it whether it wants SASL).
     When `timeout` passes without either, this returns and the caller's own request
     reports what is wrong.
     """
     deadline = time.monotonic() + timeout
-    closed = 0
+    asked = False
     while True:
         try:
             admin.list_topics(topic, timeout=min(0.5, max(0.05, deadline - time.monotonic())))
@@ -267,20 +293,20 @@ def check_login(
                 raise failed from None
             error = exc.args[0] if exc.args else None
             if (
-                "sasl.username" not in conf
+                not asked
+                and "sasl.username" not in conf
                 and isinstance(error, KafkaError)
                 and error.code() == KafkaError._TRANSPORT
-                and _accepts(str(conf["bootstrap.servers"]))
             ):
-                closed += 1
-                if closed >= 2:  # not one broker restarting under us
+                asked = True  # once: only on this failure path, never on a working one
+                wanted = _sasl_mechanisms(str(conf["bootstrap.servers"]))
+                if wanted:
                     raise KafkaAuthenticationError(
                         f"log {topic}: authentication failed: the broker at "
-                        f"{conf['bootstrap.servers']} takes connections but closes them at "
-                        f"the first request, as a secured broker does with a client that "
-                        f"gives no credentials; set {ENV_USERNAME} and {ENV_PASSWORD}"
+                        f"{conf['bootstrap.servers']} requires SASL ({', '.join(wanted)}) and "
+                        f"this client gives no credentials; set {ENV_USERNAME} and "
+                        f"{ENV_PASSWORD}"
                     ) from None
-                time.sleep(0.1)
         if time.monotonic() >= deadline:
             return
 

@@ -182,7 +182,7 @@ def test_client_without_credentials_is_refused(
         Memory(secured.location(LOG, "alice"))
     text = str(raised.value)
     assert f"log {LOG}" in text and "authentication failed" in text
-    assert ENV_USERNAME in text
+    assert ENV_USERNAME in text and "requires SASL (SCRAM-SHA-512)" in text
     assert secured.length(LOG) == before
     _no_secret(secured, text, caplog.text)
 
