@@ -501,7 +501,8 @@ class KafkaLog:
                 self.topic,
                 location.replication_factor,
                 create=create,
-                timeout=self._read_timeout,
+                # One read timeout for the whole open, the login check included.
+                timeout=max(0.5, self._read_timeout - (time.monotonic() - opening)),
                 bootstrap=location.bootstrap,
                 min_message_bytes=(
                     PRODUCER_MESSAGE_MAX_BYTES + BATCH_HEADER_BYTES if create else None

@@ -276,8 +276,7 @@ def check_login(
     Two refusals are told apart: wrong credentials (librdkafka reports a SASL
     authentication error), and none given to a broker that wants them (it closes the
     connection at the first request; a raw SaslHandshake then asks it whether it wants SASL).
-    When `timeout` passes without either, this returns and the caller's own request
-    reports what is wrong.
+    When no broker answers within `timeout`: `KafkaUnavailableError`, naming the brokers.
     """
     deadline = time.monotonic() + timeout
     asked = False
@@ -307,8 +306,11 @@ def check_login(
                         f"this client gives no credentials; set {ENV_USERNAME} and "
                         f"{ENV_PASSWORD}"
                     ) from None
-        if time.monotonic() >= deadline:
-            return
+            if time.monotonic() >= deadline:
+                raise KafkaUnavailableError(
+                    f"log {topic}: cannot read its metadata (broker {conf['bootstrap.servers']}, "
+                    f"waited up to {timeout:g} s): {error_cause(exc)}"
+                ) from None
 
 
 def consume_ready(consumer: Consumer, max_messages: int, timeout: float) -> list[KafkaMessage]:

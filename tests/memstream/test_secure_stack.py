@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -252,9 +253,13 @@ def test_projector_principal_projects_and_reader_reads_its_snapshot(
     )
     state = projector.run(until_caught_up=True, max_seconds=120)
     assert state.last_seq == secured.length(LOG) - 1
-    # Its lifecycle events and signed checkpoints went to the topics it was granted.
-    assert secured.length(f"{LOG}.lifecycle") > 0
-    assert secured.length(f"{LOG}.checkpoints") > 0
+    # Its lifecycle events and signed checkpoints went to the topics it was granted (the
+    # lifecycle's transactions commit on a thread of their own: waited for, bounded).
+    for topic in (f"{LOG}.lifecycle", f"{LOG}.checkpoints"):
+        deadline = time.monotonic() + 60
+        while secured.length(topic) == 0 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert secured.length(topic) > 0, topic
     as_user("bob")
     loaded = SnapshotStore.connect(parse_kafka_location(secured.location(LOG, "bob"))).load()
     assert loaded is not None and loaded.last_seq == state.last_seq
