@@ -19,6 +19,7 @@ _COMPONENTS = (
     "memstream.evidence_cli",
     "memstream.erasure_cli",
     "memstream.tokens_cli",
+    "memstream.acl_cli",
 )
 
 

@@ -17,6 +17,7 @@ from producers.importers import (
     import_audit_ready_memory,
     import_memex,
 )
+from producers.logs.location import redact
 from schemas.errors import MemstreamError
 
 __all__ = ["register"]
@@ -104,7 +105,9 @@ def _run_export(args: argparse.Namespace) -> int:
     except (MemstreamError, OSError) as exc:
         print(f"memstream export: {exc}", file=sys.stderr)
         return 1
-    print(f"exported {items:,} items and {edges:,} edges from {args.location} to {args.file}")
+    print(
+        f"exported {items:,} items and {edges:,} edges from {redact(args.location)} to {args.file}"
+    )
     return 0
 
 

@@ -15,6 +15,7 @@ from producers.erasure import erase_subject, sweep_retention
 from producers.logs import Log, open_log
 from producers.logs.base import Appended, LifecycleRecord, PipelinedLog
 from producers.logs.batching import GroupCommitter
+from producers.logs.location import redact
 from producers.logs.signing_key import KeySpec
 from projector.audit import MemoryState
 from queryd.audit import search
@@ -80,7 +81,7 @@ class Memory:
             except AttributeError:
                 self._log.close()
                 raise EncryptionError(
-                    f"log {self.location}: only the embedded log encrypts today"
+                    f"log {redact(self.location)}: only the embedded log encrypts today"
                 ) from None
             try:
                 enable()
@@ -336,7 +337,7 @@ class Memory:
 
     def _evidence(self) -> Any:
         if not hasattr(self._log, "prove"):
-            raise EvidenceError(f"log {self.location}: this log keeps no evidence")
+            raise EvidenceError(f"log {redact(self.location)}: this log keeps no evidence")
         return self._log
 
     def prove(self, seq: int, *, size: int | None = None) -> InclusionProof:
@@ -424,4 +425,4 @@ class Memory:
         self.close()
 
     def __repr__(self) -> str:
-        return f"Memory({self.location!r})"
+        return f"Memory({redact(self.location)!r})"

@@ -72,7 +72,14 @@ from projector.lease import Lease
 from projector.lifecycle import encode_lifecycle
 from projector.memex_publisher import MemexPublisher
 from projector.record_fold import LogState, empty_state, fold_record
-from projector.snapshot_store import Entry, LeaseLost, SnapshotLost, SnapshotStore, entry_of
+from projector.snapshot_store import (
+    Entry,
+    LeaseLost,
+    SnapshotLost,
+    SnapshotStore,
+    entry_of,
+    redis_refused,
+)
 from projector.status import ProjectorStatus, encode_status, status_key
 from schemas.codec import KIND_HEADER
 from schemas.errors import LogNotFoundError
@@ -544,6 +551,9 @@ class Projector:
                 if not waiting:
                     log.info("%s: another projector holds the lease; waiting", self.location.topic)
                     waiting = True
+            except (redis.AuthenticationError, redis.exceptions.NoPermissionError) as exc:
+                # Credentials do not fix themselves: say so instead of retrying forever.
+                raise redis_refused(self.location, "take the projector lease", exc) from None
             except redis.RedisError as exc:
                 failures += 1
                 pause = min(_MAX_BACKOFF_S, 0.1 * 2**failures)

@@ -56,7 +56,7 @@ from typing import Any, cast
 import redis
 from pyrsistent import pvector
 
-from producers.logs.location import KafkaLocation
+from producers.logs.location import KafkaLocation, redact
 from producers.logs.topic_identity import LogIdentity, log_identity
 from projector.audit.index import WordIndex
 from projector.audit.rows import DOCUMENT, FIELDS, MESSAGE, SEQ, Row, row_of
@@ -74,11 +74,14 @@ from projector.snapshot_format import (
     encode_checkpoint,
 )
 from schemas.audit import BaseEvent
+from schemas.errors import LogUnavailableError
 
 __all__ = [
     "SnapshotStore",
     "SnapshotLost",
     "LeaseLost",
+    "RedisAccessError",
+    "redis_refused",
     "LogIdentity",
     "Position",
     "Entry",
@@ -420,6 +423,25 @@ class SnapshotLost(Exception):
 class LeaseLost(Exception):
     """A write fenced by a projector lease (`SnapshotStore.owner`) found the lease held by
     another owner, or by none: nothing was written."""
+
+
+class RedisAccessError(LogUnavailableError):
+    """Redis refused this client (no password or a wrong one: "authentication failed"; or
+    its ACL user may not touch these keys): retrying cannot help. The message names the log
+    and never the password."""
+
+
+def redis_refused(location: KafkaLocation, doing: str, exc: Exception) -> RedisAccessError:
+    """The error for a Redis refusal (`redis.AuthenticationError`, `NoPermissionError`)."""
+    what = (
+        "authentication failed"
+        if isinstance(exc, redis.AuthenticationError)
+        else "not authorized (the ACL user may not do this)"
+    )
+    return RedisAccessError(
+        f"log {location.topic}: cannot {doing}: Redis at {redact(location.redis_url)} refused: "
+        f"{what}: {exc} (a secured stack's REDIS_URL carries USER:PASSWORD@)"
+    )
 
 
 def _graph_size(state: LogState) -> int:

@@ -96,6 +96,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             kafka_heap=args.kafka_heap,
             start_timeout=args.timeout,
             brokers=args.brokers,
+            secure=True if args.secure else None,
         )
         result = up(cfg, _paths(args), make_reporter())
     except (StackError, ValueError) as exc:
@@ -108,6 +109,29 @@ def cmd_up(args: argparse.Namespace) -> int:
     print(f"KAFKA_BOOTSTRAP_SERVERS={result.bootstrap}")
     print(f"REDIS_URL={result.redis_url}")
     print(f'(written to {result.env_file}; `eval "$(memstream stack env)"` exports them)')
+    if cfg.secure:
+        from memstream.stack.secure import admin_file
+
+        print(
+            f"secured: SASL/SCRAM and ACLs; the admin's credentials are in "
+            f"{admin_file(_paths(args).root)} (mode 0600); add users with "
+            "`memstream stack users add NAME --role agent|projector|reader`"
+        )
+    return 0
+
+
+def cmd_users_add(args: argparse.Namespace) -> int:
+    from memstream.stack.access import add_user
+
+    try:
+        path = add_user(_paths(args), args.name, args.role)
+    except (StackError, ValueError, OSError) as exc:
+        print(f"memstream stack users add: {exc}", file=sys.stderr)
+        return 1
+    print(f"user {args.name} ({args.role}) added; its credentials are in {path} (mode 0600)")
+    print(f"  `. {path}` sets KAFKA_BOOTSTRAP_SERVERS, MEMSTREAM_KAFKA_USERNAME,")
+    print("  MEMSTREAM_KAFKA_PASSWORD and REDIS_URL for it; grant it logs with")
+    print(f"  `memstream acl grant {args.name} --log LOG`")
     return 0
 
 
@@ -258,7 +282,36 @@ def register(sub: Any) -> None:
         "cluster, every node broker and controller, replication 3, min.insync.replicas 2, node "
         f"k on the first node's ports + {PORT_STRIDE}*(k-1)",
     )
+    p_up.add_argument(
+        "--secure",
+        action="store_true",
+        help="SASL/SCRAM-SHA-512 and ACLs on the broker (StandardAuthorizer, nothing allowed "
+        "unless granted), ACL users on Redis; secrets in STACK_DIR/secrets "
+        "(env MEMSTREAM_STACK_SECURE=1)",
+    )
     p_up.set_defaults(func=cmd_up)
+
+    from memstream.stack.access import ROLES
+
+    p_users = verbs.add_parser(
+        "users", help="users of a secured stack (Kafka SCRAM credentials, Redis ACL users)"
+    )
+    users_verbs = p_users.add_subparsers(dest="users_command", metavar="SUBCOMMAND")
+    p_users.set_defaults(func=lambda args: (p_users.print_help(), 2)[1])
+    p_add = users_verbs.add_parser(
+        "add",
+        parents=[common],
+        help="add a user with a new random password, written to STACK_DIR/secrets/users/NAME.env",
+    )
+    p_add.add_argument("name", metavar="NAME", help="the user (its Kafka principal is User:NAME)")
+    p_add.add_argument(
+        "--role",
+        required=True,
+        choices=ROLES,
+        help="agent: writes and reads the logs granted; projector: reads logs, writes their "
+        "lifecycle, checkpoint and derived topics and snapshots; reader: reads",
+    )
+    p_add.set_defaults(func=cmd_users_add)
 
     p_down = verbs.add_parser(
         "down",

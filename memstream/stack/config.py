@@ -21,6 +21,7 @@ ENV_REDIS_PORT = "MEMSTREAM_REDIS_PORT"
 ENV_KAFKA_VERSION = "MEMSTREAM_KAFKA_VERSION"
 ENV_KAFKA_HEAP = "MEMSTREAM_KAFKA_HEAP"
 ENV_BROKERS = "MEMSTREAM_KAFKA_BROKERS"
+ENV_SECURE = "MEMSTREAM_STACK_SECURE"
 
 # A cluster's node k (from 0) listens on the first node's ports plus PORT_STRIDE * k, unless
 # its ports are given one by one: 19092/19093, 19094/19095, 19096/19097 by default.
@@ -51,6 +52,8 @@ class StackConfig:
     controller_ports: tuple[int, ...] = ()
     # The node a rendered server.properties is for (1-based, as Kafka's node.id).
     node_id: int = 1
+    # SASL/SCRAM and ACLs on the broker, ACL users on Redis (`memstream.stack.secure`).
+    secure: bool = False
 
     @property
     def broker_ports(self) -> tuple[int, ...]:
@@ -121,6 +124,8 @@ class StackConfig:
             from_env["kafka_heap"] = env[ENV_KAFKA_HEAP]
         if env.get(ENV_BROKERS):
             from_env["brokers"] = _count(env[ENV_BROKERS], ENV_BROKERS)
+        if env.get(ENV_SECURE):
+            from_env["secure"] = _flag(env[ENV_SECURE], ENV_SECURE)
         known = {f.name for f in fields(cls)}
         unknown = set(overrides) - known
         if unknown:
@@ -135,6 +140,8 @@ class StackConfig:
         length, or two servers on one port."""
         if self.brokers < 1:
             raise ValueError(f"brokers={self.brokers}: a stack has at least one Kafka node")
+        if self.secure and self.brokers > 1:
+            raise ValueError("a secured stack (--secure) runs one Kafka node, not a cluster")
         for name, given in (
             ("kafka_ports", self.kafka_ports),
             ("controller_ports", self.controller_ports),
@@ -167,6 +174,15 @@ def _count(text: str, name: str) -> int:
     if value < 1:
         raise ValueError(f"{name}={value}: a stack has at least one Kafka node")
     return value
+
+
+def _flag(text: str, name: str) -> bool:
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"{name}={text!r}: expected 1/true/yes or 0/false/no")
 
 
 def _port(text: str, name: str) -> int:
@@ -204,7 +220,9 @@ def render_pom(kafka_version: str) -> str:
 """
 
 
-def render_server_properties(cfg: StackConfig, data_dir: Path) -> str:
+def render_server_properties(
+    cfg: StackConfig, data_dir: Path, secure: Mapping[str, str] | None = None
+) -> str:
     """One combined broker+controller KRaft node on loopback (node `cfg.node_id` of
     `cfg.brokers`), sized for tests.
 
@@ -253,6 +271,13 @@ def render_server_properties(cfg: StackConfig, data_dir: Path) -> str:
         "log.retention.ms": "-1",
         "log.retention.bytes": "-1",
     }
+    if secure is not None:
+        props["listeners"] = (
+            f"SASL_PLAINTEXT://{cfg.host}:{cfg.kafka_port},"
+            f"CONTROLLER://{cfg.host}:{cfg.controller_port}"
+        )
+        props["advertised.listeners"] = f"SASL_PLAINTEXT://{cfg.host}:{cfg.kafka_port}"
+        props.update(secure)
     lines = ["# Written by `memstream stack up` on every start; edits are overwritten."]
     lines += [f"{key}={value}" for key, value in props.items()]
     return "\n".join(lines) + "\n"
@@ -278,12 +303,16 @@ logger.statechange.level = WARN
 """
 
 
-def render_redis_conf(cfg: StackConfig, home: Path, pidfile: Path) -> str:
+def render_redis_conf(
+    cfg: StackConfig, home: Path, pidfile: Path, aclfile: Path | None = None
+) -> str:
     """Redis as a foreground child on loopback; no persistence, since Redis only caches.
 
     The process title carries the config path so `down` can tell our redis-server from any
-    other one by /proc/PID/cmdline.
+    other one by /proc/PID/cmdline. `aclfile` (a secured stack): its users, kept there by
+    ``ACL SAVE``.
     """
+    acl = [f"aclfile {_quote(aclfile)}"] if aclfile is not None else []
     return "\n".join(
         [
             "# Written by `memstream stack up` on every start; edits are overwritten.",
@@ -299,6 +328,7 @@ def render_redis_conf(cfg: StackConfig, home: Path, pidfile: Path) -> str:
             "appendonly no",
             "set-proc-title yes",
             'proc-title-template "{title} {listen-addr} {server-mode} {config-file}"',
+            *acl,
             "",
         ]
     )

@@ -5,15 +5,23 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from typing import Any
 
 import redis
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from memstream.stack.config import HEALTH_TOPIC
+from memstream.stack.secure import Credentials
 from producers.logs.kafka_client import client_conf, ensure_topic
 
 log = logging.getLogger(__name__)
+
+
+def _conf(bootstrap: str, credentials: Credentials | None) -> dict[str, Any]:
+    if credentials is None:
+        return client_conf(bootstrap)
+    return client_conf(bootstrap, username=credentials.username, password=credentials.password)
 
 
 def broker_ids(bootstrap: str, timeout: float = 5.0) -> set[int]:
@@ -22,21 +30,30 @@ def broker_ids(bootstrap: str, timeout: float = 5.0) -> set[int]:
     return set(admin.list_topics(timeout=timeout).brokers)
 
 
-def kafka_roundtrip(bootstrap: str, timeout: float = 15.0, replication_factor: int = 1) -> int:
+def kafka_roundtrip(
+    bootstrap: str,
+    timeout: float = 15.0,
+    replication_factor: int = 1,
+    credentials: Credentials | None = None,
+) -> int:
     """Produce one record with acks=all and read it back by offset. Returns the offset.
+
+    `credentials`: the admin's, on a secured stack (else the environment's, if any).
 
     Raises RuntimeError (or a `KafkaLogError`) when the broker does not complete the trip.
     The health topic is made and checked as a log topic is (one partition).
     """
     ensure_topic(
-        AdminClient(client_conf(bootstrap)),
+        AdminClient(_conf(bootstrap, credentials)),
         HEALTH_TOPIC,
         replication_factor=replication_factor,
         timeout=timeout,
         bootstrap=bootstrap,
     )
     token = uuid.uuid4().hex.encode()
-    producer = Producer({**client_conf(bootstrap), "acks": "all", "enable.idempotence": True})
+    producer = Producer(
+        {**_conf(bootstrap, credentials), "acks": "all", "enable.idempotence": True}
+    )
     delivered: list[Message] = []
     errors: list[KafkaError] = []
 
@@ -56,7 +73,7 @@ def kafka_roundtrip(bootstrap: str, timeout: float = 15.0, replication_factor: i
     assert offset is not None
     consumer = Consumer(
         {
-            **client_conf(bootstrap),
+            **_conf(bootstrap, credentials),
             # assign() below reads by offset without joining the group; librdkafka still
             # requires a group id.
             "group.id": f"memstream-health-{token.decode()}",

@@ -10,6 +10,7 @@ import time
 import uuid
 from functools import partial
 
+import memstream.stack.secure as secure
 from memstream.stack.config import StackConfig, render_log4j2, render_pom, render_server_properties
 from memstream.stack.errors import StackError
 from memstream.stack.health import broker_ids, kafka_roundtrip
@@ -104,9 +105,21 @@ def new_cluster_id() -> str:
             return cid
 
 
+def admin_credentials(paths: StackPaths, cfg: StackConfig) -> secure.Credentials | None:
+    """The admin's credentials on a secured stack (made by `manager.up`), else None."""
+    return secure.load_admin(paths.root) if cfg.secure else None
+
+
 def write_config(paths: StackPaths, cfg: StackConfig) -> None:
     paths.kafka_home.mkdir(parents=True, exist_ok=True)
-    paths.kafka_config.write_text(render_server_properties(cfg, paths.kafka_data))
+    admin = admin_credentials(paths, cfg)
+    text = render_server_properties(
+        cfg, paths.kafka_data, secure.server_properties(admin) if admin else None
+    )
+    if admin is None:
+        paths.kafka_config.write_text(text)
+    else:  # it holds the admin's password
+        secure.write_private(paths.kafka_config, text)
     paths.kafka_log4j.write_text(render_log4j2())
 
 
@@ -133,12 +146,19 @@ def format_storage(
     argv = _java_argv(
         paths, cfg, STORAGE_TOOL, "format", "-t", cluster_id, "-c", str(paths.kafka_config)
     )
+    admin = admin_credentials(paths, cfg)
+    if admin is not None:
+        # KRaft keeps SCRAM credentials in its metadata log: the admin's is written with
+        # the storage, so the broker can authenticate its own inter-broker client.
+        argv += ["--add-scram", secure.scram_argument(admin)]
     with reporter.step(f"formatting KRaft storage (cluster id {cluster_id})"):
         result = subprocess.run(
             argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False
         )
     if result.returncode != 0:
         output = "\n".join((result.stdout + result.stderr).splitlines()[-40:])
+        if admin is not None:
+            output = output.replace(admin.password, "<hidden>")
         raise StackError(
             f"Kafka storage format failed in {paths.kafka_data} "
             f"(exit code {result.returncode}):\n{output}"
@@ -231,7 +251,10 @@ def wait_ready(paths: StackPaths, cfg: StackConfig, record: ProcessRecord) -> No
         if port_open(cfg.host, cfg.kafka_port):
             try:
                 offset = kafka_roundtrip(
-                    cfg.bootstrap, timeout=10.0, replication_factor=cfg.replication
+                    cfg.bootstrap,
+                    timeout=10.0,
+                    replication_factor=cfg.replication,
+                    credentials=admin_credentials(paths, cfg),
                 )
             except Exception as exc:  # noqa: BLE001 - any failure means "not ready yet"
                 last_error = f"round trip failed: {exc}"

@@ -21,6 +21,7 @@ from typing import Any
 
 import memstream.stack.kafka as kafka
 import memstream.stack.redis as redis
+import memstream.stack.secure as secure
 from memstream.stack.config import StackConfig, parse_env, render_env
 from memstream.stack.errors import StackError
 from memstream.stack.health import kafka_roundtrip, redis_ping, redis_version
@@ -125,10 +126,16 @@ def _running(entry: dict[str, Any] | None) -> ProcessRecord | None:
 def _check_running(name: str, entry: dict[str, Any], paths: StackPaths) -> None:
     """Health-check a server that is already up; `up` never restarts one behind its back."""
     address = str(entry["address"])
+    admin = secure.load_admin(paths.root) if entry.get("secure") else None
     try:
         if name == "kafka":
-            kafka_roundtrip(address, timeout=15.0, replication_factor=int(entry.get("rf", 1)))
-        elif not redis_ping(address):
+            kafka_roundtrip(
+                address,
+                timeout=15.0,
+                replication_factor=int(entry.get("rf", 1)),
+                credentials=admin,
+            )
+        elif not redis_ping(address if admin is None else _with_password(address, admin)):
             raise RuntimeError("PING did not answer PONG")
     except Exception as exc:  # noqa: BLE001 - reported with the server's log below
         log_path = paths.kafka_log if name == "kafka" else paths.redis_log
@@ -137,6 +144,31 @@ def _check_running(name: str, entry: dict[str, Any], paths: StackPaths) -> None:
             f"({exc}); `memstream stack down` then `up` restarts it. Last lines of "
             f"{log_path}:\n{tail(log_path)}"
         ) from exc
+
+
+def _with_password(url: str, creds: secure.Credentials) -> str:
+    host, _, port = url.removeprefix("redis://").split("/")[0].rpartition(":")
+    return creds.redis_url(host, int(port))
+
+
+def _check_security(state: dict[str, dict[str, Any]], cfg: StackConfig, paths: StackPaths) -> None:
+    """A stack is secured or not from its first start on: never a plain server left running
+    under a secured stack (or the reverse), nor a broker formatted without the admin's
+    credential started with SASL."""
+    for name in SERVERS:
+        entry = state.get(name)
+        if _running(entry) and entry is not None and bool(entry.get("secure")) != cfg.secure:
+            was = "secured" if entry.get("secure") else "unsecured"
+            raise StackError(
+                f"{name} is running {was} in {paths.root}; `memstream stack down` first to "
+                f"start it {'secured' if cfg.secure else 'unsecured'} (or use another --stack-dir)"
+            )
+    formatted = (paths.kafka_data / "meta.properties").is_file()
+    if cfg.secure and formatted and not secure.admin_file(paths.root).is_file():
+        raise StackError(
+            f"the Kafka data in {paths.kafka_data} was formatted without SCRAM credentials; "
+            "a secured stack needs its own (remove that folder or use another --stack-dir)"
+        )
 
 
 def up(
@@ -155,6 +187,9 @@ def up(
     with _locked(paths):
         state = _read_state(paths)
         _check_shape(state, cfg)
+        _check_security(state, cfg, paths)
+        if cfg.secure:
+            secure.ensure_admin(paths.root, cfg.bootstrap, cfg.host, cfg.redis_port)
         started: list[str] = []
         try:
             # Kafka first: the slow one, and what Redis caches.
@@ -163,9 +198,14 @@ def up(
                 kafka_facts = {"address": cfg.bootstrap, "version": cfg.kafka_version}
                 state["kafka"] = {**kafka_facts, "cluster": True}
                 _write_state(paths, state)
+            flag = {"secure": True} if cfg.secure else {}
             servers = (
-                ("kafka", kafka.start, {"address": cfg.bootstrap, "version": cfg.kafka_version}),
-                ("redis", redis.start, {"address": cfg.redis_url}),
+                (
+                    "kafka",
+                    kafka.start,
+                    {"address": cfg.bootstrap, "version": cfg.kafka_version, **flag},
+                ),
+                ("redis", redis.start, {"address": cfg.redis_url, **flag}),
             )
             for name, start, facts in servers:
                 if name == "kafka" and cfg.brokers > 1:
@@ -227,6 +267,16 @@ def down(paths: StackPaths, timeout: float = 30.0, reporter: Reporter | None = N
     return stopped
 
 
+def _status_url(paths: StackPaths, entry: dict[str, Any]) -> str:
+    address = str(entry["address"])
+    if not entry.get("secure"):
+        return address
+    try:
+        return _with_password(address, secure.load_admin(paths.root))
+    except FileNotFoundError:
+        return address  # its version then shows as unknown
+
+
 def status(paths: StackPaths) -> StackStatus:
     state = _read_state(paths)
     k_entry = state.get("kafka") or {}
@@ -260,7 +310,7 @@ def status(paths: StackPaths) -> StackStatus:
             up=r_up,
             pid=r_entry.get("pid") if r_up else None,
             address=r_addr,
-            version=redis_version(r_addr) if r_up and r_addr else None,
+            version=redis_version(_status_url(paths, r_entry)) if r_up and r_addr else None,
         ),
     )
 

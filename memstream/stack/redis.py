@@ -9,6 +9,7 @@ import subprocess
 import time
 from functools import partial
 
+import memstream.stack.secure as secure
 from memstream.stack.config import StackConfig, render_redis_conf
 from memstream.stack.errors import StackError
 from memstream.stack.health import redis_ping
@@ -83,7 +84,14 @@ def start(paths: StackPaths, cfg: StackConfig, reporter: Reporter | None = None)
         )
     binary = ensure_installed(reporter)
     paths.redis_home.mkdir(parents=True, exist_ok=True)
-    paths.redis_config.write_text(render_redis_conf(cfg, paths.redis_home, paths.redis_pidfile))
+    aclfile = None
+    if cfg.secure:
+        aclfile = secure.acl_file(paths.root)
+        if not aclfile.is_file():  # later users are kept there by ACL SAVE
+            secure.write_private(aclfile, secure.redis_acl_text(secure.load_admin(paths.root)))
+    paths.redis_config.write_text(
+        render_redis_conf(cfg, paths.redis_home, paths.redis_pidfile, aclfile)
+    )
     with reporter.step(f"starting Redis on {cfg.redis_url}"):
         return launch(
             [binary, str(paths.redis_config)],
@@ -108,7 +116,7 @@ def wait_ready(paths: StackPaths, cfg: StackConfig, record: ProcessRecord) -> No
             )
         if port_open(cfg.host, cfg.redis_port):
             try:
-                if redis_ping(cfg.redis_url):
+                if redis_ping(admin_url(paths, cfg)):
                     return
             except Exception as exc:  # noqa: BLE001 - any failure means "not ready yet"
                 last_error = f"PING failed: {exc}"
@@ -117,6 +125,13 @@ def wait_ready(paths: StackPaths, cfg: StackConfig, record: ProcessRecord) -> No
         f"Redis did not answer PING within {timeout:.0f}s ({last_error}); last lines of "
         f"{paths.redis_log}:\n{tail(paths.redis_log)}"
     )
+
+
+def admin_url(paths: StackPaths, cfg: StackConfig) -> str:
+    """The URL the stack itself talks to Redis with: the admin's, on a secured stack."""
+    if not cfg.secure:
+        return cfg.redis_url
+    return secure.load_admin(paths.root).redis_url(cfg.host, cfg.redis_port)
 
 
 def _starting(record: ProcessRecord) -> bool:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from producers.logs.location import redact
+
 __all__ = ["ImportReport", "Skip", "Progress"]
 
 # (done, total): called as records are appended; the CLI draws a bar from it.
@@ -45,7 +47,7 @@ class ImportReport:
     def lines(self, max_skips: int = 20) -> list[str]:
         """The report as lines of text, at most `max_skips` skips listed one by one."""
         out = [
-            f"import {self.kind} {self.source} -> {self.location}",
+            f"import {self.kind} {self.source} -> {redact(self.location)}",
             f"  records read:     {self.read:,}",
             f"  appended:         {self.appended:,}"
             + (

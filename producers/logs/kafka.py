@@ -96,10 +96,13 @@ from producers.logs.base import (
 )
 from producers.logs.kafka_client import (
     BATCH_HEADER_BYTES,
+    DENIED_ERRORS,
     PRODUCER_MESSAGE_MAX_BYTES,
+    KafkaAuthenticationError,
     KafkaHeaders,
     KafkaLogError,
     KafkaUnavailableError,
+    check_login,
     client_conf,
     consume_ready,
     consumer_conf,
@@ -248,6 +251,7 @@ class _Delivery:
                 return
             if err is None:
                 self.offsets[index] = msg.offset()
+                self.log._producer_acked = True
             elif err.code() == KafkaError._PURGE_QUEUE and (
                 self.log._replicated or self.log._client_errors != self.errors_at_start
             ):
@@ -445,6 +449,9 @@ class KafkaLog:
         self._dr_lock = threading.Lock()
         self._last_error: str | None = None  # the producer's last broker error, for messages
         self._client_errors = 0  # how many the producer reported so far
+        # Whether the current producer had a record acknowledged: until then a fatal
+        # authorization error (no producer id granted) means nothing of it was ever sent.
+        self._producer_acked = False
         self._producer: Producer | None = self._new_producer()
         self._consumer = self._new_consumer(self.topic)
         # Watermarks are asked of a consumer that never fetches: the broker answers a
@@ -472,27 +479,30 @@ class KafkaLog:
     def _ensure_topics(self, create: bool) -> int:
         """Create or check the log's topics; the number of replicas of the log's partition."""
         location = self.kafka_location
-        errors: list[str] = []  # the client's own errors, e.g. a refused connection
-        conf = {
-            **client_conf(location.bootstrap),
-            "error_cb": lambda e: errors.append(e.str()),
-            # Its reconnect attempts are not logged one by one: a failure names the last.
-            "log_level": 0,
-        }
+        errors: list[KafkaError] = []  # the client's own errors, e.g. a refused connection
         try:
+            conf = {
+                **client_conf(location.bootstrap),
+                "error_cb": errors.append,
+                # Its reconnect attempts are not logged one by one: a failure names the last.
+                "log_level": 0,
+            }
             admin = AdminClient(conf)
-        except KafkaException as exc:
+        except (KafkaException, ValueError) as exc:
             raise KafkaUnavailableError(
                 f"log {self.topic}: cannot connect to {location.bootstrap}: {error_cause(exc)}"
             ) from None
         opening = time.monotonic()
         try:
+            # A refused login fails here at once, not after the read timeout.
+            check_login(admin, conf, self.topic, errors, self._read_timeout)
             replicas = ensure_topic(
                 admin,
                 self.topic,
                 location.replication_factor,
                 create=create,
-                timeout=self._read_timeout,
+                # One read timeout for the whole open, the login check included.
+                timeout=max(0.5, self._read_timeout - (time.monotonic() - opening)),
                 bootstrap=location.bootstrap,
                 min_message_bytes=(
                     PRODUCER_MESSAGE_MAX_BYTES + BATCH_HEADER_BYTES if create else None
@@ -506,6 +516,8 @@ class KafkaLog:
                     timeout=max(0.1, self._read_timeout - (time.monotonic() - opening)),
                     bootstrap=location.bootstrap,
                 )
+        except KafkaAuthenticationError:
+            raise
         except KafkaUnavailableError as exc:
             try:
                 admin.poll(0)  # serves error_cb
@@ -513,7 +525,9 @@ class KafkaLog:
                 pass
             if not errors:
                 raise
-            raise KafkaUnavailableError(f"{exc} (the client's last error: {errors[-1]})") from None
+            raise KafkaUnavailableError(
+                f"{exc} (the client's last error: {errors[-1].str()})"
+            ) from None
         return replicas
 
     def _hydrate(self) -> LogState:
@@ -573,6 +587,11 @@ class KafkaLog:
             reason = (
                 f"not acknowledged within {self._append_timeout * _MESSAGE_TIMEOUT_SHARE:g} s "
                 "of being produced"
+            )
+        elif code in DENIED_ERRORS:
+            return (
+                f"not authorized to write log {self.topic}: the broker's ACLs do not grant it "
+                f"to this principal ({err.name()}; `memstream acl grant` grants a log)"
             )
         else:
             return str(err.str())
@@ -654,6 +673,7 @@ class KafkaLog:
         producer = self._producer
         if producer is None:
             producer = self._producer = self._new_producer()
+            self._producer_acked = False
             log.warning("%s: a new Kafka producer replaces the one that failed", self.topic)
         return producer
 
@@ -746,6 +766,11 @@ class KafkaLog:
                 error.str(),
             )
         reason = f"the Kafka producer failed ({error_cause(exc) if error is None else error.str()})"
+        if error is not None and error.code() in DENIED_ERRORS and not self._producer_acked:
+            # The broker refused the producer its id: no record of it was ever sent.
+            reason = self._reason(error)
+            for delivery in doomed:
+                delivery.fail(range(len(delivery.records)), False, reason)
         for delivery in doomed:
             delivery.abandon(reason)
         try:

@@ -10,8 +10,12 @@ their clients and topics here, so a log topic is made and checked one way.
 from __future__ import annotations
 
 import logging
+import os
+import socket
+import struct
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
@@ -31,7 +35,16 @@ from schemas.limits import MAX_RECORD_BYTES
 __all__ = [
     "KafkaLogError",
     "KafkaUnavailableError",
+    "KafkaAuthenticationError",
+    "KafkaAuthorizationError",
     "TopicConfigError",
+    "ENV_USERNAME",
+    "ENV_PASSWORD",
+    "ENV_MECHANISM",
+    "AUTH_ERRORS",
+    "DENIED_ERRORS",
+    "auth_error",
+    "check_login",
     "error_cause",
     "client_conf",
     "producer_conf",
@@ -87,6 +100,16 @@ class KafkaUnavailableError(KafkaLogError, LogUnavailableError):
     log, the operation and the cause."""
 
 
+class KafkaAuthenticationError(KafkaUnavailableError):
+    """The broker refused the client's credentials (none given, or wrong): the message names
+    the log and says "authentication failed", never the password."""
+
+
+class KafkaAuthorizationError(KafkaLogError):
+    """The broker's ACLs do not let this principal do what was asked (write, read, create
+    or describe the log's topic); nothing was written."""
+
+
 class TopicConfigError(KafkaLogError):
     """A log topic that is not one partition, is compacted, or takes too small messages."""
 
@@ -98,8 +121,78 @@ def error_cause(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-def client_conf(bootstrap: str) -> dict[str, Any]:
-    return {"bootstrap.servers": bootstrap, "logger": _client_log, "log_level": 3}
+# A secured broker's credentials (`memstream stack up --secure`): read from the environment
+# by `client_conf`, the one place every Kafka client of memstream is configured. They never
+# travel in a location string, so a printed location never shows them.
+ENV_USERNAME = "MEMSTREAM_KAFKA_USERNAME"
+ENV_PASSWORD = "MEMSTREAM_KAFKA_PASSWORD"
+ENV_MECHANISM = "MEMSTREAM_KAFKA_SASL_MECHANISM"
+_DEFAULT_MECHANISM = "SCRAM-SHA-512"
+
+# librdkafka's codes for "these credentials were refused", and for "this principal may not".
+AUTH_ERRORS = frozenset({KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED})
+DENIED_ERRORS = frozenset(
+    {
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+        KafkaError.GROUP_AUTHORIZATION_FAILED,
+        KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    }
+)
+
+
+def _sasl_conf(username: str | None, password: str | None) -> dict[str, Any]:
+    if username is None and password is None:
+        username = os.environ.get(ENV_USERNAME) or None
+        password = os.environ.get(ENV_PASSWORD) or None
+    if username is None and password is None:
+        return {}
+    if not username or not password:
+        raise ValueError(
+            f"Kafka credentials: {ENV_USERNAME} and {ENV_PASSWORD} must be set together "
+            f"({ENV_USERNAME} is {'set' if username else 'missing'}, {ENV_PASSWORD} is "
+            f"{'set' if password else 'missing'})"
+        )
+    return {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": os.environ.get(ENV_MECHANISM) or _DEFAULT_MECHANISM,
+        "sasl.username": username,
+        "sasl.password": password,
+    }
+
+
+def client_conf(
+    bootstrap: str, *, username: str | None = None, password: str | None = None
+) -> dict[str, Any]:
+    """The settings every memstream Kafka client starts from: the brokers and, when
+    `username`/`password` are given or ``MEMSTREAM_KAFKA_USERNAME``/``..._PASSWORD`` are set,
+    SASL/SCRAM (``MEMSTREAM_KAFKA_SASL_MECHANISM``, default SCRAM-SHA-512). ValueError when
+    only one of the two is set."""
+    return {
+        "bootstrap.servers": bootstrap,
+        "logger": _client_log,
+        "log_level": 3,
+        **_sasl_conf(username, password),
+    }
+
+
+def auth_error(topic: str, operation: str, error: KafkaError | None) -> KafkaLogError | None:
+    """The memstream error for a refused login or a denied operation, None for any other
+    error (`operation` in words: "write", "read", "create its topic", ...)."""
+    if error is None:
+        return None
+    code = error.code()
+    if code in AUTH_ERRORS:
+        return KafkaAuthenticationError(
+            f"log {topic}: authentication failed: the broker refused this client's credentials "
+            f"(set {ENV_USERNAME} and {ENV_PASSWORD} to a user of the secured stack)"
+        )
+    if code in DENIED_ERRORS:
+        return KafkaAuthorizationError(
+            f"not authorized to {operation} log {topic}: the broker's ACLs do not grant it to "
+            f"this principal ({error.name()}; `memstream acl grant` grants a log)"
+        )
+    return None
 
 
 def producer_conf(bootstrap: str, **extra: Any) -> dict[str, Any]:
@@ -132,6 +225,94 @@ def consumer_conf(bootstrap: str, **extra: Any) -> dict[str, Any]:
     }
 
 
+def _sasl_mechanisms(bootstrap: str, timeout: float = 2.0) -> list[str] | None:
+    """The SASL mechanisms a broker of `bootstrap` asks for, from one raw SaslHandshake
+    request (Kafka's API key 17, v1): a SASL listener answers with no error and its
+    mechanisms, a plaintext one with an error. None when no broker answers at all."""
+    request = b"".join(
+        (
+            struct.pack(">hhi", 17, 1, 1),  # api key, version, correlation id
+            struct.pack(">h", 9) + b"memstream",  # client id
+            struct.pack(">h", 13) + b"SCRAM-SHA-512",
+        )
+    )
+    for address in bootstrap.split(","):
+        host, _, port = address.strip().rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as sock:
+                sock.sendall(struct.pack(">i", len(request)) + request)
+                head = sock.recv(4, socket.MSG_WAITALL)
+                size = struct.unpack(">i", head)[0] if len(head) == 4 else 0
+                if not 6 <= size <= 4096:
+                    continue
+                body = sock.recv(size, socket.MSG_WAITALL)
+        except (OSError, ValueError, struct.error):
+            continue
+        if len(body) < 10:
+            continue
+        error_code, count = struct.unpack(">hi", body[4:10])
+        if error_code != 0:
+            return []  # not a SASL listener
+        names, at = [], 10
+        for _ in range(max(0, min(count, 16))):
+            (length,) = struct.unpack(">h", body[at : at + 2])
+            names.append(body[at + 2 : at + 2 + length].decode("ascii", "replace"))
+            at += 2 + length
+        return names
+    return None
+
+
+def check_login(
+    admin: AdminClient,
+    conf: dict[str, Any],
+    topic: str,
+    errors: list[KafkaError],
+    timeout: float,
+) -> None:
+    """Return once the broker answers a metadata request from `admin` (made from `conf`,
+    with an ``error_cb`` appending to `errors`); raise `KafkaAuthenticationError` as soon
+    as the broker refuses its login, instead of waiting out `timeout` as librdkafka would.
+
+    Two refusals are told apart: wrong credentials (librdkafka reports a SASL
+    authentication error), and none given to a broker that wants them (it closes the
+    connection at the first request; a raw SaslHandshake then asks it whether it wants SASL).
+    When no broker answers within `timeout`: `KafkaUnavailableError`, naming the brokers.
+    """
+    deadline = time.monotonic() + timeout
+    asked = False
+    while True:
+        try:
+            admin.list_topics(topic, timeout=min(0.5, max(0.05, deadline - time.monotonic())))
+            return
+        except KafkaException as exc:
+            admin.poll(0)  # serves error_cb
+            refused = [e for e in errors if e.code() in AUTH_ERRORS]
+            failed = auth_error(topic, "open", refused[-1]) if refused else None
+            if failed is not None:
+                raise failed from None
+            error = exc.args[0] if exc.args else None
+            if (
+                not asked
+                and "sasl.username" not in conf
+                and isinstance(error, KafkaError)
+                and error.code() == KafkaError._TRANSPORT
+            ):
+                asked = True  # once: only on this failure path, never on a working one
+                wanted = _sasl_mechanisms(str(conf["bootstrap.servers"]))
+                if wanted:
+                    raise KafkaAuthenticationError(
+                        f"log {topic}: authentication failed: the broker at "
+                        f"{conf['bootstrap.servers']} requires SASL ({', '.join(wanted)}) and "
+                        f"this client gives no credentials; set {ENV_USERNAME} and "
+                        f"{ENV_PASSWORD}"
+                    ) from None
+            if time.monotonic() >= deadline:
+                raise KafkaUnavailableError(
+                    f"log {topic}: cannot read its metadata (broker {conf['bootstrap.servers']}, "
+                    f"waited up to {timeout:g} s): {error_cause(exc)}"
+                ) from None
+
+
 def consume_ready(consumer: Consumer, max_messages: int, timeout: float) -> list[KafkaMessage]:
     """The messages ready now, at once; when none are, the first to come within `timeout`
     (with any that came beside it).
@@ -149,13 +330,14 @@ def consume_ready(consumer: Consumer, max_messages: int, timeout: float) -> list
     return [first, *consumer.consume(max_messages - 1, 0)] if max_messages > 1 else [first]
 
 
-def _exists(admin: AdminClient, topic: str, timeout: float) -> bool:
+def _exists(admin: AdminClient, topic: str, timeout: float, denied: Callable[[Any], None]) -> bool:
     """Whether the cluster's metadata lists the topic now (False when it cannot be read:
-    creating it then says why)."""
+    creating it then says why); `denied` raises on a metadata error that is a refusal."""
     try:
         metadata = admin.list_topics(topic, timeout=timeout).topics.get(topic)
     except KafkaException:
         return False
+    denied(metadata)
     return metadata is not None and metadata.error is None and bool(metadata.partitions)
 
 
@@ -191,16 +373,26 @@ def ensure_topic(
     def left() -> float:
         return max(0.1, deadline - time.monotonic())
 
-    def unavailable(operation: str, exc: BaseException | str) -> KafkaUnavailableError:
+    def unavailable(operation: str, exc: BaseException | str) -> KafkaLogError:
+        if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+            denied = auth_error(topic, "write" if create else "read", exc.args[0])
+            if denied is not None:
+                return denied
         cause = exc if isinstance(exc, str) else error_cause(exc)
         return KafkaUnavailableError(
             f"log {topic}: cannot {operation} ({where}waited up to {timeout:g} s): {cause}"
         )
 
+    def denied(metadata: Any) -> None:
+        if metadata is not None and metadata.error is not None:
+            refused = auth_error(topic, "write" if create else "read", metadata.error)
+            if refused is not None:
+                raise refused
+
     config = dict(TOPIC_CONFIG)
     if message_bytes is not None:
         config["max.message.bytes"] = str(message_bytes)
-    if create and _exists(admin, topic, left()):
+    if create and _exists(admin, topic, left(), denied):
         # Created already (the usual case): no create request, which goes to the cluster's
         # controller and waits for it when that node is down.
         create = False
@@ -252,6 +444,7 @@ def ensure_topic(
             raise unavailable("read its metadata", exc) from None
         if metadata is not None and metadata.error is None and metadata.partitions:
             break
+        denied(metadata)
         if (
             not create
             and not existed

@@ -53,7 +53,7 @@ from producers.logs.kafka_client import (
     error_cause,
     producer_conf,
 )
-from producers.logs.location import KafkaLocation, parse_kafka_location
+from producers.logs.location import KafkaLocation, parse_kafka_location, redact
 from producers.logs.sqlite_evidence import ORIGIN_PREFIX
 from schemas.errors import LogNotFoundError
 from schemas.evidence.merkle import HASH_SIZE, MerkleTree, leaf_hash
@@ -743,7 +743,7 @@ def verify_kafka_log(
                 log.warning("%s: offset %d is not a checkpoint", checkpoints_topic(loc), offset)
                 continue
             notes[claimed.size] = raw  # the last of a size is the one relied on
-    report = VerifyReport(str(location), kafka_origin(loc))
+    report = VerifyReport(redact(str(location)), kafka_origin(loc))
     report.size, report.root = tree.size, tree.root()
     sizes = sorted(notes)
     report.stored_checkpoints = len(sizes)

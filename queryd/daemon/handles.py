@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from producers.logs.base import LifecycleRecord
-from producers.logs.location import is_kafka_location, parse_kafka_location
+from producers.logs.location import is_kafka_location, parse_kafka_location, redact
 from producers.memory import Memory
 from projector.record_fold import LogState
 from queryd.daemon.jsonlog import Throttle
@@ -542,7 +542,8 @@ class LogRegistry:
             if handle.name in self.handles:
                 raise LocationError(
                     f"two logs would be served under the name {handle.name!r}: "
-                    f"{self.handles[handle.name].location!r} and {handle.location!r}"
+                    f"{redact(self.handles[handle.name].location)!r} and "
+                    f"{redact(handle.location)!r}"
                 )
             self.handles[handle.name] = handle
 
