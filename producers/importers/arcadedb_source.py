@@ -9,8 +9,10 @@ refused as unsupported before the engine is started.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from producers.importers.errors import (
     SourceNotFoundError,
     UnsupportedSourceError,
 )
+from producers.importers.reader_process import answer_limit, run_reader, serve_answer
 
 __all__ = ["read_memory_events", "check_layout", "EVENT_TYPE", "REQUIRED_PROPERTIES"]
 
@@ -34,6 +37,10 @@ MAX_SCHEMA_BYTES = 1024 * 1024  # schema.json of a one-type database is about 1 
 # "schemaVersion" is a change counter, not a format version; "dbmsVersion" names the
 # release that wrote the database.
 SUPPORTED_DBMS_MAJOR = 26
+_MISSING_EXTRA = (
+    "reading an audit-ready-memory database needs arcadedb-embedded: "
+    "pip install 'memstream[import]'"
+)
 
 
 def check_layout(path: Path) -> dict[str, Any]:
@@ -96,23 +103,21 @@ def check_layout(path: Path) -> dict[str, Any]:
     return schema
 
 
-# How the importer starts the engine's JVM when nothing in the process has: the C1
-# compiler only. A read is one short scan, which C2's warm-up slows rather than speeds
-# (measured on a 100k-event database: 2.0-3.5 s from start to rows against 4.4-4.7 s).
-# A process that started the JVM itself keeps its own options.
+# How the reader process starts the engine's JVM: the C1 compiler only. A read is one
+# short scan, which C2's warm-up slows rather than speeds (measured on a 100k-event
+# database: 2.0-3.5 s from start to rows against 4.4-4.7 s).
 JVM_ARGS = "-XX:TieredStopAtLevel=1"
 
 
-def _open_read_only(path: Path) -> Any:
+def open_read_only(path: Path) -> Any:
+    """The database at `path`, opened read-only by ArcadeDB in this process (which starts
+    the JVM). Only the reader process calls it: see `read_memory_events`."""
     try:
         import arcadedb_embedded
         import jpype
         from arcadedb_embedded import jvm
     except ImportError as exc:
-        raise MissingExtraError(
-            "reading an audit-ready-memory database needs arcadedb-embedded: "
-            "pip install 'memstream[import]'"
-        ) from exc
+        raise MissingExtraError(_MISSING_EXTRA) from exc
     try:
         if not jpype.isJVMStarted():
             jvm.start_jvm(jvm_args=JVM_ARGS)
@@ -140,20 +145,15 @@ def _first_line(exc: BaseException) -> str:
     return text[0][:500] if text else type(exc).__name__
 
 
-def read_memory_events(path: str | Path) -> list[dict[str, Any]]:
-    """The ``MemoryEvent`` rows of the database at `path`, sorted by ``seq``.
-
-    Each row is a dict of ``seq``, ``id``, ``kind`` and ``payload`` as stored (unchecked:
-    the caller checks every value). Raises `SourceNotFoundError`, `CorruptSourceError`,
-    `UnsupportedSourceError` or `MissingExtraError`.
-    """
-    path = Path(path)
-    check_layout(path)
-    db = _open_read_only(path)
+def read_rows_here(path: Path) -> list[dict[str, Any]]:
+    """The ``MemoryEvent`` rows of the database at `path`, read by ArcadeDB in this process
+    (the reader process's half of `read_memory_events`), unsorted."""
+    db = open_read_only(path)
     try:
         columns = ", ".join(_COLUMNS)
-        # No ORDER BY: sorting here is twice as fast as the engine's sort through JPype.
-        rows = db.query("sql", f"SELECT {columns} FROM {EVENT_TYPE}").to_list()
+        # No ORDER BY: sorting in Python is twice as fast as the engine's sort through JPype.
+        query = f"SELECT {columns} FROM {EVENT_TYPE}"
+        rows: list[dict[str, Any]] = db.query("sql", query).to_list()
     except Exception as exc:
         raise CorruptSourceError(
             f"audit-ready-memory database {path}: reading {EVENT_TYPE} failed: {_first_line(exc)}"
@@ -163,6 +163,40 @@ def read_memory_events(path: str | Path) -> list[dict[str, Any]]:
             db.close()
         except Exception:  # closing a read-only database has nothing to lose
             log.debug("closing %s failed", path, exc_info=True)
+    return rows
+
+
+def read_memory_events(path: str | Path) -> list[dict[str, Any]]:
+    """The ``MemoryEvent`` rows of the database at `path`, sorted by ``seq``.
+
+    Each row is a dict of ``seq``, ``id``, ``kind`` and ``payload`` as stored (unchecked:
+    the caller checks every value). The engine runs in a reader process of its own
+    (`producers.importers.arcadedb_reader`), never in the caller's: a JVM that faults
+    takes only the reader down, and the caller gets `ReaderFailedError`. Raises
+    `SourceNotFoundError`, `CorruptSourceError`, `UnsupportedSourceError`,
+    `MissingExtraError` or `ReaderFailedError`.
+    """
+    path = Path(path)
+    check_layout(path)
+    if any(importlib.util.find_spec(name) is None for name in ("arcadedb_embedded", "jpype")):
+        raise MissingExtraError(_MISSING_EXTRA)
+    rows = run_reader(
+        __spec__.name if __spec__ else __name__,
+        [str(path)],
+        limit=answer_limit(path),
+        what=f"audit-ready-memory database {path}",
+    )
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise CorruptSourceError(f"audit-ready-memory database {path}: the rows read are not rows")
     # The rows are dicts of the selected columns (a column a record lacks reads as None).
     rows.sort(key=lambda r: r.get("seq") if isinstance(r.get("seq"), int) else -1)
     return rows
+
+
+def _serve(args: list[str]) -> list[dict[str, Any]]:
+    (path,) = args
+    return read_rows_here(Path(path))
+
+
+if __name__ == "__main__":  # the reader process of `read_memory_events`
+    raise SystemExit(serve_answer(sys.argv[1:], _serve))

@@ -14,6 +14,7 @@ __all__ = [
     "VerificationError",
     "MissingExtraError",
     "ImportInterruptedError",
+    "ReaderFailedError",
 ]
 
 
@@ -29,6 +30,12 @@ class SourceNotFoundError(ImportSourceError, FileNotFoundError):
 class CorruptSourceError(ImportSourceError):
     """A source record that does not read or check: damaged bytes, a gap in the seqs, a
     field that contradicts another, a reference that dangles."""
+
+
+class ReaderFailedError(ImportSourceError):
+    """The process that reads the source ended without an answer (the engine it runs
+    faulted, or it was killed) or answered with something that is not one; nothing was
+    read and nothing appended. The message says how the reader ended."""
 
 
 class UnsupportedSourceError(ImportSourceError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -117,14 +118,15 @@ def test_import_audit_ready_memory_command(tmp_path: Path) -> None:
 def test_a_source_open_in_audit_ready_memory_is_refused_and_left_intact(tmp_path: Path) -> None:
     pytest.importorskip("audit_ready_memory")
     pytest.importorskip("arcadedb_embedded")
-    from audit_ready_memory import Memory as SeedMemory
-
-    from tests.producers.seed_sources import write_audit_ready_memory
+    from tests.producers.seed_sources import hold_open, write_audit_ready_memory
 
     src = tmp_path / "src"
     write_audit_ready_memory(src, messages=8)
-    with SeedMemory(src) as seed:
-        before = [e.id for e in seed.events()]
+    seed = hold_open(src)  # the seed's Memory, open in a process of its own
+    try:
+        assert seed.stdout is not None and seed.stdin is not None
+        before = json.loads(seed.stdout.readline())
+        assert len(before) > 8
         done = subprocess.run(
             [
                 sys.executable,
@@ -142,7 +144,15 @@ def test_a_source_open_in_audit_ready_memory_is_refused_and_left_intact(tmp_path
         assert done.returncode == 1
         assert "cannot open it read-only" in done.stderr
         assert "open in another process" in done.stderr
-        assert [e.id for e in seed.events()] == before
+        seed.stdin.close()
+        assert json.loads(seed.stdout.readline()) == before
+    finally:
+        if seed.poll() is None:
+            seed.kill()
+        seed.wait(timeout=60)
     assert not (tmp_path / "log").exists()
-    with SeedMemory(src) as seed:
-        assert [e.id for e in seed.events()] == before
+    seed = hold_open(src)  # closed cleanly: it opens again, unchanged
+    assert seed.stdout is not None and seed.stdin is not None
+    assert json.loads(seed.stdout.readline()) == before
+    seed.stdin.close()
+    assert seed.wait(timeout=120) == 0

@@ -1,17 +1,36 @@
-"""Source data for the importer tests, written by the seed packages themselves."""
+"""Source data for the importer tests, written by the seed packages themselves.
+
+Everything that runs ArcadeDB's JVM (the seed's own Memory, SQL on a database) runs in a
+child process through the importer's own `run_reader`, as the importer's reads do: the
+test process never hosts the JVM, so a fault in the engine fails one test with the child's
+exit, not the whole run with a segfault.
+"""
 
 from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from producers.importers.reader_process import run_reader, serve_answer
+
 WORDS = "invoice cat vaccine budget meeting travel report garden server backup".split()
 
 
+def _in_child(command: str, *args: str) -> Any:
+    return run_reader(__name__, [command, *args], limit=256 << 20, what=f"seed {command}")
+
+
 def write_audit_ready_memory(path: Path, messages: int = 40) -> None:
+    """See `_write_audit_ready_memory`; in a child process."""
+    _in_child("write", str(path), str(messages))
+
+
+def _write_audit_ready_memory(path: Path, messages: int = 40) -> None:
     """An audit-ready-memory database with messages and documents over several sessions
     and actors, retention markers, recalls (logged by its recall() and record_recall) and
     deletions (one of a recalled message, one of two targets at once)."""
@@ -62,7 +81,12 @@ def copy_db(src: Path, dst: Path) -> Path:
 
 
 def sql(path: Path, *commands: str) -> None:
-    """Run SQL commands on an ArcadeDB database (to damage a copy of a seed database)."""
+    """Run SQL commands on an ArcadeDB database (to damage a copy of a seed database), in a
+    child process."""
+    _in_child("sql", str(path), *commands)
+
+
+def _sql(path: Path, *commands: str) -> None:
     import arcadedb_embedded
 
     db = arcadedb_embedded.open_database(str(path))
@@ -74,13 +98,78 @@ def sql(path: Path, *commands: str) -> None:
         db.close()
 
 
-def seed_events(path: Path) -> list[Any]:
+def seed_view(path: Path, queries: list[str]) -> dict[str, Any]:
+    """The seed's own reading of its database, as JSON (read in a child process): its
+    events as its ``event_to_dict``, the replay's visible ids, deleted ids, recall stats
+    and last seq, and its search answers (ids) to `queries`."""
+    return _in_child("view", str(path), json.dumps(queries))  # type: ignore[no-any-return]
+
+
+def _seed_view(path: Path, queries: list[str]) -> dict[str, Any]:
+    from audit_ready_memory import Memory, event_to_dict, search
+
+    with Memory(path) as memory:
+        events = list(memory.events())
+        state = memory.replay()
+    return {
+        "events": [event_to_dict(e) for e in events],
+        "messages": [str(m.id) for m in state.visible_messages],
+        "documents": [str(d.id) for d in state.visible_documents],
+        "deleted": sorted(str(k) for k in state.deleted),
+        "recall_stats": recall_stats(state),
+        "last_seq": state.last_seq,
+        "answers": {q: [str(x.id) for x in search(state, q, limit=5)] for q in queries},
+    }
+
+
+def recall_stats(state: Any) -> dict[str, list[Any]]:
+    """A replayed state's recall stats as JSON (ours or the seed's)."""
+    return {
+        str(k): [v.num_recalled, v.last_recalled_at and v.last_recalled_at.isoformat()]
+        for k, v in state.recall_stats.items()
+    }
+
+
+def hold_open(path: Path) -> subprocess.Popen[str]:
+    """A child process holding the database at `path` open in the seed's Memory, as a
+    running audit-ready-memory does. It prints the ids of its events (a JSON line) once
+    open, and again when its stdin closes, then exits."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", __name__, "hold", str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    return child
+
+
+def _hold(path: Path) -> None:
     from audit_ready_memory import Memory
 
     with Memory(path) as memory:
-        return list(memory.events())
+        print(json.dumps([str(e.id) for e in memory.events()]), flush=True)
+        sys.stdin.read()
+        print(json.dumps([str(e.id) for e in memory.events()]), flush=True)
 
 
 def write_json(path: Path, value: Any) -> Path:
     path.write_text(json.dumps(value))
     return path
+
+
+def _serve(args: list[str]) -> Any:
+    command, path, *rest = args
+    if command == "write":
+        return _write_audit_ready_memory(Path(path), int(rest[0]))
+    if command == "sql":
+        return _sql(Path(path), *rest)
+    if command == "view":
+        return _seed_view(Path(path), json.loads(rest[0]))
+    raise ValueError(f"unknown command {command!r}")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "hold":
+        _hold(Path(sys.argv[2]))
+    else:
+        raise SystemExit(serve_answer(sys.argv[1:], _serve))

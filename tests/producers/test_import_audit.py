@@ -3,7 +3,9 @@ a memstream log (embedded and Kafka), checked against the seed's own replay and 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,7 +20,13 @@ from producers.importers import (
 from producers.memory import Memory
 from queryd.audit import search
 from schemas.audit import Message, event_to_dict
-from tests.producers.seed_sources import copy_db, sql, write_audit_ready_memory
+from tests.producers.seed_sources import (
+    copy_db,
+    recall_stats,
+    sql,
+    write_audit_ready_memory,
+)
+from tests.producers.seed_sources import seed_view as read_seed_view
 
 pytest.importorskip("audit_ready_memory")
 pytest.importorskip("arcadedb_embedded")
@@ -31,24 +39,21 @@ def seed_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def seed_view(seed_db: Path):  # type: ignore[no-untyped-def]
-    """The seed's own reading of its database: events, replay, search answers."""
-    from audit_ready_memory import Memory as SeedMemory
-    from audit_ready_memory import search as seed_search
+QUERIES = ["invoice cat", "budget report", "the document", "garden note 7", "vaccine"]
 
-    with SeedMemory(seed_db) as memory:
-        events = list(memory.events())
-        state = memory.replay()
-    queries = ["invoice cat", "budget report", "the document", "garden note 7", "vaccine"]
-    answers = {q: [str(x.id) for x in seed_search(state, q, limit=5)] for q in queries}
-    return events, state, answers
+
+@pytest.fixture(scope="module")
+def seed_view(seed_db: Path) -> dict[str, Any]:
+    """The seed's own reading of its database (JSON): events, replay, search answers."""
+    return read_seed_view(seed_db, QUERIES)
+
+
+def _json(value: Any) -> Any:
+    return json.loads(json.dumps(value))
 
 
 def test_import_keeps_everything_the_seed_has(seed_db, seed_view, memory_location):  # type: ignore[no-untyped-def]
-    from audit_ready_memory import event_to_dict as seed_to_dict
-
-    seed_events, seed_state, answers = seed_view
+    seed_events = seed_view["events"]
     report = import_audit_ready_memory(seed_db, memory_location)
     assert report.read == report.appended == len(seed_events)
     assert report.skipped == [] and report.already == 0
@@ -57,16 +62,14 @@ def test_import_keeps_everything_the_seed_has(seed_db, seed_view, memory_locatio
         events = memory.events()
         # ids, order, timestamps, sessions, actors, sources, retain_until, recall and
         # deletion targets: the seed's JSON of each event, seq included (a fresh log).
-        assert [event_to_dict(e) for e in events] == [seed_to_dict(e) for e in seed_events]
+        assert [_json(event_to_dict(e)) for e in events] == seed_events
         state = memory.replay()
-    assert [m.id for m in state.visible_messages] == [m.id for m in seed_state.visible_messages]
-    assert [d.id for d in state.visible_documents] == [d.id for d in seed_state.visible_documents]
-    assert set(state.deleted) == set(seed_state.deleted)
-    assert {k: (v.num_recalled, v.last_recalled_at) for k, v in state.recall_stats.items()} == {
-        k: (v.num_recalled, v.last_recalled_at) for k, v in seed_state.recall_stats.items()
-    }
-    assert state.last_seq == seed_state.last_seq
-    for query, ids in answers.items():
+    assert [str(m.id) for m in state.visible_messages] == seed_view["messages"]
+    assert [str(d.id) for d in state.visible_documents] == seed_view["documents"]
+    assert sorted(str(k) for k in state.deleted) == seed_view["deleted"]
+    assert recall_stats(state) == seed_view["recall_stats"]
+    assert state.last_seq == seed_view["last_seq"]
+    for query, ids in seed_view["answers"].items():
         assert [str(x.id) for x in search(state, query, limit=5)] == ids, query
 
 
@@ -112,11 +115,11 @@ def test_refuses_a_log_holding_other_records_unless_append(seed_db, tmp_path):  
 
 
 def test_an_id_already_in_the_log_with_other_content_is_a_conflict(seed_db, seed_view, tmp_path):  # type: ignore[no-untyped-def]
-    seed_events = seed_view[0]
+    seed_events = seed_view["events"]
     location = str(tmp_path / "log")
     with Memory(location) as memory:
-        memory.add_message(Message(id=seed_events[3].id, speaker="x", content="forged"))
-    with pytest.raises(ImportConflictError, match=f"seq 3 \\(id {seed_events[3].id}\\)"):
+        memory.add_message(Message(id=seed_events[3]["id"], speaker="x", content="forged"))
+    with pytest.raises(ImportConflictError, match=f"seq 3 \\(id {seed_events[3]['id']}\\)"):
         import_audit_ready_memory(seed_db, location, append=True)
     with Memory(location) as memory:
         assert len(memory) == 1
@@ -187,10 +190,10 @@ def test_a_damaged_record_is_named_and_nothing_is_appended(  # type: ignore[no-u
 
 
 def test_skip_bad_reports_each_skip_and_what_depended_on_it(seed_db, seed_view, tmp_path):  # type: ignore[no-untyped-def]
-    seed_events = seed_view[0]
-    deletion = next(e for e in seed_events if e.kind == "deletion" and len(e.targets) == 2)
-    target = deletion.targets[0]
-    target_seq = next(e.seq for e in seed_events if e.id == target)
+    seed_events = seed_view["events"]
+    deletion = next(e for e in seed_events if e["kind"] == "deletion" and len(e["targets"]) == 2)
+    target = deletion["targets"][0]
+    target_seq = next(e["seq"] for e in seed_events if e["id"] == target)
     src = copy_db(seed_db, tmp_path / "src")
     sql(src, f"UPDATE MemoryEvent SET payload = 'garbage' WHERE seq = {target_seq}")
     with pytest.raises(CorruptSourceError):
@@ -198,7 +201,7 @@ def test_skip_bad_reports_each_skip_and_what_depended_on_it(seed_db, seed_view, 
     report = import_audit_ready_memory(src, str(tmp_path / "log"), skip_bad=True)
     wheres = [s.where for s in report.skipped]
     assert wheres[0].startswith(f"seq {target_seq} ")
-    assert f"seq {deletion.seq} (id {deletion.id})" in wheres  # its tombstone names it
+    assert f"seq {deletion['seq']} (id {deletion['id']})" in wheres  # its tombstone names it
     assert report.appended == report.read - len(report.skipped)
     assert report.verified is not None
 
@@ -220,14 +223,14 @@ def _set_payload(src: Path, seq: int, payload: dict) -> None:  # type: ignore[ty
 
 
 def test_a_recall_naming_an_unknown_id_is_named(seed_db, seed_view, tmp_path):  # type: ignore[no-untyped-def]
-    recall = next(e for e in seed_view[0] if e.kind == "recall")
+    recall = next(e for e in seed_view["events"] if e["kind"] == "recall")
     src = copy_db(seed_db, tmp_path / "src")
-    payload = _payload(src, recall.seq)
+    payload = _payload(src, recall["seq"])
     payload["recalled"] = ["00000000-0000-4000-8000-000000000001"]
-    _set_payload(src, recall.seq, payload)
+    _set_payload(src, recall["seq"], payload)
     with pytest.raises(
         CorruptSourceError,
-        match=f"seq {recall.seq} \\(id {recall.id}\\): recalled: unknown id 00000000-",
+        match=f"seq {recall['seq']} \\(id {recall['id']}\\): recalled: unknown id 00000000-",
     ):
         import_audit_ready_memory(src, str(tmp_path / "log"))
     _nothing_appended(tmp_path / "log")

@@ -1,0 +1,85 @@
+"""The importer's reader process: whatever the child does (a segfault, a wrong answer, an
+answer too long), the caller gets an importer error naming it, and nothing is appended."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from producers.importers import CorruptSourceError, arcadedb_source, import_audit_ready_memory
+from producers.importers.errors import ReaderFailedError
+from producers.importers.reader_process import run_reader
+from producers.memory import Memory
+
+CHILD = "tests.producers.reader_children"
+
+
+@pytest.mark.parametrize(
+    ("mode", "error", "message"),
+    [
+        ("segv", ReaderFailedError, r"ended by signal SIGSEGV before it answered.*the fault"),
+        ("exit", ReaderFailedError, r"ended with exit status 3 before it answered"),
+        ("garbage", ReaderFailedError, r"answer is not JSON"),
+        ("big", ReaderFailedError, r"answer is over 1,000 bytes"),
+        ("foreign-error", ReaderFailedError, r"something that is not an answer"),
+        ("corrupt", CorruptSourceError, r"^seq 9: bad$"),
+    ],
+)
+def test_a_reader_that_misbehaves_is_an_importer_error(
+    mode: str, error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message) as caught:
+        run_reader(CHILD, [mode], limit=1000, what="source S")
+    if error is ReaderFailedError:
+        assert str(caught.value).startswith("source S: ")
+
+
+def test_a_reader_that_crashes_appends_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("arcadedb_embedded")
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "schema.json").write_text(
+        '{"dbmsVersion": "26.10.2", "types": {"MemoryEvent": {"properties": '
+        '{"id": {}, "seq": {}, "kind": {}, "payload": {}}}}}'
+    )
+    location = str(tmp_path / "log")
+    with Memory(location) as memory:
+        memory.add_message(memory_message := _message())
+    real = arcadedb_source.run_reader
+
+    def crashing(module: str, args: list[str], **kwargs: Any) -> Any:
+        return real(CHILD, ["segv"], **kwargs)
+
+    monkeypatch.setattr(arcadedb_source, "run_reader", crashing)
+    with pytest.raises(ReaderFailedError, match=f"database {source}: the reader process"):
+        import_audit_ready_memory(source, location, append=True)
+    with Memory(location) as memory:
+        assert [e.id for e in memory.events()] == [memory_message.id]
+
+
+def test_rows_that_are_not_rows_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("arcadedb_embedded")
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "schema.json").write_text(
+        '{"dbmsVersion": "26.10.2", "types": {"MemoryEvent": {"properties": '
+        '{"id": {}, "seq": {}, "kind": {}, "payload": {}}}}}'
+    )
+    real = arcadedb_source.run_reader
+    monkeypatch.setattr(
+        arcadedb_source, "run_reader", lambda module, args, **kw: real(CHILD, ["rows"], **kw)
+    )
+    with pytest.raises(CorruptSourceError, match="the rows read are not rows"):
+        arcadedb_source.read_memory_events(source)
+
+
+def _message() -> Any:
+    from schemas.audit import Message
+
+    return Message(speaker="ops", content="already here")
