@@ -116,3 +116,15 @@ def unique_name(request: pytest.FixtureRequest) -> str:
     """
     slug = re.sub(r"[^A-Za-z0-9]+", "-", request.node.name).strip("-").lower()[:80]
     return f"t-{slug}-{uuid.uuid4().hex[:8]}"
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The test process never hosts ArcadeDB's JVM: the seed's database and the importer's
+    reads run it in child processes (a JVM fault there fails one test; here it ended the
+    whole run with a segfault once). A test that started it here fails the run."""
+    import sys
+
+    jpype = sys.modules.get("jpype")
+    if jpype is not None and jpype.isJVMStarted():
+        print("\nerror: a test started ArcadeDB's JVM in the test process (run it in a child)")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

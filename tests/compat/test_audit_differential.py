@@ -9,7 +9,9 @@ the FIRST Deletion that removed it in memstream, to the last in audit-ready-memo
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memstream
+from producers.importers.reader_process import run_reader, serve_answer
 
 EXAMPLES = int(os.environ.get("MEMSTREAM_COMPAT_EXAMPLES", "1200"))
 IDS = [uuid.UUID(int=n, version=4) for n in range(1, 7)]
@@ -207,18 +210,32 @@ def _run_stored(lib: Any, memory: Any) -> list[Any]:
     return out
 
 
-@pytest.fixture(scope="module")
-def seed_stored(tmp_path_factory: pytest.TempPathFactory) -> list[Any]:
-    memory = seed.Memory(str(tmp_path_factory.mktemp("seed") / "db"))
+def _json(value: Any) -> Any:
+    return json.loads(json.dumps(value))
+
+
+def _seed_stored_here(args: list[str]) -> list[Any]:
+    (path,) = args
+    memory = seed.Memory(path)
     try:
         return _run_stored(seed, memory)
     finally:
         memory.close()
 
 
+@pytest.fixture(scope="module")
+def seed_stored(tmp_path_factory: pytest.TempPathFactory) -> list[Any]:
+    """The script's outcomes in the seed's stored Memory (as JSON), run in a child process:
+    its database runs ArcadeDB's JVM, which the test process never hosts (see
+    `tests/producers/seed_sources.py`)."""
+    path = str(tmp_path_factory.mktemp("seed") / "db")
+    module = "tests.compat.test_audit_differential"
+    return run_reader(module, [path], limit=1 << 20, what="the seed's stored Memory")  # type: ignore[no-any-return]
+
+
 def test_stored_embedded_behaves_as_the_seed(seed_stored: list[Any], tmp_path: Path) -> None:
     with memstream.Memory(tmp_path / "db") as memory:
-        assert _run_stored(memstream, memory) == seed_stored
+        assert _json(_run_stored(memstream, memory)) == seed_stored
 
 
 @pytest.mark.kafka
@@ -226,4 +243,8 @@ def test_stored_kafka_behaves_as_the_seed(
     seed_stored: list[Any], kafka_bootstrap: str, redis_url: str, unique_name: str
 ) -> None:
     with memstream.Memory(f"kafka://{kafka_bootstrap}/{unique_name}?redis={redis_url}") as m:
-        assert _run_stored(memstream, m) == seed_stored
+        assert _json(_run_stored(memstream, m)) == seed_stored
+
+
+if __name__ == "__main__":  # the child of `seed_stored`
+    raise SystemExit(serve_answer(sys.argv[1:], _seed_stored_here))
