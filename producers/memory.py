@@ -5,26 +5,54 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
-from datetime import datetime
+from datetime import UTC, datetime
 from os import PathLike
 from types import TracebackType
 from typing import Any, TypeVar, get_args
-from uuid import UUID
+from uuid import UUID, uuid4
 
 from producers.erasure import erase_subject, sweep_retention
 from producers.logs import Log, open_log
 from producers.logs.base import Appended, LifecycleRecord, PipelinedLog
 from producers.logs.batching import GroupCommitter
 from producers.logs.location import redact
-from producers.logs.signing_key import KeySpec
+from producers.logs.signing_key import KeySpec, load_signer, load_verifier
 from projector.audit import MemoryState
+from projector.authorship import (
+    Authorship,
+    AuthorshipError,
+    enrol_record,
+    revoke_record,
+    signed_log_record,
+)
+from projector.record_fold import LogState
 from queryd.audit import search
 from schemas.audit import BaseEvent, Deletion, Document, Erasure, EventKind, Message, Recall
 from schemas.codec import decode_record
 from schemas.errors import DecodeError, EncryptionError
+from schemas.evidence.note import NoteSigner, NoteVerifier
 from schemas.evidence.proof import ConsistencyProof, EvidenceError, InclusionProof
+from schemas.records import Record
 
-__all__ = ["Memory"]
+__all__ = ["Memory", "load_agent_key"]
+
+
+def load_agent_key(spec: str | PathLike[str] | NoteSigner | None) -> NoteSigner | None:
+    """An agent's key: a `NoteSigner`, or the key file at a path (mode 0600)."""
+    if spec is None or isinstance(spec, NoteSigner):
+        return spec
+    return load_signer(spec)
+
+
+def _verifier(spec: NoteVerifier | str) -> NoteVerifier:
+    if isinstance(spec, NoteVerifier):
+        return spec
+    return load_verifier(spec)
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
 
 AnyEvent = Message | Document | Recall | Deletion | Erasure
 T = TypeVar("T")
@@ -60,6 +88,9 @@ class Memory:
         create: bool = True,
         key: KeySpec = None,
         encrypt: bool = False,
+        agent_key: str | PathLike[str] | NoteSigner | None = None,
+        signed: bool = False,
+        admins: Iterable[NoteVerifier | str] = (),
     ) -> None:
         """Open the log at `path`, creating it when absent (as seed 001's `Memory` does);
         `create=False` opens an existing log only (readers: queryd, auditors).
@@ -72,9 +103,26 @@ class Memory:
         `encrypt=True` makes a new (empty) log store its content encrypted, so it can be
         erased (`erase`); a log that is encrypted stays so whatever `encrypt` says.
         `EncryptionError` for a log holding unencrypted records.
+
+        `agent_key`: the agent's own key (a key file `memstream agents create` wrote, or a
+        `NoteSigner`): every record this writer appends is signed with it, and an audit
+        event without an actor gets the key's name. `signed=True` makes a new (empty) log
+        require signatures from its first record, with the agent key and `admins`
+        (verifier keys ``NAME+KEYID+BASE64``) as its admins, fixed from then on; a log
+        that is signed stays so. `AuthorshipError` when `signed` meets a log holding
+        unsigned records, or an agent key meets a log that does not require signatures.
         """
         self.location = str(path)
+        agent = load_agent_key(agent_key)
+        if signed and agent is None:
+            raise AuthorshipError("a signed log is created by an admin: give its agent_key")
         self._log: Log = open_log(path, create=create)
+        if agent is not None:
+            try:
+                self._use_agent(agent, signed, [_verifier(a) for a in admins])
+            except BaseException:
+                self._log.close()
+                raise
         if encrypt:
             try:
                 enable = self._log.enable_encryption  # type: ignore[attr-defined]
@@ -100,6 +148,46 @@ class Memory:
         )
         self._committer: GroupCommitter | None = None
         self._committer_lock = threading.Lock()
+
+    def _use_agent(self, agent: NoteSigner, signed: bool, admins: list[NoteVerifier]) -> None:
+        use = getattr(self._log, "use_agent_key", None)
+        if use is None:
+            raise AuthorshipError(f"log {redact(self.location)}: this log cannot sign records")
+        use(agent)
+        if not signed:
+            return
+
+        def build(state: LogState) -> tuple[list[Record], None]:
+            if state.authorship is not None:
+                return [], None  # signed already: its admins are fixed
+            if state.last_seq is not None:
+                raise AuthorshipError(
+                    f"log {redact(self.location)} holds {state.next_seq} unsigned record(s): "
+                    "signatures can be required only from a log's first record"
+                )
+            everyone = [agent.verifier, *(a for a in admins if a != agent.verifier)]
+            return [signed_log_record(everyone, str(uuid4()), _now_iso())], None
+
+        self._log.transact(build)
+
+    @property
+    def authorship(self) -> Authorship | None:
+        """Who may sign this log's records as of its end (None: an unsigned log)."""
+        return self._log.state().authorship
+
+    def enrol(self, agent: NoteVerifier | str, *, may: Sequence[str] | None = None) -> int:
+        """Enrol an agent (its verifier key) on a signed log: it may append records of the
+        kinds `may` lists (default all: message, document, recall, deletion, erasure,
+        graph). Only an admin's key may; `AuthorshipError` otherwise. Returns the seq."""
+        record = enrol_record(
+            _verifier(agent), None if may is None else list(may), str(uuid4()), _now_iso()
+        )
+        return self._log.transact(lambda state: ([record], None))[0][0].seq
+
+    def revoke(self, name: str, reason: str = "revoked") -> int:
+        """Revoke an agent: records it signs from the next seq on are refused. Admins only."""
+        record = revoke_record(name, reason, str(uuid4()), _now_iso())
+        return self._log.transact(lambda state: ([record], None))[0][0].seq
 
     @property
     def log(self) -> Log:

@@ -31,6 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from projector.authorship import is_authorship_record
 from projector.lifecycle import Lifecycle
 from projector.record_fold import BATCH, LogState
 from schemas.records import OPERATION_NAMESPACE, GraphEnvelope, Record
@@ -206,7 +207,7 @@ def memex_envelopes(
     its lifecycle events, as ``fold_record`` gave them."""
     if not isinstance(record, GraphEnvelope):
         return []
-    if any(e.type == "record.rejected" for e in lifecycle):
+    if any(e.type == "record.rejected" for e in lifecycle) or is_authorship_record(record):
         return []
     commands: list[Any]
     if record.namespace != OPERATION_NAMESPACE:

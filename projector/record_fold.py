@@ -46,6 +46,13 @@ from pydantic import ValidationError
 from pyrsistent import PVector, pvector
 
 from projector.audit import MemoryState, check_append, fold
+from projector.authorship import (
+    Authorship,
+    AuthorshipError,
+    authorize,
+    is_authorship_record,
+    verify_signature,
+)
 from projector.graph.dispatch import (
     OPERATIONS,
     Applied,
@@ -67,6 +74,7 @@ from schemas.graph.commands import EdgeCreate, EdgeRetract, MemoryUpdate
 from schemas.graph.envelopes import parse_iso_ms
 from schemas.graph.errors import MemexError
 from schemas.records import OPERATION_NAMESPACE, AuditEvent, GraphEnvelope, Record
+from schemas.signing import SIGNED_MAGIC, split_signed
 
 __all__ = [
     "LogState",
@@ -79,6 +87,8 @@ __all__ = [
     "fold_decoded",
     "apply_record",
     "check_records",
+    "check_signed",
+    "reject_record",
     "fold_log",
 ]
 
@@ -116,6 +126,8 @@ class LogState:
     rejections: PVector[Rejection] = field(default_factory=pvector)
     last_seq: int | None = None
     graph_seq: int | None = None
+    # None: an unsigned log (or no record yet); else who may sign, as of `last_seq`.
+    authorship: Authorship | None = None
 
     @property
     def next_seq(self) -> int:
@@ -141,6 +153,7 @@ class LogState:
             and self.graph_seq == other.graph_seq
             and self.memory == other.memory
             and self.memory.events == other.memory.events
+            and self.authorship == other.authorship
             and list(self.rejections) == list(other.rejections)
             and list(self.graph.items.items()) == list(other.graph.items.items())
             and list(self.graph.edges.items()) == list(other.graph.edges.items())
@@ -298,8 +311,29 @@ def _not_erasable(record: Erasure) -> EncryptionError:
     )
 
 
+def _authorship_lifecycle(seq: int, record: GraphEnvelope, auth: Authorship) -> Lifecycle:
+    payload = record.payload if isinstance(record.payload, Mapping) else {}
+    type_ = {
+        "memstream.log.signed": "log.signed",
+        "memstream.agent.enrol": "agent.enrolled",
+        "memstream.agent.revoke": "agent.revoked",
+    }[record.type]
+    extra: dict[str, Any] = {"cause_id": record.id, "cause_ts": record.ts, "log_id": auth.log_id}
+    if type_ == "log.signed":
+        extra["admins"] = sorted(auth.admins)
+    else:
+        extra["agent"] = payload.get("agent")
+    return Lifecycle(seq, OPERATION_NAMESPACE, type_, None, extra)
+
+
 def apply_record(
-    state: LogState, seq: int, record: Record, *, checked: bool = False, erasable: bool = False
+    state: LogState,
+    seq: int,
+    record: Record,
+    *,
+    checked: bool = False,
+    erasable: bool = False,
+    signer: str | None = None,
 ) -> FoldResult:
     """Fold one decoded record, raising when the fold would refuse it (the strict form).
 
@@ -313,6 +347,17 @@ def apply_record(
     last = state.last_seq
     if last is not None and seq <= last:
         raise ValueError(f"seq {seq} does not follow seq {last}")
+    if state.authorship is not None or signer is not None or is_authorship_record(record):
+        # `signer`: the name whose signature on the record was verified (or, for a
+        # writer's own append, that it made). A signed log's checks come first.
+        auth = authorize(state.authorship, seq, record, signer, state.memory)
+        if is_authorship_record(record):
+            assert isinstance(record, GraphEnvelope) and auth is not None
+            return FoldResult(
+                state.with_(authorship=auth, last_seq=seq),
+                [_authorship_lifecycle(seq, record, auth)],
+            )
+        state = state.with_(authorship=auth)
     if isinstance(record, BaseEvent):
         if not erasable and type(record) is Erasure:
             raise _not_erasable(record)
@@ -368,13 +413,20 @@ def _reject(state: LogState, seq: int, exc: BaseException) -> FoldResult:
     return FoldResult(new, [Lifecycle(seq, OPERATION_NAMESPACE, "record.rejected", None, extra)])
 
 
-def fold_decoded(state: LogState, seq: int, record: Record) -> FoldResult:
+def reject_record(state: LogState, seq: int, exc: BaseException) -> FoldResult:
+    """The record at `seq` refused for `exc`: a `Rejection`, nothing else changed."""
+    return _reject(state, seq, exc)
+
+
+def fold_decoded(
+    state: LogState, seq: int, record: Record, signer: str | None = None
+) -> FoldResult:
     """`apply_record`, total: a refused record becomes a `Rejection`."""
     last = state.last_seq
     if last is not None and seq <= last:
         raise ValueError(f"seq {seq} does not follow seq {last}")  # the caller's contract
     try:
-        return apply_record(state, seq, record)
+        return apply_record(state, seq, record, signer=signer)
     except Exception as exc:
         if not isinstance(exc, _EXPECTED):
             log.warning("seq %d: refused on an unexpected error", seq, exc_info=True)
@@ -389,6 +441,8 @@ def fold_record(state: LogState, seq: int, data: bytes) -> FoldResult:
     last = state.last_seq
     if last is not None and seq <= last:
         raise ValueError(f"seq {seq} does not follow seq {last}")
+    if data[:2] == SIGNED_MAGIC:
+        return _fold_signed(state, seq, data)
     try:
         # Read to the depth writers allow, not the deeper one of derived lifecycle events.
         record = decode_record(data, max_depth=MAX_JSON_DEPTH)
@@ -398,6 +452,25 @@ def fold_record(state: LogState, seq: int, data: bytes) -> FoldResult:
         log.warning("seq %d: decoding raised an unexpected error", seq, exc_info=True)
         return _reject(state, seq, exc)
     return fold_decoded(state, seq, record)
+
+
+def check_signed(state: LogState, seq: int, data: bytes) -> tuple[Record, str]:
+    """The record a signed record wraps and the name whose signature on it verifies at
+    `seq` on the log as `state` holds it; `DecodeError` or `AuthorshipError` otherwise."""
+    signed = split_signed(data)
+    record = decode_record(signed.inner, max_depth=MAX_JSON_DEPTH)
+    return record, verify_signature(state.authorship, seq, signed, record)
+
+
+def _fold_signed(state: LogState, seq: int, data: bytes) -> FoldResult:
+    try:
+        record, signer = check_signed(state, seq, data)
+    except (DecodeError, AuthorshipError) as exc:
+        return _reject(state, seq, exc)
+    except Exception as exc:  # a bug; still refused
+        log.warning("seq %d: checking a signature raised an unexpected error", seq, exc_info=True)
+        return _reject(state, seq, exc)
+    return fold_decoded(state, seq, record, signer)
 
 
 def fold_log(records: Sequence[tuple[int, bytes]] | Any, state: LogState | None = None) -> LogState:
@@ -417,17 +490,26 @@ def check_records(
     pending: Mapping[UUID, BaseEvent] | None = None,
     *,
     erasable: bool = False,
+    signer: str | None = None,
 ) -> None:
     """Raise what the fold would refuse if `records` were appended right after `state`.
 
     Audit events are checked with `check_append` against the state plus `pending` (events
     already appended after `state` but not folded yet) plus the batch before them;
-    envelopes are applied to the (persistent) graph states, which are discarded.
+    envelopes are applied to the (persistent) graph states, which are discarded. On a
+    signed log (or for records of authorship) each record is first checked as signed by
+    `signer` (None: unsigned), `AuthorshipError` naming why it would be refused.
     """
     if not erasable:
         for record in records:
             if type(record) is Erasure:
                 raise _not_erasable(record)
+    if (
+        state.authorship is not None
+        or signer is not None
+        or any(is_authorship_record(r) for r in records)
+    ):
+        _check_authorship(state, records, pending or _NOTHING, signer)
     if len(records) == 1 and isinstance(records[0], BaseEvent):
         # The common append, one audit event: no batch to remember it in.
         check_append(state.memory, records[0], pending or _NOTHING)
@@ -441,6 +523,8 @@ def check_records(
         if isinstance(record, BaseEvent):
             check_append(state.memory, record, seen)
             batch[record.id] = record
+        elif is_authorship_record(record):
+            pass  # no graph effect; checked above
         elif isinstance(record, GraphEnvelope):
             before = states
             states, _, _ = _apply_envelope(states, record, graph_seq)
@@ -448,4 +532,48 @@ def check_records(
                 graph_seq = seq
         else:
             raise TypeError(f"expected an audit event or a GraphEnvelope, got {record!r}")
+        seq += 1
+
+
+class _Known:
+    """`get(id)` over the audit events of a state, those pending, and a batch's own."""
+
+    __slots__ = ("memory", "others")
+
+    def __init__(self, memory: MemoryState, others: Mapping[UUID, BaseEvent]) -> None:
+        self.memory = memory
+        self.others = others
+
+    def get(self, key: UUID) -> BaseEvent | None:
+        found = self.others.get(key)
+        return found if found is not None else self.memory.get(key)
+
+
+def _check_authorship(
+    state: LogState,
+    records: Sequence[Record],
+    pending: Mapping[UUID, BaseEvent],
+    signer: str | None,
+) -> None:
+    auth = state.authorship
+    if signer is not None and auth is not None:
+        # What `verify_signature` will ask of the signer at the fold.
+        if signer not in auth.admins:
+            agent = auth.agents.get(signer)
+            if agent is None:
+                raise AuthorshipError(f"{signer!r} is not enrolled on this log")
+            if agent.revoked_seq is not None:
+                raise AuthorshipError(f"{signer!r} was revoked at seq {agent.revoked_seq}")
+    batch: dict[UUID, BaseEvent] = {}
+    known = _Known(state.memory, ChainMap(batch, pending))  # type: ignore[arg-type]
+    seq = state.next_seq
+    for record in records:
+        if auth is None and signer is not None and not is_authorship_record(record):
+            raise AuthorshipError(
+                "this log does not require signatures (created without them): open it "
+                "without an agent key, or write to a log created signed"
+            )
+        auth = authorize(auth, seq, record, signer, known)
+        if isinstance(record, BaseEvent):
+            batch[record.id] = record
         seq += 1

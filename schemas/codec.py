@@ -42,6 +42,7 @@ from pydantic import ValidationError
 from schemas.audit import BaseEvent, Deletion, Document, Erasure, Message, Recall
 from schemas.errors import DecodeError, RecordTooDeepError, RecordTooLargeError
 from schemas.records import AuditEvent, GraphEnvelope, Record
+from schemas.signing import SIGNED_MAGIC, split_signed
 
 __all__ = [
     "MAGIC",
@@ -510,6 +511,9 @@ def decode_record(
             f"record of {len(data)} bytes; records are read up to {MAX_DECODE_BYTES} bytes"
         )
     data = bytes(data)
+    if data[:2] == SIGNED_MAGIC:
+        # A signed record: the record it wraps (its signature is the fold's to check).
+        data = split_signed(data).inner
     if data[:1] == b"{":
         return _decode_envelope_json(data, max_depth)
     if len(data) < HEADER_LEN or data[:2] != MAGIC:

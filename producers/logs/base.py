@@ -12,12 +12,15 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from typing import NamedTuple, Protocol, TypeVar, runtime_checkable
 
+from projector.authorship import LOG_SIGNED, AuthorshipError
 from projector.lifecycle import Lifecycle, lifecycle_envelope
 from projector.record_fold import LogState, check_records, empty_state, fold_record
-from schemas.audit import Deletion, Document, Message, Recall
+from schemas.audit import BaseEvent, Deletion, Document, Message, Recall
 from schemas.codec import encode_record
+from schemas.evidence.note import NoteSigner
 from schemas.limits import MAX_RECORD_BYTES, check_record_size
 from schemas.records import GraphEnvelope, Record
+from schemas.signing import sign_record
 
 __all__ = [
     "Log",
@@ -28,6 +31,8 @@ __all__ = [
     "AnyEvent",
     "prepare",
     "encode_records",
+    "stamp_actor",
+    "sign_encoded",
     "StopFlag",
     "LifecycleRecord",
     "fold_lifecycle",
@@ -140,16 +145,59 @@ def encode_records(records: Sequence[Record]) -> list[bytes]:
     return encoded
 
 
+def stamp_actor(records: Sequence[Record], agent: NoteSigner | None) -> list[Record]:
+    """The records a writer holding an agent key appends: an audit event without an actor
+    gets the agent's name (on a signed log a record's actor is its signer)."""
+    if agent is None:
+        return list(records)
+    name = agent.name
+    return [
+        r.model_copy(update={"actor": name}) if isinstance(r, BaseEvent) and r.actor is None else r
+        for r in records
+    ]
+
+
+def sign_encoded(
+    agent: NoteSigner | None, state: LogState, records: Sequence[Record], encoded: list[bytes]
+) -> list[bytes]:
+    """The stored bytes of `records` (`encoded`), each signed by `agent` for the log; as
+    they are without an agent. The log id is the signed log's (or the id of the record in
+    this batch that makes the log signed)."""
+    if agent is None:
+        return encoded
+    log_id = None if state.authorship is None else state.authorship.log_id
+    out = []
+    for record, data in zip(records, encoded, strict=True):
+        if isinstance(record, GraphEnvelope) and record.type == LOG_SIGNED:
+            log_id = record.id
+        if log_id is None:
+            raise AuthorshipError(
+                "this log does not require signatures (created without them): open it "
+                "without an agent key, or write to a log created signed"
+            )
+        signed = sign_record(agent, log_id, data)
+        if len(signed) > MAX_RECORD_BYTES:
+            check_record_size(record, signed)
+        out.append(signed)
+    return out
+
+
 def prepare(
-    state: LogState, build: Transaction[T], *, erasable: bool = False
+    state: LogState,
+    build: Transaction[T],
+    *,
+    erasable: bool = False,
+    agent: NoteSigner | None = None,
 ) -> tuple[list[Record], list[bytes], T]:
-    """Run `build`, check its records against `state` and encode them (shared by logs).
+    """Run `build`, check its records against `state` and encode them (shared by logs);
+    with an `agent` key, the records are stamped with its name and checked as signed by it
+    (their bytes are signed by `sign_encoded`, after any sealing).
 
     Raises what the fold would refuse, or `RecordTooLargeError`; nothing is appended then.
     """
     records, value = build(state)
-    records = list(records)
-    check_records(state, records, erasable=erasable)
+    records = stamp_actor(records, agent)
+    check_records(state, records, erasable=erasable, signer=None if agent is None else agent.name)
     return records, encode_records(records), value
 
 

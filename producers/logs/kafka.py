@@ -93,6 +93,8 @@ from producers.logs.base import (
     Transaction,
     encode_records,
     prepare,
+    sign_encoded,
+    stamp_actor,
 )
 from producers.logs.kafka_client import (
     BATCH_HEADER_BYTES,
@@ -114,6 +116,7 @@ from producers.logs.kafka_evidence import Head, KafkaEvidence
 from producers.logs.lifecycle_topic import follow_lifecycle
 from producers.logs.location import KAFKA_SCHEME, KafkaLocation, parse_kafka_location
 from producers.logs.topic_identity import LogIdentity, admin_for, topic_id
+from projector.authorship import AuthorshipError
 from projector.lifecycle import Lifecycle
 from projector.record_fold import (
     LogState,
@@ -131,6 +134,7 @@ from schemas.errors import (
     CorruptLogError,
     MemstreamError,
 )
+from schemas.evidence.note import NoteSigner
 from schemas.evidence.proof import ConsistencyProof, EvidenceError, InclusionProof
 from schemas.records import Record
 
@@ -432,6 +436,7 @@ class KafkaLog:
         self.location = str(location)
         self.topic = location.topic
         self._tp = TopicPartition(self.topic, 0)
+        self._agent: NoteSigner | None = None
         self._append_timeout = _seconds(append_timeout, APPEND_TIMEOUT_ENV, APPEND_TIMEOUT_S)
         self._read_timeout = _seconds(read_timeout, READ_TIMEOUT_ENV, READ_TIMEOUT_S)
         failed: MemstreamError | None = None
@@ -842,7 +847,9 @@ class KafkaLog:
             # Own pipelined appends first, so the state read below includes them.
             self._wait_inflight()
             self._fold_until(self.end_offset())
-            records, encoded, value = prepare(self._state, build)
+            agent = self._agent
+            records, encoded, value = prepare(self._state, build, agent=agent)
+            encoded = sign_encoded(agent, self._state, records, encoded)
             return self._publish_and_fold(records, encoded), value
 
     def _publish_and_fold(self, records: list[Record], encoded: list[bytes]) -> list[Appended]:
@@ -956,6 +963,10 @@ class KafkaLog:
         if seq in watch:
             lifecycle[seq] = events
             if len(state.rejections) > len(before.rejections):
+                refused = state.rejections[-1]
+                if refused.error == "AuthorshipError":  # its own reason: no other is truer
+                    errors[seq] = AuthorshipError(refused.reason)
+                    return state
                 try:
                     apply_record(before, seq, watch[seq])
                     errors[seq] = KafkaLogError(f"seq {seq}: refused by the fold")
@@ -1009,12 +1020,21 @@ class KafkaLog:
             with self._dr_lock:
                 self._pending = {k: e for k, e in self._pending.items() if e.seq > last}  # type: ignore[operator]
 
+    @property
+    def _signer_name(self) -> str | None:
+        return None if self._agent is None else self._agent.name
+
+    def use_agent_key(self, agent: NoteSigner | None) -> None:
+        """Sign every record this producer appends with `agent` (provable authorship)."""
+        with self._lock:
+            self._agent = agent
+
     def _check(self, records: list[Record]) -> None:
         """Raise what the fold would refuse (see the module's docstring). Under `_lock`."""
         inflight = self._inflight
         if not inflight or not any(r.id in inflight for r in records):
             try:
-                check_records(self._state, records, self._pending)
+                check_records(self._state, records, self._pending, signer=self._signer_name)
                 return
             except Exception:
                 pass
@@ -1023,12 +1043,12 @@ class KafkaLog:
         if self._outstanding:
             self._wait_inflight()
             try:
-                check_records(self._state, records, self._pending)
+                check_records(self._state, records, self._pending, signer=self._signer_name)
                 return
             except Exception:
                 pass
         self._fold_until(self.end_offset())
-        check_records(self._state, records, self._pending)
+        check_records(self._state, records, self._pending, signer=self._signer_name)
 
     def submit(self, records: Sequence[Record], then: Callable[[list[Appended]], R]) -> Future[R]:
         """Check and produce audit events without waiting; a future of `then(appended)`.
@@ -1059,8 +1079,10 @@ class KafkaLog:
         with self._lock:
             if self._closed:
                 raise KafkaLogError(f"log {self.topic}: the log is closed")
+            agent = self._agent
+            records = stamp_actor(records, agent)
             self._check(records)
-            encoded = encode_records(records)
+            encoded = sign_encoded(agent, self._state, records, encode_records(records))
             return self._start(records, encoded, future, then, track=True)
 
     def append(self, records: Sequence[Record]) -> list[Appended]:

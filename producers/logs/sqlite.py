@@ -54,16 +54,20 @@ from producers.logs.base import (
     StopFlag,
     Transaction,
     prepare,
+    sign_encoded,
 )
 from producers.logs.location import PATH_SCHEME
 from producers.logs.signing_key import KeySpec, SigningKeyError, resolve_signer
 from producers.logs.sqlite_evidence import SqliteEvidence
+from projector.authorship import AuthorshipError
 from projector.lifecycle import lifecycle_envelope
 from projector.record_fold import (
     FoldResult,
     LogState,
     apply_record,
+    check_signed,
     empty_state,
+    reject_record,
 )
 from schemas.audit import Erasure
 from schemas.codec import MAX_JSON_DEPTH, decode_record, encode_record, record_id, record_kind
@@ -76,9 +80,11 @@ from schemas.errors import (
     MemstreamError,
 )
 from schemas.evidence.merkle import leaf_hash
+from schemas.evidence.note import NoteSigner
 from schemas.evidence.proof import ConsistencyProof, InclusionProof
 from schemas.limits import MAX_RECORD_BYTES, check_record_size
 from schemas.records import Record
+from schemas.signing import SIGNED_MAGIC
 
 __all__ = ["SqliteLog", "LOG_FILE", "record_checksum"]
 
@@ -251,11 +257,23 @@ class _Checker:
         return record
 
     def fold(self, state: LogState, row: _Row) -> FoldResult:
-        """The strict fold of the row onto `state` (which ends just before it)."""
+        """The strict fold of the row onto `state` (which ends just before it).
+
+        Writers check every record, so a record that no longer checks is damage, except
+        on a signed log (or a signed record on any): a record whose authorship does not
+        check (unsigned, badly signed, revoked, replayed, forged names: what writers
+        bypassing memstream can put in the file) is a rejection with its reason, as on
+        Kafka, never state."""
         data = self.bytes_of(row)
         seq = row.seq
+        signer = None
         try:
-            record = decode_record(data, max_depth=MAX_JSON_DEPTH)
+            if data[:2] == SIGNED_MAGIC:
+                record, signer = check_signed(state, seq, data)
+            else:
+                record = decode_record(data, max_depth=MAX_JSON_DEPTH)
+        except AuthorshipError as exc:
+            return reject_record(state, seq, exc)
         except DecodeError as exc:
             raise self.corrupt(seq, f"the stored record does not decode: {exc}") from None
         kind = record_kind(record)
@@ -271,19 +289,23 @@ class _Checker:
             except SealedError as exc:
                 raise self.corrupt(seq, f"the sealed content does not open: {exc}") from None
         try:
-            return apply_record(state, seq, record, erasable=self.keys is not None)
+            return apply_record(state, seq, record, erasable=self.keys is not None, signer=signer)
+        except AuthorshipError as exc:
+            return reject_record(state, seq, exc)
         except Exception as exc:
             raise self.corrupt(seq, f"the stored record no longer checks: {exc}") from None
 
 
 def _fold_appended(
-    state: LogState, first: int, records: list[Record], erasable: bool
+    state: LogState, first: int, records: list[Record], erasable: bool, signer: str | None
 ) -> tuple[LogState, list[Appended]]:
     """Fold records a transaction checked against `state` and appends at `first` on."""
     appended: list[Appended] = []
     for seq, record in zip(range(first, first + len(records)), records, strict=True):
         # Checked against this very state, so the strict fold cannot refuse.
-        state, lifecycle = apply_record(state, seq, record, checked=True, erasable=erasable)
+        state, lifecycle = apply_record(
+            state, seq, record, checked=True, erasable=erasable, signer=signer
+        )
         stored = record if record_kind(record) == "envelope" else lifecycle[0].subject
         appended.append(Appended(seq, stored, lifecycle))
     return state, appended
@@ -374,6 +396,8 @@ class SqliteLog:
         self.evidence = SqliteEvidence(self.location)
         self._key: KeySpec = key
         self._key_resolved = False
+        # The agent key this writer signs its records with (`use_agent_key`), or None.
+        self._agent: NoteSigner | None = None
         self._state = empty_state()
         self._data_version = -1
         self._folder: _FoldThread | None = None
@@ -578,9 +602,12 @@ class SqliteLog:
                 state = self._state
                 erasable = self.keys is not None
                 # The caller's errors as-is.
-                records, encoded, value = prepare(state, build, erasable=erasable)
+                agent = self._agent
+                records, encoded, value = prepare(state, build, erasable=erasable, agent=agent)
                 if erasable:
                     encoded = self._sealed(state, records, encoded)
+                encoded = sign_encoded(agent, state, records, encoded)
+                signer = None if agent is None else agent.name
                 first = state.next_seq
                 try:
                     if len(records) == 1:  # execute: executemany's set-up costs more
@@ -618,7 +645,7 @@ class SqliteLog:
                     self.evidence.extend(encoded)
                     self.evidence.cut(cursor)
                     folder = self._fold_thread()
-                    folder.start(lambda: _fold_appended(state, first, records, erasable))
+                    folder.start(lambda: _fold_appended(state, first, records, erasable, signer))
                     try:
                         cursor.execute("COMMIT")  # the fsync; the fold runs meanwhile
                     except BaseException:
@@ -801,6 +828,11 @@ class SqliteLog:
             self._cursor.execute("ROLLBACK")
         except _DRIVER_ERRORS:
             log.warning("log %s: ROLLBACK failed", self.location, exc_info=True)
+
+    def use_agent_key(self, agent: NoteSigner | None) -> None:
+        """Sign every record this writer appends with `agent` (provable authorship)."""
+        with self._lock:
+            self._agent = agent
 
     # Evidence (see producers.logs.sqlite_evidence)
 
