@@ -182,7 +182,7 @@ def _admins_of(record: GraphEnvelope) -> dict[str, NoteVerifier]:
 
 
 def verify_signature(
-    auth: Authorship | None, seq: int, signed: SignedRecord, record: Record
+    auth: Authorship | None, seq: int, signed: SignedRecord, record: Record | None
 ) -> str:
     """The name whose valid signature `signed` carries at `seq`; `AuthorshipError` otherwise.
 
@@ -192,6 +192,7 @@ def verify_signature(
     name = signed.signer
     if auth is None:
         if not (seq == 0 and isinstance(record, GraphEnvelope) and record.type == LOG_SIGNED):
+            # (`record`: the decoded record; needed only here, for its admins)
             raise AuthorshipError(
                 f"a record signed by {name!r} on a log that does not require signatures "
                 "(created without them): there is no admin key to check it against"

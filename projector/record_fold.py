@@ -458,8 +458,12 @@ def check_signed(state: LogState, seq: int, data: bytes) -> tuple[Record, str]:
     """The record a signed record wraps and the name whose signature on it verifies at
     `seq` on the log as `state` holds it; `DecodeError` or `AuthorshipError` otherwise."""
     signed = split_signed(data)
+    auth = state.authorship
+    if auth is not None:  # checked before its bytes are decoded
+        signer = verify_signature(auth, seq, signed, None)
+        return decode_record(signed.inner, max_depth=MAX_JSON_DEPTH), signer
     record = decode_record(signed.inner, max_depth=MAX_JSON_DEPTH)
-    return record, verify_signature(state.authorship, seq, signed, record)
+    return record, verify_signature(None, seq, signed, record)
 
 
 def _fold_signed(state: LogState, seq: int, data: bytes) -> FoldResult:

@@ -61,6 +61,7 @@ from producers.logs.topic_identity import LogIdentity, log_identity
 from projector.audit.index import WordIndex
 from projector.audit.rows import DOCUMENT, FIELDS, MESSAGE, SEQ, Row, row_of
 from projector.audit.state import Ledger, MemoryState, no_gc
+from projector.authorship import Authorship, authorize
 from projector.lifecycle import Lifecycle
 from projector.record_fold import LogState, Rejection, empty_state, fold_record
 from projector.snapshot_format import (
@@ -74,7 +75,9 @@ from projector.snapshot_format import (
     encode_checkpoint,
 )
 from schemas.audit import BaseEvent
-from schemas.errors import LogUnavailableError
+from schemas.codec import MAX_JSON_DEPTH, decode_record
+from schemas.errors import LogUnavailableError, MemstreamError
+from schemas.signing import SIGNED_MAGIC, split_signed
 
 __all__ = [
     "SnapshotStore",
@@ -277,6 +280,8 @@ def hydrate(chunks: Sequence[Chunk]) -> LogState:
     rejections: list[Rejection] = []
     # The graph side: from the last checkpoint, then its later envelopes refolded.
     graph = empty_state()
+    # A signed log's enrolment state, from its envelopes (every one is kept raw).
+    auth: Authorship | None = None
     since = -1
     for chunk in reversed(chunks):
         if chunk.checkpoint is not None:
@@ -300,10 +305,15 @@ def hydrate(chunks: Sequence[Chunk]) -> LogState:
             if entry[1] == _REJECTED:
                 rejections.append(Rejection(seq, entry[2], entry[3]))
             elif seq > since:
-                graph = fold_record(graph, seq, entry[2]).state
+                graph = fold_record(graph.with_(authorship=auth), seq, entry[2]).state
+                auth = graph.authorship
                 if graph.rejections:  # the fold is deterministic: this does not happen
                     rejections.extend(graph.rejections)
                     graph = graph.with_(rejections=pvector())
+            else:
+                # Under the graph checkpoint: only its part in who may sign (enrolments,
+                # revocations, envelope ids), as the fold decided it.
+                auth = _authorship_of(auth, seq, entry[2])
     return LogState(
         memory=MemoryState(ledger),
         graph=graph.graph,
@@ -312,7 +322,21 @@ def hydrate(chunks: Sequence[Chunk]) -> LogState:
         rejections=pvector(rejections),
         last_seq=chunks[-1].last if chunks else None,
         graph_seq=graph.graph_seq,
+        authorship=auth,
     )
+
+
+def _authorship_of(auth: Authorship | None, seq: int, data: bytes) -> Authorship | None:
+    """The enrolment state after the envelope at `seq`, which the fold accepted."""
+    if auth is None and data[:2] != SIGNED_MAGIC:
+        return None  # an unsigned log: nothing to track
+    try:
+        signed = split_signed(data) if data[:2] == SIGNED_MAGIC else None
+        record = decode_record(data, max_depth=MAX_JSON_DEPTH)
+        return authorize(auth, seq, record, None if signed is None else signed.signer, {})
+    except MemstreamError as exc:  # the projector folded it: a snapshot that lies
+        log.warning("snapshot: seq %d: its authorship does not fold: %s", seq, exc)
+        return auth
 
 
 # A position key is a small JSON object; bytes read back from Redis are bounded and checked.

@@ -1031,6 +1031,10 @@ class KafkaLog:
 
     def _check(self, records: list[Record]) -> None:
         """Raise what the fold would refuse (see the module's docstring). Under `_lock`."""
+        if self._state.last_seq is None:
+            # Nothing folded yet: whether the log requires signatures is decided by its
+            # first record, so read at least that far before checking anything.
+            self._fold_until(self.end_offset())
         inflight = self._inflight
         if not inflight or not any(r.id in inflight for r in records):
             try:

@@ -1,0 +1,394 @@
+"""Provable authorship (issue 15), over both logs: signed records, enrolment, and attacks.
+
+Every attack is written twice: through the producer (refused before anything is appended,
+`AuthorshipError`) and straight to the log, bypassing the producer (a row inserted into the
+SQLite file, a record produced to the Kafka topic), where the fold makes it a rejection
+with its reason and nothing of it becomes state, for the writer, a fresh reader and (on
+Kafka) the projector.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from producers.logs.sqlite import LOG_FILE, record_checksum
+from producers.memory import Memory
+from projector.authorship import AuthorshipError, enrol_record
+from projector.record_fold import LogState, Rejection
+from schemas.audit import Deletion, Message
+from schemas.codec import encode_record, record_id, record_kind
+from schemas.evidence.note import NoteSigner
+from schemas.graph.items import create_memory_item
+from schemas.records import GraphEnvelope, Record
+from schemas.signing import sign_record, split_signed
+
+TS = "2026-12-04T10:00:00.000Z"
+
+
+@dataclass
+class Setup:
+    location: str
+    admin: NoteSigner
+    alice: NoteSigner
+    bob: NoteSigner
+    log_id: str
+    raw: Callable[[bytes, Record], None]  # write bytes straight to the log
+
+
+def _raw_writer(location: str) -> Callable[[bytes, Record], None]:
+    if location.startswith("kafka://"):
+        from confluent_kafka import Producer
+
+        rest = location[len("kafka://") :]
+        bootstrap, _, tail = rest.partition("/")
+        topic = tail.partition("?")[0]
+
+        def produce(data: bytes, record: Record) -> None:
+            producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+            producer.produce(topic, data, partition=0)
+            assert producer.flush(30) == 0
+
+        return produce
+
+    def insert(data: bytes, record: Record) -> None:
+        conn = sqlite3.connect(Path(location) / LOG_FILE)
+        try:
+            (seq,) = conn.execute("SELECT COALESCE(MAX(seq) + 1, 0) FROM events").fetchone()
+            conn.execute(
+                "INSERT INTO events (seq, id, kind, record, crc) VALUES (?, ?, ?, ?, ?)",
+                (seq, record_id(record), record_kind(record), data, record_checksum(seq, data)),
+            )
+            conn.commit()
+        finally:
+            conn.close()
+
+    return insert
+
+
+@pytest.fixture
+def signed(memory_location: str) -> Iterator[Setup]:
+    admin = NoteSigner.generate("admin:root")
+    alice = NoteSigner.generate("agent:alice")
+    bob = NoteSigner.generate("agent:bob")
+    with Memory(memory_location, agent_key=admin, signed=True, key=False) as memory:
+        memory.enrol(alice.verifier)
+        memory.enrol(bob.verifier, may=["message", "recall"])
+        auth = memory.authorship
+        assert auth is not None
+        log_id = auth.log_id
+    yield Setup(memory_location, admin, alice, bob, log_id, _raw_writer(memory_location))
+
+
+def _state(location: str) -> LogState:
+    with Memory(location, create=False) as reader:
+        return reader.log.state()
+
+
+def _last_rejection(state: LogState) -> Rejection:
+    assert state.rejections, "expected a rejection"
+    return state.rejections[-1]
+
+
+def _assert_refused_raw(s: Setup, data: bytes, record: Record, reason: str) -> None:
+    """Write `data` straight to the log: a rejection with `reason`, no state from it."""
+    before = _state(s.location)
+    s.raw(data, record)
+    after = _state(s.location)
+    assert after.last_seq == (before.last_seq or 0) + 1
+    rejection = _last_rejection(after)
+    assert rejection.seq == after.last_seq
+    assert rejection.error == "AuthorshipError"
+    assert reason in rejection.reason, rejection.reason
+    # Unchanged: absent, or (a replay) the original at its own seq.
+    assert after.memory.get(record.id) == before.memory.get(record.id)  # type: ignore[arg-type]
+    assert len(after.memory) == len(before.memory)
+    assert len(after.graph.items) == len(before.graph.items)
+    assert after.authorship == before.authorship
+
+
+def _signed(signer: NoteSigner, log_id: str, record: Record) -> bytes:
+    return sign_record(signer, log_id, encode_record(record))
+
+
+def _item_envelope(author: str, item_id: str | None = None) -> GraphEnvelope:
+    item = create_memory_item(
+        id=item_id or str(uuid.uuid4()),
+        scope="team",
+        kind="observation",
+        content={"v": 1},
+        author=author,
+        source_kind="observed",
+        authority=0.9,
+    )
+    payload = {"type": "memory.create", "item": item.model_dump(mode="json", exclude_none=True)}
+    return GraphEnvelope(
+        id=str(uuid.uuid4()), namespace="memory", type="memory.create", ts=TS, payload=payload
+    )
+
+
+# --- what works --------------------------------------------------------------------------------
+
+
+def test_an_enrolled_agent_appends_signed_records_and_the_log_says_who(signed: Setup) -> None:
+    with Memory(signed.location, agent_key=signed.alice, key=False) as alice:
+        said = alice.add_message(Message(speaker="ana", content="my cat is Tom", session_id="s"))
+        assert said.actor == "agent:alice"  # stamped: a signed record's actor is its signer
+        recall, items = alice.recall("cat")
+        assert [i.id for i in items] == [said.id] and recall.actor == "agent:alice"
+        deletion = alice.delete([said.id], "asked", requested_by="ana")
+        assert deletion.actor == "agent:alice"
+    state = _state(signed.location)
+    assert not state.rejections
+    assert state.memory.get(said.id) is not None and said.id in state.memory.deleted
+    auth = state.authorship
+    assert auth is not None
+    assert [(seq, action, name) for seq, action, name, _ in auth.history] == [
+        (0, "admin", "admin:root"),
+        (1, "enrol", "agent:alice"),
+        (2, "enrol", "agent:bob"),
+    ]
+
+
+def test_every_stored_record_of_a_signed_log_carries_its_signers_signature(signed: Setup) -> None:
+    with Memory(signed.location, agent_key=signed.alice, key=False) as alice:
+        alice.add_message(Message(speaker="agent:alice", content="hello"))
+        records = list(alice.log.records(0, timeout=1))
+    signers = [split_signed(data).signer for _, data in records]
+    assert signers == ["admin:root", "admin:root", "admin:root", "agent:alice"]
+
+
+def test_a_log_created_without_signatures_works_unsigned_as_before(memory_location: str) -> None:
+    with Memory(memory_location, key=False) as memory:
+        m = memory.add_message(Message(speaker="anyone", content="x", actor="whoever"))
+        assert m.actor == "whoever" and memory.authorship is None
+        with pytest.raises(AuthorshipError, match="does not require signatures"):
+            memory.enrol(NoteSigner.generate("agent:x").verifier)
+        assert len(memory) == 1
+    admin = NoteSigner.generate("admin:late")
+    with pytest.raises(AuthorshipError, match="only from a log's first record"):
+        Memory(memory_location, agent_key=admin, signed=True, key=False)
+    with Memory(memory_location, agent_key=admin, key=False) as signer:
+        with pytest.raises(AuthorshipError, match="does not require signatures"):
+            signer.add_message(Message(speaker="a", content="y"))
+    assert len(_state(memory_location).memory) == 1
+
+
+def test_a_human_quoted_by_an_agent_is_recorded_as_speaker_with_the_agent_as_actor(
+    signed: Setup,
+) -> None:
+    with Memory(signed.location, agent_key=signed.bob, key=False) as bob:
+        quoted = bob.add_message(Message(speaker="ana@example.com", content="invoice paid"))
+    assert (quoted.speaker, quoted.actor) == ("ana@example.com", "agent:bob")
+
+
+# --- attacks: each through the producer and straight to the log ----------------------------------
+
+
+def test_forged_actor(signed: Setup) -> None:
+    forged = Message(speaker="agent:alice", content="I'm bob", actor="agent:bob")
+    with Memory(signed.location, agent_key=signed.alice, key=False) as alice:
+        with pytest.raises(AuthorshipError, match="actor 'agent:bob' is not its signer"):
+            alice.add_message(forged)
+        assert alice.log.state().memory.get(forged.id) is None
+    data = _signed(signed.alice, signed.log_id, forged)
+    _assert_refused_raw(signed, data, forged, "actor 'agent:bob' is not its signer 'agent:alice'")
+
+
+@pytest.mark.parametrize("field", ["speaker", "requested_by", "author"])
+def test_forged_speaker_requester_or_author_naming_another_agent(signed: Setup, field: str) -> None:
+    record: Record
+    if field == "speaker":
+        record = Message(speaker="agent:bob", content="bob said so", actor="agent:alice")
+    elif field == "requested_by":
+        with Memory(signed.location, agent_key=signed.alice, key=False) as alice:
+            target = alice.add_message(Message(speaker="ana", content="to delete"))
+        record = Deletion(
+            targets=(target.id,), reason="r", requested_by="admin:root", actor="agent:alice"
+        )
+    else:
+        record = _item_envelope("agent:bob")
+    with Memory(signed.location, agent_key=signed.alice, key=False) as alice:
+        with pytest.raises(AuthorshipError, match="names another identity of this log"):
+            alice.log.append([record])
+    _assert_refused_raw(
+        signed,
+        _signed(signed.alice, signed.log_id, record),
+        record,
+        f"{field} '{'admin:root' if field == 'requested_by' else 'agent:bob'}' names another "
+        "identity of this log",
+    )
+
+
+def test_a_record_signed_by_a_revoked_key(signed: Setup) -> None:
+    with Memory(signed.location, agent_key=signed.admin, key=False) as admin:
+        revoked_at = admin.revoke("agent:alice", "laptop lost")
+    record = Message(speaker="agent:alice", content="after revocation", actor="agent:alice")
+    with Memory(signed.location, agent_key=signed.alice, key=False) as alice:
+        with pytest.raises(AuthorshipError, match=f"revoked at seq {revoked_at}"):
+            alice.add_message(record)
+    _assert_refused_raw(
+        signed,
+        _signed(signed.alice, signed.log_id, record),
+        record,
+        f"signed by 'agent:alice', whose key was revoked at seq {revoked_at}",
+    )
+
+
+def test_a_replayed_signed_record(signed: Setup) -> None:
+    with Memory(signed.location, agent_key=signed.alice, key=False) as alice:
+        original = alice.add_message(Message(speaker="ana", content="pay 10 EUR"))
+        records = dict(alice.log.records(original.seq, timeout=1))  # type: ignore[arg-type]
+    data = records[original.seq]
+    _assert_refused_raw(signed, data, original, "replayed: this event is in the log already")
+    # An envelope replayed (an update would apply twice)
+    envelope = _item_envelope("agent:alice")
+    with Memory(signed.location, agent_key=signed.alice, key=False) as alice:
+        alice.log.append([envelope])
+    env_data = _signed(signed.alice, signed.log_id, envelope)
+    _assert_refused_raw(signed, env_data, envelope, "replayed: this envelope is in the log")
+
+
+def test_a_replayed_signed_record_under_a_new_id(signed: Setup) -> None:
+    with Memory(signed.location, agent_key=signed.alice, key=False) as alice:
+        original = alice.add_message(Message(speaker="ana", content="pay 10 EUR"))
+        data = dict(alice.log.records(original.seq, timeout=1))[original.seq]  # type: ignore[arg-type]
+    parts = split_signed(data)
+    copy = original.model_copy(update={"id": uuid.uuid4(), "seq": None})
+    head = data[: len(data) - len(parts.inner)]  # the old signature, over the old bytes
+    forged = head + encode_record(copy)
+    _assert_refused_raw(signed, forged, copy, "the signature of 'agent:alice' does not verify")
+
+
+def test_an_unsigned_record_on_a_signed_log(signed: Setup) -> None:
+    record = Message(speaker="agent:alice", content="unsigned", actor="agent:alice")
+    with Memory(signed.location, key=False) as anonymous:
+        with pytest.raises(AuthorshipError, match="not signed, on a log that requires"):
+            anonymous.add_message(record)
+    _assert_refused_raw(
+        signed, encode_record(record), record, "not signed, on a log that requires signatures"
+    )
+
+
+def test_a_badly_signed_record(signed: Setup) -> None:
+    record = Message(speaker="agent:alice", content="tampered", actor="agent:alice")
+    data = _signed(signed.alice, signed.log_id, record)
+    altered = data.replace(b"tampered", b"tamperee")  # one letter of the content, after signing
+    assert altered != data
+    _assert_refused_raw(signed, altered, record, "does not verify")
+    # Bytes no decoder would read: the signature is checked first, and refuses them.
+    broken = bytearray(data)
+    broken[-1] ^= 0xFF
+    _assert_refused_raw(signed, bytes(broken), record, "does not verify")
+    # A signature over the right bytes, but by a key that is not the one enrolled.
+    impostor = NoteSigner.generate("agent:alice")
+    other = Message(speaker="agent:alice", content="impostor", actor="agent:alice")
+    _assert_refused_raw(signed, _signed(impostor, signed.log_id, other), other, "not the key")
+    # The right key, signed for another log.
+    third = Message(speaker="agent:alice", content="another log", actor="agent:alice")
+    _assert_refused_raw(
+        signed, _signed(signed.alice, str(uuid.uuid4()), third), third, "does not verify"
+    )
+    # A key never enrolled.
+    mallory = NoteSigner.generate("agent:mallory")
+    fourth = Message(speaker="agent:mallory", content="hi", actor="agent:mallory")
+    _assert_refused_raw(
+        signed, _signed(mallory, signed.log_id, fourth), fourth, "not enrolled on this log"
+    )
+
+
+def test_a_non_admin_enrolling_itself(signed: Setup) -> None:
+    mallory = NoteSigner.generate("agent:mallory")
+    with Memory(signed.location, agent_key=signed.alice, key=False) as alice:
+        with pytest.raises(AuthorshipError, match="not an admin of this log"):
+            alice.enrol(mallory.verifier)
+    record = enrol_record(mallory.verifier, None, str(uuid.uuid4()), TS)
+    _assert_refused_raw(
+        signed,
+        _signed(signed.alice, signed.log_id, record),
+        record,
+        "signed by 'agent:alice', who is not an admin of this log",
+    )
+    # ... nor with its own key, unenrolled.
+    again = enrol_record(mallory.verifier, None, str(uuid.uuid4()), TS)
+    _assert_refused_raw(
+        signed, _signed(mallory, signed.log_id, again), again, "not enrolled on this log"
+    )
+
+
+def test_an_agent_beyond_what_it_may_append(signed: Setup) -> None:
+    envelope = _item_envelope("agent:bob")
+    with Memory(signed.location, agent_key=signed.bob, key=False) as bob:
+        with pytest.raises(AuthorshipError, match="may append"):
+            bob.log.append([envelope])
+    _assert_refused_raw(signed, _signed(signed.bob, signed.log_id, envelope), envelope, "not graph")
+
+
+def test_the_producer_refuses_without_appending_anything(signed: Setup) -> None:
+    before = _state(signed.location).last_seq
+    with Memory(signed.location, agent_key=signed.alice, key=False) as alice:
+        for bad in (
+            Message(speaker="a", content="x", actor="agent:bob"),
+            Message(speaker="agent:bob", content="x"),
+        ):
+            with pytest.raises(AuthorshipError):
+                alice.add_message(bad)
+    assert _state(signed.location).last_seq == before
+
+
+# --- Kafka: the projector, its snapshot, a reader hydrated from it ------------------------------
+
+
+@pytest.mark.kafka
+def test_the_projector_and_readers_hydrated_from_its_snapshot_check_authorship(
+    kafka_bootstrap: str, redis_url: str, unique_name: str
+) -> None:
+    from projector.service import Projector
+
+    location = f"kafka://{kafka_bootstrap}/{unique_name}?redis={redis_url}"
+    admin = NoteSigner.generate("admin:root")
+    alice = NoteSigner.generate("agent:alice")
+    with Memory(location, agent_key=admin, signed=True) as memory:
+        memory.enrol(alice.verifier)
+        auth = memory.authorship
+        assert auth is not None
+    raw = _raw_writer(location)
+    forged = Message(speaker="x", content="forged", actor="agent:bob")
+    raw(_signed(alice, auth.log_id, forged), forged)
+    with Memory(location, agent_key=alice) as writer:
+        kept = writer.add_message(Message(speaker="ana", content="kept"))
+    state = Projector(location).run(until_caught_up=True)
+    assert [(r.seq, r.error) for r in state.rejections] == [(2, "AuthorshipError")]
+    assert [e.content for e in state.memory.events] == ["kept"]  # type: ignore[union-attr]
+    assert state.authorship is not None and "agent:alice" in state.authorship.agents
+    # A reader hydrates from the snapshot: the enrolment state comes with it, so a revoked
+    # key after the snapshot is refused and an enrolled one accepted.
+    with Memory(location, agent_key=admin) as memory:
+        revoked_at = memory.revoke("agent:alice")
+    late = Message(speaker="ana", content="late", actor="agent:alice")
+    raw(_signed(alice, auth.log_id, late), late)
+    with Memory(location, create=False) as reader:
+        fresh = reader.log.state()
+        assert fresh.authorship is not None
+        assert fresh.authorship.agents["agent:alice"].revoked_seq == revoked_at
+        assert [r.seq for r in fresh.rejections] == [2, revoked_at + 1]
+        assert "revoked at seq" in fresh.rejections[-1].reason
+        assert fresh.memory.get(kept.id) is not None and fresh.memory.get(late.id) is None
+    again = Projector(location).run(until_caught_up=True)  # resumes from its snapshot
+    assert list(again.rejections) == list(fresh.rejections)
+    assert again.authorship == fresh.authorship
+    with Memory(location, create=False) as reader:
+        types = [r.envelope.type for r in reader.lifecycle(0, timeout=5)]
+    assert types == [
+        "log.signed",
+        "agent.enrolled",
+        "record.rejected",
+        "message.appended",
+        "agent.revoked",
+        "record.rejected",
+    ]
