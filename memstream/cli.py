@@ -17,6 +17,7 @@ _COMPONENTS = (
     "memstream.queryd_cli",
     "memstream.import_cli",
     "memstream.evidence_cli",
+    "memstream.agents_cli",
     "memstream.erasure_cli",
     "memstream.tokens_cli",
     "memstream.acl_cli",

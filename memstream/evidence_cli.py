@@ -13,7 +13,9 @@ import base64
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
+from producers.authorship import AuthorshipReport, verify_authorship
 from producers.logs.kafka_evidence import verify_kafka_log
 from producers.logs.location import is_kafka_location
 from producers.logs.signing_key import (
@@ -120,8 +122,11 @@ def _verify(args: argparse.Namespace) -> int:
         external = [(f"checkpoint file {p}", _read_note(p)) for p in args.checkpoint]
         verify = verify_kafka_log if is_kafka_location(args.location) else verify_sqlite_log
         report = verify(args.location, verifier, external, all_signatures=args.all_signatures)
+        admins = [load_verifier(a) for a in args.admin] if args.admin else None
+        authorship = verify_authorship(args.location, admins)
     except MemstreamError as exc:
         return _fail("verify", exc)
+    ok = report.ok and authorship.ok
     if args.json:
         print(
             json.dumps(
@@ -137,6 +142,7 @@ def _verify(args: argparse.Namespace) -> int:
                     "first_bad_seq": report.first_bad_seq,
                     "problem": report.problem,
                     "key": verifier.text(),
+                    "authorship": _authorship_json(authorship),
                 }
             )
         )
@@ -157,7 +163,53 @@ def _verify(args: argparse.Namespace) -> int:
         else:
             where = "" if report.first_bad_seq is None else f" at seq {report.first_bad_seq}"
             print(f"FAILED{where}: {report.problem}")
-    return 0 if report.ok else 1
+        _print_authorship(authorship)
+    return 0 if ok else 1
+
+
+def _authorship_json(report: AuthorshipReport) -> dict[str, Any]:
+    auth = report.authorship
+    return {
+        "requires_signatures": report.signed,
+        "log_id": None if auth is None else auth.log_id,
+        "admins": [] if auth is None else [v.text() for v in auth.admins.values()],
+        "admins_match": report.admins_match,
+        "history": [] if auth is None else [list(h) for h in auth.history],
+        "signed_records": report.signed_records,
+        "refused": [{"seq": r.seq, "reason": r.reason} for r in report.refused],
+        "ok": report.ok,
+        "problem": report.problem,
+    }
+
+
+def _print_authorship(report: AuthorshipReport) -> None:
+    auth = report.authorship
+    if auth is None:
+        print(
+            "authorship: this log does not require signatures (created without them): "
+            "its records' actors are claimed, not proved"
+        )
+    else:
+        held = {
+            None: "not compared with keys you hold (--admin)",
+            True: "the keys given",
+            False: "NOT the keys given",
+        }[report.admins_match]
+        print(
+            f"authorship: the log requires signatures (log id {auth.log_id}); admins "
+            f"{', '.join(sorted(auth.admins))} ({held})"
+        )
+        enrolled = sum(1 for h in auth.history if h[1] == "enrol")
+        revoked = sum(1 for h in auth.history if h[1] == "revoke")
+        print(
+            f"signatures checked: {report.signed_records:,} of {report.size:,} records "
+            f"signed by a key valid at their seq; {enrolled} enrolment(s), {revoked} "
+            f"revocation(s)"
+        )
+        for rejection in report.refused:
+            print(f"refused at seq {rejection.seq} (not state): {rejection.reason}")
+    if report.problem is not None:
+        print(f"FAILED: authorship: {report.problem}")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -223,6 +275,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--all-signatures",
         action="store_true",
         help="check the signature of every stored checkpoint, not only those relied on",
+    )
+    verify.add_argument(
+        "--admin",
+        action="append",
+        default=[],
+        metavar="VERIFIER",
+        help="an admin key you hold (NAME+ID+KEY, or a key file); repeatable: the log's "
+        "admins must be exactly these (exit 1 otherwise)",
     )
     verify.add_argument("--json", action="store_true", help="print the report as JSON")
     verify.set_defaults(func=_verify)
