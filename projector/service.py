@@ -43,6 +43,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -68,6 +69,7 @@ from producers.logs.location import KafkaLocation, parse_kafka_location
 from producers.logs.signing_key import KeySpec, resolve_signer
 from producers.logs.topic_identity import LogIdentity, TopicIdentityError, topic_id
 from projector.audit.state import no_gc
+from projector.authorship import preverify
 from projector.lease import Lease
 from projector.lifecycle import encode_lifecycle
 from projector.memex_publisher import MemexPublisher
@@ -95,6 +97,23 @@ Progress = Callable[[int, int], None]
 def _compact(location: KafkaLocation, epoch: str) -> None:
     """The compactor child: merge runs of small snapshot chunks of `epoch`."""
     SnapshotStore.connect(location).compact(epoch)
+
+
+_VERIFY_POOL: ThreadPoolExecutor | None = None
+_VERIFY_POOL_LOCK = threading.Lock()
+
+
+def _verify_pool() -> ThreadPoolExecutor:
+    """Threads that check signed logs' signatures ahead of the fold (one pool a process;
+    `MEMSTREAM_VERIFY_THREADS`, default 2)."""
+    global _VERIFY_POOL
+    with _VERIFY_POOL_LOCK:
+        if _VERIFY_POOL is None:
+            workers = int(os.environ.get("MEMSTREAM_VERIFY_THREADS", "2") or 2)
+            _VERIFY_POOL = ThreadPoolExecutor(
+                max(1, workers), thread_name_prefix="memstream-verify"
+            )
+        return _VERIFY_POOL
 
 
 @dataclass
@@ -901,6 +920,14 @@ class Projector:
                 # Transactions commit once this old: soon at the log's end (subscribers
                 # wait), less often catching up (each commit costs the broker some work).
                 committer.linger = head_linger_s if len(messages) < 1000 else commit_s
+                if state.authorship is not None and len(messages) > 1:
+                    # A signed log: the batch's signatures checked by a few threads ahead
+                    # of the fold, which then finds them done (the same verdicts).
+                    preverify(
+                        state.authorship,
+                        [v for m in messages if (v := m.value()) is not None],
+                        _verify_pool().map,
+                    )
                 for message in messages:
                     error = message.error()
                     if error is not None:

@@ -15,6 +15,7 @@ SUITES = {
     "snapshot": "memstream.bench.snapshot",
     "evidence": "memstream.bench.evidence",
     "cluster": "memstream.bench.cluster",
+    "signing": "memstream.bench.signing",
 }
 
 

@@ -58,7 +58,10 @@ def test_every_record_of_a_signed_log_verifies_with_sumdb_note(
         auth = reader.authorship
     assert auth is not None and len(stored) == 6
     # The auditor's keys: the admin key held, and the agents' keys as the log enrolled them.
-    keys = [admin.verifier.text(), *(key for _, action, _, key in auth.history if action == "enrol")]
+    keys = [
+        admin.verifier.text(),
+        *(key for _, action, _, key in auth.history if action == "enrol"),
+    ]
     payload = {"log_id": auth.log_id, "verifier_keys": keys, "records": _b64(stored)}
     done = _run(go_signed, payload)
     assert done.returncode == 0, done.stdout + done.stderr
