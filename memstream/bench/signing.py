@@ -16,6 +16,7 @@ import shutil
 import statistics
 import tempfile
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -33,7 +34,7 @@ __all__ = ["run", "add_arguments"]
 _BATCH = 1000
 
 
-def _signed_log(path: Path, admin: NoteSigner, agent: NoteSigner) -> None:
+def _signed_log(path: Path | str, admin: NoteSigner, agent: NoteSigner) -> None:
     with Memory(path, agent_key=admin, signed=True, key=False) as memory:
         memory.enrol(agent.verifier)
 
@@ -169,12 +170,77 @@ def run(args: argparse.Namespace) -> int:
                 f"40,000/s; {best['parallel'] / best['plain']:.2f}x unsigned",
             )
         )
+        if args.signing_kafka_records > 0:
+            rows.extend(_kafka_rows(args, admin, agent, console))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print_table(
         "memstream bench signing (embedded log; fold from bytes in memory)", "seed", rows, console
     )
     return 0
+
+
+def _kafka_log(
+    bootstrap: str, redis_url: str, size: int, admin: NoteSigner, agent: NoteSigner | None
+) -> str:
+    location = f"kafka://{bootstrap}/bench-signing-{uuid.uuid4().hex[:8]}?redis={redis_url}"
+    if agent is not None:
+        _signed_log(location, admin, agent)
+    with Memory(location, agent_key=agent) as memory:
+        for i in range(size):
+            memory.publish_async(Message(speaker="ana", content=f"record {i} of the bench"))
+        memory.flush()
+    return location
+
+
+def _catch_up(location: str) -> float:
+    from projector.service import Projector
+
+    projector = Projector(location, key=False)
+    start = time.perf_counter()
+    state = projector.run(until_caught_up=True)
+    seconds = time.perf_counter() - start
+    assert not state.rejections, state.rejections[0]
+    return projector.stats.folded / seconds
+
+
+def _kafka_rows(
+    args: argparse.Namespace, admin: NoteSigner, agent: NoteSigner, console: Console
+) -> list[Row]:
+    """A fresh projector's catch-up on Kafka logs of the same messages, unsigned and signed
+    (taking turns, best of 2); the projector checks a batch's signatures with its threads."""
+    from memstream.bench.kafka import _servers
+
+    bootstrap, redis_url = _servers(args)
+    size = args.signing_kafka_records
+    plain: list[float] = []
+    signed: list[float] = []
+    for _ in range(2):
+        plain.append(_catch_up(_kafka_log(bootstrap, redis_url, size, admin, None)))
+        signed.append(_catch_up(_kafka_log(bootstrap, redis_url, size, admin, agent)))
+        console.print(
+            f"kafka catch-up of {size:,} records: unsigned {plain[-1]:,.0f}/s, "
+            f"signed {signed[-1]:,.0f}/s"
+        )
+    base, ours = max(plain), max(signed)
+    return [
+        Row(
+            f"Kafka projector catch-up, {size:,} records, unsigned, best of 2",
+            None,
+            base,
+            "/s",
+            True,
+            "40,000/s",
+        ),
+        Row(
+            f"Kafka projector catch-up, {size:,} records, signed, best of 2",
+            None,
+            ours,
+            "/s",
+            True,
+            f"40,000/s; {ours / base:.2f}x unsigned",
+        ),
+    ]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -185,6 +251,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--signing-runs", type=int, default=3, help="signing: runs of each")
     group.add_argument(
         "--signing-records", type=int, default=20_000, help="signing: records the fold reads"
+    )
+    group.add_argument(
+        "--signing-kafka-records",
+        type=int,
+        default=0,
+        help="signing: also time the Kafka projector's catch-up on logs of this many records",
     )
     group.add_argument(
         "--signing-workers", type=int, default=2, help="signing: threads checking signatures"

@@ -392,3 +392,29 @@ def test_the_projector_and_readers_hydrated_from_its_snapshot_check_authorship(
         "agent.revoked",
         "record.rejected",
     ]
+
+
+def test_the_graph_api_writes_signed_envelopes_on_an_agents_log(signed: Setup) -> None:
+    from producers.memex_store import MemexStore
+
+    with Memory(signed.location, agent_key=signed.alice, key=False) as alice:
+        store = MemexStore.open(alice.log)  # type: ignore[arg-type]
+        item = store.create(
+            scope="team",
+            kind="observation",
+            content={"v": 1},
+            author="agent:alice",
+            source_kind="observed",
+            authority=0.9,
+        )
+        with pytest.raises(AuthorshipError, match="author 'agent:bob' names another identity"):
+            store.create(
+                scope="team",
+                kind="observation",
+                content={"v": 2},
+                author="agent:bob",
+                source_kind="observed",
+                authority=0.9,
+            )
+    state = _state(signed.location)
+    assert list(state.graph.items) == [item.id] and not state.rejections
