@@ -437,6 +437,7 @@ class KafkaLog:
         self.topic = location.topic
         self._tp = TopicPartition(self.topic, 0)
         self._agent: NoteSigner | None = None
+        self._first_read = False
         self._append_timeout = _seconds(append_timeout, APPEND_TIMEOUT_ENV, APPEND_TIMEOUT_S)
         self._read_timeout = _seconds(read_timeout, READ_TIMEOUT_ENV, READ_TIMEOUT_S)
         failed: MemstreamError | None = None
@@ -1031,10 +1032,12 @@ class KafkaLog:
 
     def _check(self, records: list[Record]) -> None:
         """Raise what the fold would refuse (see the module's docstring). Under `_lock`."""
-        if self._state.last_seq is None:
-            # Nothing folded yet: whether the log requires signatures is decided by its
-            # first record, so read at least that far before checking anything.
-            self._fold_until(self.end_offset())
+        if not self._first_read:
+            # Whether the log requires signatures is decided by its first record: read at
+            # least that far once, before this writer's first check (one round trip).
+            if self._state.last_seq is None:
+                self._fold_until(self.end_offset())
+            self._first_read = True
         inflight = self._inflight
         if not inflight or not any(r.id in inflight for r in records):
             try:
