@@ -418,3 +418,20 @@ def test_the_graph_api_writes_signed_envelopes_on_an_agents_log(signed: Setup) -
             )
     state = _state(signed.location)
     assert list(state.graph.items) == [item.id] and not state.rejections
+
+
+def test_an_auditor_verifies_authorship_from_the_log_and_the_admin_keys(signed: Setup) -> None:
+    from producers.authorship import verify_authorship
+
+    with Memory(signed.location, agent_key=signed.alice, key=False) as alice:
+        alice.add_message(Message(speaker="ana", content="kept"))
+    forged = Message(speaker="x", content="forged", actor="agent:bob")
+    signed.raw(_signed(signed.alice, signed.log_id, forged), forged)
+    report = verify_authorship(signed.location, [signed.admin.verifier])
+    assert report.ok and report.signed and report.admins_match is True
+    assert report.size == 5 and report.signed_records == 4
+    assert [(r.seq, r.error) for r in report.refused] == [(4, "AuthorshipError")]
+    assert "actor 'agent:bob' is not its signer" in report.refused[0].reason
+    other = verify_authorship(signed.location, [signed.alice.verifier])
+    assert not other.ok and other.admins_match is False
+    assert "not the ones given" in (other.problem or "")
