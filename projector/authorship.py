@@ -30,8 +30,6 @@ Pure: no I/O. Checking a signature is Ed25519 (`cryptography`), as the checkpoin
 
 from __future__ import annotations
 
-import base64
-import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,7 +43,7 @@ from schemas.codec import record_kind
 from schemas.errors import MemstreamError
 from schemas.evidence.note import NoteError, NoteVerifier
 from schemas.records import OPERATION_NAMESPACE, GraphEnvelope, Record
-from schemas.signing import RECORD_CONTEXT, SIGNED_MAGIC, SignedRecord, split_signed
+from schemas.signing import SIGNED_MAGIC, SignedRecord, signed_text, split_signed
 
 __all__ = [
     "AuthorshipError",
@@ -138,9 +136,7 @@ _PREVERIFIED: set[bytes] = set()
 _MAX_PREVERIFIED = 1 << 16
 
 
-def _text(log_id: str, inner: bytes) -> bytes:
-    digest = base64.b64encode(hashlib.sha256(inner).digest()).decode()
-    return f"{RECORD_CONTEXT}\n{log_id}\n{digest}\n".encode()
+_text = signed_text  # the note text a record's signature covers (`schemas.signing`)
 
 
 def _check(public_key: bytes, signature: bytes, text: bytes) -> bool:

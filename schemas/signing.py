@@ -31,7 +31,7 @@ import hashlib
 from dataclasses import dataclass
 
 from schemas.errors import DecodeError
-from schemas.evidence.note import NoteSigner, NoteVerifier
+from schemas.evidence.note import NoteSigner
 
 __all__ = [
     "SIGNED_MAGIC",
@@ -41,7 +41,6 @@ __all__ = [
     "signed_text",
     "sign_record",
     "split_signed",
-    "signature_verifies",
 ]
 
 SIGNED_MAGIC = b"\xc3\x02"
@@ -100,10 +99,3 @@ def split_signed(data: bytes) -> SignedRecord:
     key_id = bytes(data[end : end + _KEY_ID])
     signature = bytes(data[end + _KEY_ID : end + _KEY_ID + _SIGNATURE])
     return SignedRecord(signer, key_id, signature, bytes(data[end + _KEY_ID + _SIGNATURE :]))
-
-
-def signature_verifies(verifier: NoteVerifier, log_id: str, signed: SignedRecord) -> bool:
-    """True when `signed` carries `verifier`'s valid signature for log `log_id`."""
-    if signed.signer != verifier.name or signed.key_id != verifier.key_id:
-        return False
-    return verifier.verify(signed_text(log_id, signed.inner), signed.signature)
