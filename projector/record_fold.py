@@ -37,7 +37,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections import ChainMap
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 from uuid import UUID
@@ -61,7 +61,7 @@ from projector.graph.tasks import TaskState, create_task_state
 from projector.lifecycle import Lifecycle
 from schemas.audit import BaseEvent, Erasure
 from schemas.codec import MAX_JSON_DEPTH, decode_record
-from schemas.errors import DecodeError, EncryptionError, MemstreamError
+from schemas.errors import DecodeError, EncryptionError, LogUnavailableError, MemstreamError
 from schemas.gc_guard import cyclic_gc_paused
 from schemas.graph.commands import EdgeCreate, EdgeRetract, MemoryUpdate
 from schemas.graph.envelopes import parse_iso_ms
@@ -368,23 +368,51 @@ def _reject(state: LogState, seq: int, exc: BaseException) -> FoldResult:
     return FoldResult(new, [Lifecycle(seq, OPERATION_NAMESPACE, "record.rejected", None, extra)])
 
 
-def fold_decoded(state: LogState, seq: int, record: Record) -> FoldResult:
-    """`apply_record`, total: a refused record becomes a `Rejection`."""
+# Gives the readable record of a stored one (an encrypted log's content opened with its
+# keys, held by an adapter); what it raises refuses the record, as the fold's own checks do,
+# except a `LogUnavailableError` (the key store did not answer), which the fold raises.
+Opener = Callable[[Record], Record]
+
+
+def fold_decoded(
+    state: LogState,
+    seq: int,
+    record: Record,
+    *,
+    erasable: bool = False,
+    opener: Opener | None = None,
+) -> FoldResult:
+    """`apply_record`, total: a refused record becomes a `Rejection`.
+
+    `erasable` and `opener`: a log that encrypts (on Kafka: one with a key store) folds its
+    Erasures and opens sealed content with `opener` first."""
     last = state.last_seq
     if last is not None and seq <= last:
         raise ValueError(f"seq {seq} does not follow seq {last}")  # the caller's contract
     try:
-        return apply_record(state, seq, record)
+        if opener is not None:
+            record = opener(record)
+        return apply_record(state, seq, record, erasable=erasable)
+    except LogUnavailableError:
+        raise  # the key store did not answer: the read fails, and is tried again
     except Exception as exc:
         if not isinstance(exc, _EXPECTED):
             log.warning("seq %d: refused on an unexpected error", seq, exc_info=True)
         return _reject(state, seq, exc)
 
 
-def fold_record(state: LogState, seq: int, data: bytes) -> FoldResult:
+def fold_record(
+    state: LogState,
+    seq: int,
+    data: bytes,
+    *,
+    erasable: bool = False,
+    opener: Opener | None = None,
+) -> FoldResult:
     """The state after the record at `seq`, and its lifecycle events. Total: any bytes fold.
 
     Seqs must increase (a log gives them so); that is the only thing this raises on.
+    `erasable` / `opener`: as `fold_decoded` takes them (an encrypted log).
     """
     last = state.last_seq
     if last is not None and seq <= last:
@@ -397,7 +425,7 @@ def fold_record(state: LogState, seq: int, data: bytes) -> FoldResult:
     except Exception as exc:  # decode_record raises DecodeError only; anything else is a bug
         log.warning("seq %d: decoding raised an unexpected error", seq, exc_info=True)
         return _reject(state, seq, exc)
-    return fold_decoded(state, seq, record)
+    return fold_decoded(state, seq, record, erasable=erasable, opener=opener)
 
 
 def fold_log(records: Sequence[tuple[int, bytes]] | Any, state: LogState | None = None) -> LogState:

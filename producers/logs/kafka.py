@@ -85,6 +85,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka import Message as KafkaMessage
 from confluent_kafka.admin import AdminClient
 
+from producers.keys.cipher import check_receipt, open_record, seal_record
+from producers.keys.kafka_keys import KafkaKeyStore, create_keys_topic, keys_topic_exists
 from producers.logs.adapters import register_opener
 from producers.logs.base import (
     Appended,
@@ -123,15 +125,17 @@ from projector.record_fold import (
     fold_record,
 )
 from projector.snapshot_store import SnapshotStore
-from schemas.audit import BaseEvent
-from schemas.codec import KIND_HEADER, KINDS, record_id, record_kind
+from schemas.audit import BaseEvent, Erasure
+from schemas.codec import KIND_HEADER, KINDS, encode_record, record_id, record_kind
 from schemas.errors import (
     AppendFailedError,
     AppendOutcomeUnknownError,
     CorruptLogError,
+    EncryptionError,
     MemstreamError,
 )
 from schemas.evidence.proof import ConsistencyProof, EvidenceError, InclusionProof
+from schemas.limits import MAX_RECORD_BYTES, check_record_size
 from schemas.records import Record
 
 __all__ = [
@@ -437,8 +441,13 @@ class KafkaLog:
         failed: MemstreamError | None = None
         # Whether the log's partition has several replicas, so that its leader can move.
         self._replicated = False
+        # An encrypted log's key store (the topic LOG.keys; `producers.keys.kafka_keys`).
+        self.keys: KafkaKeyStore | None = None
+        self._encrypted = False
         try:
             self._replicated = self._ensure_topics(create) > 1
+            if self._encrypted:
+                self.keys = KafkaKeyStore(location.bootstrap, self.topic, self._read_timeout)
         except MemstreamError as exc:
             failed = exc
         if failed is not None:
@@ -516,6 +525,9 @@ class KafkaLog:
                     timeout=max(0.1, self._read_timeout - (time.monotonic() - opening)),
                     bootstrap=location.bootstrap,
                 )
+            self._encrypted = keys_topic_exists(
+                admin, self.topic, max(0.5, self._read_timeout - (time.monotonic() - opening))
+            )
         except KafkaAuthenticationError:
             raise
         except KafkaUnavailableError as exc:
@@ -531,6 +543,10 @@ class KafkaLog:
         return replicas
 
     def _hydrate(self) -> LogState:
+        if self.keys is not None:
+            # The projector folds an encrypted log as stored (sealed content, no plaintext
+            # in Redis): a reader that serves plaintext folds the log itself.
+            return empty_state()
         try:
             store = SnapshotStore.connect(self.kafka_location)
             # Only a snapshot of this topic (its id now), within the partition's end (asked
@@ -842,7 +858,8 @@ class KafkaLog:
             # Own pipelined appends first, so the state read below includes them.
             self._wait_inflight()
             self._fold_until(self.end_offset())
-            records, encoded, value = prepare(self._state, build)
+            records, encoded, value = prepare(self._state, build, erasable=self.keys is not None)
+            encoded = self._sealed(records, encoded)
             return self._publish_and_fold(records, encoded), value
 
     def _publish_and_fold(self, records: list[Record], encoded: list[bytes]) -> list[Appended]:
@@ -941,8 +958,8 @@ class KafkaLog:
             self._prune_pending()
         return errors
 
-    @staticmethod
     def _fold_one(
+        self,
         state: LogState,
         seq: int,
         value: bytes,
@@ -952,12 +969,18 @@ class KafkaLog:
     ) -> LogState:
         """`state` with the record at `seq` folded (see `_fold_until` for `watch`)."""
         before = state
-        state, events = fold_record(state, seq, value)
+        keys = self.keys
+        if keys is None:
+            state, events = fold_record(state, seq, value)
+        else:
+            state, events = fold_record(
+                state, seq, value, erasable=True, opener=partial(open_record, keys)
+            )
         if seq in watch:
             lifecycle[seq] = events
             if len(state.rejections) > len(before.rejections):
                 try:
-                    apply_record(before, seq, watch[seq])
+                    apply_record(before, seq, watch[seq], erasable=keys is not None)
                     errors[seq] = KafkaLogError(f"seq {seq}: refused by the fold")
                 except Exception as exc:
                     errors[seq] = exc
@@ -1012,9 +1035,10 @@ class KafkaLog:
     def _check(self, records: list[Record]) -> None:
         """Raise what the fold would refuse (see the module's docstring). Under `_lock`."""
         inflight = self._inflight
+        erasable = self.keys is not None
         if not inflight or not any(r.id in inflight for r in records):
             try:
-                check_records(self._state, records, self._pending)
+                check_records(self._state, records, self._pending, erasable=erasable)
                 return
             except Exception:
                 pass
@@ -1023,12 +1047,12 @@ class KafkaLog:
         if self._outstanding:
             self._wait_inflight()
             try:
-                check_records(self._state, records, self._pending)
+                check_records(self._state, records, self._pending, erasable=erasable)
                 return
             except Exception:
                 pass
         self._fold_until(self.end_offset())
-        check_records(self._state, records, self._pending)
+        check_records(self._state, records, self._pending, erasable=erasable)
 
     def submit(self, records: Sequence[Record], then: Callable[[list[Appended]], R]) -> Future[R]:
         """Check and produce audit events without waiting; a future of `then(appended)`.
@@ -1060,7 +1084,7 @@ class KafkaLog:
             if self._closed:
                 raise KafkaLogError(f"log {self.topic}: the log is closed")
             self._check(records)
-            encoded = encode_records(records)
+            encoded = self._sealed(records, encode_records(records))
             return self._start(records, encoded, future, then, track=True)
 
     def append(self, records: Sequence[Record]) -> list[Appended]:
@@ -1215,6 +1239,88 @@ class KafkaLog:
         with self._evidence_lock:
             return self._prover().consistency(old_size, new_size, self._head())
 
+    # --- encryption and erasure (producers.keys, producers.erasure) ---------------------
+
+    def _sealed(self, records: list[Record], encoded: list[bytes]) -> list[bytes]:
+        """The bytes to produce: on an encrypted log, content sealed under keys that are
+        durable in the key store before this returns, and an Erasure refused unless it tells
+        the truth (`check_receipt`). Under `_lock`."""
+        keys = self.keys
+        if keys is None:
+            return encoded
+        out = list(encoded)
+        for i, record in enumerate(records):
+            if type(record) is Erasure:
+                check_receipt(keys, self._state, record, self.stored_records)
+            sealed = seal_record(keys, record)
+            if sealed is not record:
+                data = out[i] = encode_record(sealed)
+                if len(data) > MAX_RECORD_BYTES:
+                    check_record_size(record, data)  # sealed, it grew past the limit
+        return out
+
+    def enable_encryption(self) -> None:
+        """Make this log encrypted (create its key store, the topic LOG.keys): only an empty
+        log may become one; `EncryptionError` for one holding records, nothing created."""
+        with self._lock:
+            if self.keys is not None:
+                return
+            held = self.end_offset()
+            if held:
+                raise EncryptionError(
+                    f"log {self.topic}: holds {held} records written without encryption, "
+                    "which cannot be erased; copy it into a new encrypted log with "
+                    "`memstream reencrypt SRC DST`"
+                )
+            create_keys_topic(
+                admin_for(self.kafka_location.bootstrap),
+                self.topic,
+                self.kafka_location.replication_factor,
+                self._read_timeout,
+            )
+            self.keys = KafkaKeyStore(self.kafka_location.bootstrap, self.topic, self._read_timeout)
+            self._encrypted = True
+
+    def stored_records(self, seqs: Sequence[int]) -> dict[int, bytes]:
+        """The bytes the log holds at `seqs` (read from the topic; none past its end)."""
+        end = self.end_offset()
+        wanted = sorted(s for s in set(seqs) if 0 <= s < end)
+        found: dict[int, bytes] = {}
+        if not wanted:
+            return found
+        consumer = self._new_consumer(self.topic)
+        try:
+            consumer.assign([TopicPartition(self.topic, 0, wanted[0])])
+            waited = time.monotonic()
+            index = 0
+            while index < len(wanted):
+                messages = consume_ready(consumer, 1000, 0.2)
+                for message in messages:
+                    if message.error() is not None:
+                        raise KafkaUnavailableError(
+                            f"log {self.topic}: reading seq {wanted[index]}: {message.error()}"
+                        )
+                    seq = cast(int, message.offset())
+                    while index < len(wanted) and wanted[index] < seq:
+                        index += 1  # not in the topic (past its end, or a gap)
+                    if index < len(wanted) and wanted[index] == seq:
+                        found[seq] = bytes(cast(bytes, message.value()) or b"")
+                        index += 1
+                if messages:
+                    waited = time.monotonic()
+                elif time.monotonic() - waited > self._read_timeout:
+                    raise self._stalled(wanted[index], end)
+        finally:
+            consumer.close()
+        return found
+
+    def purge(self) -> bool:
+        """After an erasure: roll the key store's active segment, so the broker's cleaner
+        removes the destroyed keys (`producers.keys.kafka_keys`)."""
+        if self.keys is not None:
+            self.keys.roll()
+        return True
+
     def close(self) -> None:
         with self._lock:
             if self._closed:
@@ -1234,6 +1340,8 @@ class KafkaLog:
                     log.debug("%s: closing a consumer", self.topic, exc_info=True)
         if self._evidence is not None:
             self._evidence.close()
+        if self.keys is not None:
+            self.keys.close()
         # Outside the lock: a future's callback on the poller thread may still want it.
         if self._poller is not None and self._poller is not threading.current_thread():
             self._poller.join()
