@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
 from typing import Protocol
 
@@ -91,6 +92,13 @@ def erasing_log(target: Log) -> ErasingLog:
             "copy it into a new encrypted log with `memstream reencrypt SRC DST`"
         )
     return target  # type: ignore[return-value]
+
+
+def _exclusive(target: ErasingLog, what: str) -> AbstractContextManager[None]:
+    """The log's erasure lock where it needs one (Kafka: erases and sweeps of several
+    processes one after the other); the embedded log's transaction is one already."""
+    exclusive = getattr(target, "exclusive", None)
+    return nullcontext() if exclusive is None else exclusive(what)
 
 
 def _content(state: LogState) -> Iterator[Message | Document]:
@@ -167,7 +175,8 @@ def erase_subject(
         keys.delete(key_ids)  # in this transaction: undone if the append fails
         return [receipt], receipt
 
-    appended, _ = erasing.transact(build)
+    with _exclusive(erasing, "erase"):
+        appended, _ = erasing.transact(build)
     erasing.purge()
     stored = appended[0].record
     assert isinstance(stored, Erasure)
@@ -210,7 +219,8 @@ def sweep_retention(target: Log, now: datetime | None = None) -> list[Erasure]:
         keys.delete(key_of[e.seq] for events in by_subject.values() for e in events)  # type: ignore[index]
         return receipts, receipts
 
-    appended, _ = erasing.transact(build)
+    with _exclusive(erasing, "retention sweep"):
+        appended, _ = erasing.transact(build)
     if appended:
         erasing.purge()
     return [a.record for a in appended]  # type: ignore[misc]

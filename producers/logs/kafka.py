@@ -69,10 +69,12 @@ Failures are bounded in time and say what became of each record:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
@@ -81,6 +83,7 @@ from os import PathLike
 from typing import Any, TypeVar, cast
 from uuid import UUID
 
+import redis
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka import Message as KafkaMessage
 from confluent_kafka.admin import AdminClient
@@ -124,7 +127,7 @@ from projector.record_fold import (
     empty_state,
     fold_record,
 )
-from projector.snapshot_store import SnapshotStore
+from projector.snapshot_store import RedisAccessError, SnapshotStore
 from schemas.audit import BaseEvent, Erasure
 from schemas.codec import KIND_HEADER, KINDS, encode_record, record_id, record_kind
 from schemas.errors import (
@@ -412,6 +415,10 @@ def _seek(consumer: Consumer, topic: str, offset: int) -> None:
         raise KafkaUnavailableError(
             f"log {topic}: cannot read from offset {offset}: {error_cause(exc)}"
         ) from None
+
+
+# An erase or a sweep holds the erasure lock at most this long (it expires by itself).
+_ERASURE_LOCK_MS = 60_000
 
 
 class KafkaLog:
@@ -1313,6 +1320,37 @@ class KafkaLog:
         finally:
             consumer.close()
         return found
+
+    @contextlib.contextmanager
+    def exclusive(self, what: str) -> Iterator[None]:
+        """Hold the log's erasure lock (a Redis key with an expiry) for an erase or a
+        sweep, so that those of several processes run one after the other: each catches up
+        to the log's end under it, and sees the receipts the previous one appended."""
+        client = redis.Redis.from_url(self.kafka_location.redis_url)
+        key = f"{self.kafka_location.key_prefix}erasure:lock"
+        token = uuid.uuid4().hex
+        deadline = time.monotonic() + self._append_timeout
+        try:
+            while not client.set(key, token, nx=True, px=_ERASURE_LOCK_MS):
+                if time.monotonic() > deadline:
+                    raise KafkaLogError(
+                        f"log {self.topic}: {what}: another process held the erasure lock "
+                        f"for {self._append_timeout:g} s"
+                    )
+                time.sleep(0.05)
+        except redis.RedisError as exc:
+            raise RedisAccessError(
+                f"log {self.topic}: {what}: cannot take the erasure lock in Redis: {exc}"
+            ) from None
+        try:
+            yield
+        finally:
+            try:
+                if client.get(key) == token.encode():
+                    client.delete(key)
+            except redis.RedisError:
+                log.warning("%s: the erasure lock expires by itself", self.topic)
+            client.close()
 
     def purge(self) -> bool:
         """After an erasure: roll the key store's active segment, so the broker's cleaner
