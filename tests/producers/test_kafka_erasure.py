@@ -317,3 +317,64 @@ def test_retention_on_kafka_over_a_controlled_clock(location: str) -> None:
         for event in due:
             assert memory.get(event.id).content == ERASED  # type: ignore[union-attr]
         assert memory.get(kept.id).content == "kept"  # type: ignore[union-attr]
+
+
+def test_the_projectors_retention_sweeper_follows_the_clock_it_is_given(location: str) -> None:
+    from projector.retention import RetentionSweeper
+
+    now = [T0]
+    with Memory(location, encrypt=True) as memory:
+        soon = memory.add_message(
+            Message(
+                speaker="user",
+                content="one day",
+                session_id="s",
+                retain_until=T0 + timedelta(days=1),
+            )
+        )
+        later = memory.add_message(
+            Message(
+                speaker="user",
+                content="one week",
+                session_id="s",
+                retain_until=T0 + timedelta(days=7),
+            )
+        )
+        sweeper = RetentionSweeper(location, 0.2, clock=lambda: now[0]).start()
+        try:
+            deadline = time.monotonic() + 60
+            while sweeper.sweeps < 3:
+                assert time.monotonic() < deadline, sweeper.last_error
+                time.sleep(0.05)
+            assert sweeper.erasures == []  # nothing is due at T0
+            now[0] = T0 + timedelta(days=2)
+            while not sweeper.erasures:
+                assert time.monotonic() < deadline, sweeper.last_error
+                time.sleep(0.05)
+            swept = sweeper.sweeps
+            while sweeper.sweeps < swept + 3:  # later sweeps find nothing more to do
+                assert time.monotonic() < deadline, sweeper.last_error
+                time.sleep(0.05)
+        finally:
+            sweeper.stop()
+        assert [e.erased for e in sweeper.erasures] == [(soon.id,)]
+        assert memory.get(soon.id).content == ERASED  # type: ignore[union-attr]
+        assert memory.get(later.id).content == "one week"  # type: ignore[union-attr]
+
+
+def test_memstream_retention_run_on_kafka(location: str) -> None:
+    import subprocess
+    import sys
+
+    with Memory(location, encrypt=True) as memory:
+        due = memory.add_message(
+            Message(speaker="user", content="x", session_id="s", retain_until=T0)
+        )
+    run = [sys.executable, "-m", "memstream", "retention", "run", location]
+    first = subprocess.run([*run, "--now", "2027-01-02T00:00:00+00:00"], capture_output=True)
+    assert first.returncode == 0, first.stderr
+    again = subprocess.run([*run, "--now", "2027-01-03T00:00:00+00:00"], capture_output=True)
+    assert again.returncode == 0, again.stderr
+    with Memory(location) as memory:
+        receipts = [e for e in memory.replay().events if isinstance(e, Erasure)]
+        assert [r.erased for r in receipts] == [(due.id,)]
