@@ -32,12 +32,13 @@ def measure(bootstrap: str, redis_url: str) -> float:
         memory.erase("a", "measure")
         returned = time.monotonic()
     while True:
-        where = _found_on_disk(dirs, {"key": key})
+        # The key's only copies are in LOG.keys: its partition directory, looked at often.
+        where = _found_on_disk(dirs, {"key": key}, [f"{name}.keys"])
         if not where:
             return time.monotonic() - returned
         if time.monotonic() - returned > 300:
             raise SystemExit(f"still found after 300 s: {where}")
-        time.sleep(0.25)
+        time.sleep(0.05)
 
 
 def main() -> None:
@@ -46,7 +47,8 @@ def main() -> None:
     for run in range(runs):
         took = measure(bootstrap, redis_url)
         print(
-            f"run {run + 1}: the key left the broker's data directory {took:.1f} s after erase returned",
+            f"run {run + 1}: the key left the broker's data directory {took:.2f} s "
+            "after erase returned",
             flush=True,
         )
 
