@@ -49,6 +49,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from producers.logs.kafka_client import (
     KafkaLogError,
     KafkaUnavailableError,
+    auth_error,
     consumer_conf,
     error_cause,
     producer_conf,
@@ -101,6 +102,11 @@ def keys_topic_exists(admin: AdminClient, log_topic: str, timeout: float = _TIME
         raise KafkaUnavailableError(
             f"log {log_topic}: cannot look for its key store {topic}: {error_cause(exc)}"
         ) from None
+    if metadata is not None:
+        # Not allowed to see it: whether the log encrypts is unknown, which is no answer.
+        denied = auth_error(log_topic, "describe the key store of", metadata.error)
+        if denied is not None:
+            raise denied
     return metadata is not None and metadata.error is None and bool(metadata.partitions)
 
 
@@ -125,6 +131,9 @@ def create_keys_topic(
         futures[topic].result(timeout=timeout)
     except KafkaException as exc:
         error = exc.args[0] if exc.args else None
+        denied = auth_error(log_topic, "create the key store of", error)
+        if denied is not None:
+            raise denied from None
         if not isinstance(error, KafkaError) or error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
             raise KafkaUnavailableError(
                 f"log {log_topic}: cannot create its key store {topic}: {error_cause(exc)}"
