@@ -50,6 +50,7 @@ from producers.logs.kafka_client import (
     KafkaLogError,
     KafkaUnavailableError,
     auth_error,
+    consume_ready,
     consumer_conf,
     error_cause,
     producer_conf,
@@ -170,6 +171,9 @@ class KafkaKeyStore:
                 )
             )
             self._consumer = Consumer(consumer_conf(bootstrap))
+            # The topic's end is asked of a consumer that never fetches: asked of the one
+            # that reads, it waits behind its pending fetch (fetch.wait.max.ms) every time.
+            self._meta = Consumer(consumer_conf(bootstrap))
         except KafkaException as exc:
             raise KafkaUnavailableError(
                 f"log {log_topic}: cannot open its key store: {error_cause(exc)}"
@@ -222,14 +226,14 @@ class KafkaKeyStore:
                 self._position = 0
                 self._reload = False
             try:
-                _, end = self._consumer.get_watermark_offsets(self._tp, timeout=self._timeout)
+                _, end = self._meta.get_watermark_offsets(self._tp, timeout=self._timeout)
             except KafkaException as exc:
                 raise KafkaUnavailableError(
                     f"log {self.log_topic}: cannot read its key store: {error_cause(exc)}"
                 ) from None
             waited = time.monotonic()
             while self._position < end:
-                messages = self._consumer.consume(1000, 0.2)
+                messages = consume_ready(self._consumer, 1000, 0.2)
                 for message in messages:
                     error = message.error()
                     if error is not None:
@@ -281,13 +285,13 @@ class KafkaKeyStore:
 
     def key_for(self, subject: str, event_id: str | None = None) -> tuple[str, bytes]:
         """(key id, key) to seal an event of `subject` with: its shared key (created on
-        first use, durable before this returns) or a new key of that one event."""
+        first use, durable before this returns) or a new key of that one event. The caller
+        reads the topic to its end first (`refresh`, once for a batch), so that a subject
+        another process erased is not sealed under its destroyed key."""
         if event_id is None and subject.startswith(EVENT_SUBJECT_PREFIX):
             event_id = subject[len(EVENT_SUBJECT_PREFIX) :]
         with self._lock:
             if event_id is None:
-                # Read to the end: another process may have erased the subject's key.
-                self.refresh()
                 key_id = self._shared.get(subject)
                 if key_id is not None:
                     return key_id, self._by_id[key_id][2]
@@ -363,5 +367,6 @@ class KafkaKeyStore:
             try:
                 self._producer.flush(5)
                 self._consumer.close()
+                self._meta.close()
             except (KafkaException, RuntimeError):
                 log.debug("closing the key store of %s", self.log_topic, exc_info=True)
