@@ -61,7 +61,13 @@ from projector.graph.tasks import TaskState, create_task_state
 from projector.lifecycle import Lifecycle
 from schemas.audit import BaseEvent, Erasure
 from schemas.codec import MAX_JSON_DEPTH, decode_record
-from schemas.errors import DecodeError, EncryptionError, LogUnavailableError, MemstreamError
+from schemas.errors import (
+    CorruptLogError,
+    DecodeError,
+    EncryptionError,
+    LogUnavailableError,
+    MemstreamError,
+)
 from schemas.gc_guard import cyclic_gc_paused
 from schemas.graph.commands import EdgeCreate, EdgeRetract, MemoryUpdate
 from schemas.graph.envelopes import parse_iso_ms
@@ -370,7 +376,8 @@ def _reject(state: LogState, seq: int, exc: BaseException) -> FoldResult:
 
 # Gives the readable record of a stored one (an encrypted log's content opened with its
 # keys, held by an adapter); what it raises refuses the record, as the fold's own checks do,
-# except a `LogUnavailableError` (the key store did not answer), which the fold raises.
+# except a `LogUnavailableError` (the key store did not answer) or a `CorruptLogError` (the
+# sealed content does not open), which the fold raises.
 Opener = Callable[[Record], Record]
 
 
@@ -389,12 +396,18 @@ def fold_decoded(
     last = state.last_seq
     if last is not None and seq <= last:
         raise ValueError(f"seq {seq} does not follow seq {last}")  # the caller's contract
-    try:
-        if opener is not None:
+    if opener is not None:
+        try:
             record = opener(record)
+        except (LogUnavailableError, CorruptLogError):
+            # The key store did not answer (the read fails, and is tried again), or the
+            # sealed content does not open (the stored bytes were altered): as the embedded
+            # log, the reader refuses to read on rather than fold a different state.
+            raise
+        except Exception as exc:
+            return _reject(state, seq, exc)
+    try:
         return apply_record(state, seq, record, erasable=erasable)
-    except LogUnavailableError:
-        raise  # the key store did not answer: the read fails, and is tried again
     except Exception as exc:
         if not isinstance(exc, _EXPECTED):
             log.warning("seq %d: refused on an unexpected error", seq, exc_info=True)

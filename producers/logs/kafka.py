@@ -88,7 +88,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka import Message as KafkaMessage
 from confluent_kafka.admin import AdminClient
 
-from producers.keys.cipher import check_receipt, open_record, seal_record
+from producers.keys.cipher import SealedError, check_receipt, open_record, seal_record
 from producers.keys.kafka_keys import KafkaKeyStore, create_keys_topic, keys_topic_exists
 from producers.logs.adapters import register_opener
 from producers.logs.base import (
@@ -980,9 +980,7 @@ class KafkaLog:
         if keys is None:
             state, events = fold_record(state, seq, value)
         else:
-            state, events = fold_record(
-                state, seq, value, erasable=True, opener=partial(open_record, keys)
-            )
+            state, events = fold_record(state, seq, value, erasable=True, opener=self._opened)
         if seq in watch:
             lifecycle[seq] = events
             if len(state.rejections) > len(before.rejections):
@@ -1269,6 +1267,19 @@ class KafkaLog:
                 if len(data) > MAX_RECORD_BYTES:
                     check_record_size(record, data)  # sealed, it grew past the limit
         return out
+
+    def _opened(self, record: Record) -> Record:
+        """The readable record (an encrypted log's content opened with its key);
+        `CorruptLogError` when a sealed value does not open (the stored bytes changed)."""
+        assert self.keys is not None
+        try:
+            return open_record(self.keys, record)
+        except SealedError as exc:
+            raise CorruptLogError(
+                f"log {self.topic}: record {record_id(record)}: the sealed content does not "
+                f"open: {exc}; the log is corrupt (every record was sealed before it was "
+                "written)"
+            ) from None
 
     def enable_encryption(self) -> None:
         """Make this log encrypted (create its key store, the topic LOG.keys): only an empty

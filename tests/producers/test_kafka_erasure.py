@@ -441,3 +441,30 @@ def test_reencrypt_into_a_kafka_log(
         assert new.get(card.id).content == ERASED  # type: ignore[union-attr]
     with pytest.raises(EncryptionError, match="holds 3 records"):
         reencrypt(source, target)
+
+
+def test_sealed_content_that_does_not_open_is_a_corrupt_log(
+    location: str, kafka_bootstrap: str, unique_name: str
+) -> None:
+    from confluent_kafka import Producer
+
+    from producers.logs.kafka_client import producer_conf
+    from schemas.codec import encode_record
+    from schemas.errors import CorruptLogError
+
+    with Memory(location, encrypt=True) as memory:
+        card = memory.add_message(Message(speaker="user", content=CARD, session_id="alice"))
+    stored = decode_record(dict(read_topic_values(kafka_bootstrap, unique_name))[0])
+    sealed = stored.content  # type: ignore[union-attr]
+    # Another record sealed under the same key id, whose ciphertext was altered.
+    altered = sealed[:-4] + ("AAAA" if not sealed.endswith("AAAA") else "BBBB")
+    forged = stored.model_copy(update={"id": uuid.uuid4(), "content": altered})
+    producer = Producer(producer_conf(kafka_bootstrap))
+    producer.produce(unique_name, encode_record(forged))
+    assert producer.flush(10) == 0
+    with Memory(location, create=False) as reader:
+        with pytest.raises(CorruptLogError, match="does not open"):
+            reader.replay()
+    # The projector folds content as stored (sealed): it has no key to notice.
+    state = Projector(location).run(until_caught_up=True, max_seconds=60)
+    assert state.memory.get(card.id) is not None
