@@ -489,11 +489,14 @@ class Projector:
         )
         self.store = SnapshotStore.connect(self.location)
         self.store.owner = self.owner  # snapshot writes are fenced by the lease
-        # The lease has a client of its own with short timeouts: a renewal that cannot
-        # finish within a renewal period has failed.
-        period_s = max(0.05, lease_ms / 4000)
+        # The lease has a client of its own whose timeout is half the lease: a renewal
+        # counts from when it was sent, so a slow answer (a loaded machine: Redis or this
+        # process not scheduled for a while) still renews; a timeout of one renewal period
+        # (a quarter) lapsed the lease in the failover test on a loaded machine, each lapse
+        # a restart from the snapshot.
+        timeout_s = max(0.05, lease_ms / 2000)
         lease_client = redis.Redis.from_url(
-            self.location.redis_url, socket_timeout=period_s, socket_connect_timeout=period_s
+            self.location.redis_url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s
         )
         self.lease = Lease(
             lease_client,
