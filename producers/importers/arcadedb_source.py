@@ -170,8 +170,8 @@ def read_memory_events(path: str | Path) -> list[dict[str, Any]]:
     """The ``MemoryEvent`` rows of the database at `path`, sorted by ``seq``.
 
     Each row is a dict of ``seq``, ``id``, ``kind`` and ``payload`` as stored (unchecked:
-    the caller checks every value). The engine runs in a reader process of its own
-    (`producers.importers.arcadedb_reader`), never in the caller's: a JVM that faults
+    the caller checks every value). The engine runs in a reader process of its own (this
+    module, run by `reader_process.run_reader`), never in the caller's: a JVM that faults
     takes only the reader down, and the caller gets `ReaderFailedError`. Raises
     `SourceNotFoundError`, `CorruptSourceError`, `UnsupportedSourceError`,
     `MissingExtraError` or `ReaderFailedError`.
