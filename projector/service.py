@@ -62,6 +62,7 @@ from producers.logs.kafka_client import (
     ensure_topic,
     error_cause,
     producer_conf,
+    watermarks,
 )
 from producers.logs.kafka_evidence import CheckpointCutter
 from producers.logs.lifecycle_topic import LifecycleTail, lifecycle_headers
@@ -604,11 +605,10 @@ class Projector:
     def _start_state(self, tid: str, consumer: Consumer) -> tuple[LogState, int, int]:
         """(state, lifecycle offset of its next event, lifecycle-topic offset to resume the
         dedup from): the snapshot of this log if there is one, else nothing folded yet."""
-        tp = TopicPartition(self.location.topic, 0)
 
         def identify() -> LogIdentity:
-            _, high = consumer.get_watermark_offsets(tp, timeout=30, cached=False)
-            return LogIdentity(tid, int(high))
+            _, high = watermarks(consumer, self.location.topic, 30)
+            return LogIdentity(tid, high)
 
         before, self.store.identify = self.store.identify, identify
         with no_gc(1 << 30):
@@ -680,9 +680,8 @@ class Projector:
             self._compactor = None
 
     def _lifecycle_end(self, consumer: Consumer) -> int:
-        tp = TopicPartition(self.location.lifecycle_topic, 0)
         try:
-            return int(consumer.get_watermark_offsets(tp, timeout=30, cached=False)[1])
+            return watermarks(consumer, self.location.lifecycle_topic, 30)[1]
         except KafkaException as exc:
             # A broker failing over (issue 17): the tenure ends and resumes from the snapshot.
             raise _EndTenure(
@@ -828,7 +827,7 @@ class Projector:
             tid_bytes = tid.encode()
             try:
                 state, count, resume_at = self._start_state(tid, consumer)
-                end = int(consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1])
+                end = watermarks(consumer, self.location.topic, 10)[1]
             except redis.RedisError as exc:  # Redis went away since the lease was taken
                 raise _EndTenure(f"cannot read the snapshot (Redis: {exc})") from None
             except KafkaException as exc:  # a cluster failing over (issue 17): try again

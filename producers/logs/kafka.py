@@ -111,6 +111,7 @@ from producers.logs.kafka_client import (
     ensure_topic,
     error_cause,
     producer_conf,
+    watermarks,
 )
 from producers.logs.kafka_evidence import Head, KafkaEvidence
 from producers.logs.lifecycle_topic import follow_lifecycle
@@ -622,9 +623,7 @@ class KafkaLog:
 
     def _watermarks(self, consumer: Consumer, topic: str, doing: str) -> tuple[int, int]:
         try:
-            low, high = consumer.get_watermark_offsets(
-                TopicPartition(topic, 0), self._read_timeout, cached=False
-            )
+            low, high = watermarks(consumer, topic, self._read_timeout)
         except KafkaException as exc:
             raise KafkaUnavailableError(
                 f"log {topic}: {doing}: no answer from the broker "

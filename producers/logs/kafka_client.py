@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Message as KafkaMessage
 from confluent_kafka.admin import (
     AdminClient,
@@ -33,6 +33,7 @@ from schemas.errors import LogNotFoundError, LogUnavailableError, MemstreamError
 from schemas.limits import MAX_RECORD_BYTES
 
 __all__ = [
+    "watermarks",
     "KafkaLogError",
     "KafkaUnavailableError",
     "KafkaAuthenticationError",
@@ -311,6 +312,43 @@ def check_login(
                     f"log {topic}: cannot read its metadata (broker {conf['bootstrap.servers']}, "
                     f"waited up to {timeout:g} s): {error_cause(exc)}"
                 ) from None
+
+
+# Answers a partition gives for a moment while its leadership moves (a node stopped, a
+# busy broker): asked again rather than taken for an outage.
+_LEADER_MOVING = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.OFFSET_NOT_AVAILABLE,  # "Leader high watermark is not caught up"
+        KafkaError.FENCED_LEADER_EPOCH,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError.REPLICA_NOT_AVAILABLE,
+    }
+)
+
+
+def watermarks(consumer: Consumer, topic: str, timeout: float) -> tuple[int, int]:
+    """Partition 0's (low, high) watermarks from the broker. An answer of a moving leader
+    (or any error librdkafka calls retriable) is asked again until `timeout`; any other
+    error, or the last one at the deadline, is raised as the `KafkaException` it was."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, 0),
+                timeout=max(0.1, deadline - time.monotonic()),
+                cached=False,
+            )
+            return int(low), int(high)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            retriable = isinstance(error, KafkaError) and (
+                error.retriable() or error.code() in _LEADER_MOVING
+            )
+            if not retriable or time.monotonic() + 0.1 >= deadline:
+                raise
+            time.sleep(0.1)
 
 
 def consume_ready(consumer: Consumer, max_messages: int, timeout: float) -> list[KafkaMessage]:

@@ -52,6 +52,7 @@ from producers.logs.kafka_client import (
     ensure_topic,
     error_cause,
     producer_conf,
+    watermarks,
 )
 from producers.logs.location import KafkaLocation, parse_kafka_location, redact
 from producers.logs.sqlite_evidence import ORIGIN_PREFIX
@@ -91,7 +92,6 @@ _LEAF_PREFIX = hashlib.sha256(b"\x00")
 # others published there is skipped, and said).
 _SCAN_BACK = 256
 _READ_BATCH = 10_000
-_LEADER_MOVING = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE})
 
 
 def checkpoints_topic(location: KafkaLocation) -> str:
@@ -179,27 +179,12 @@ def _read(
 
 
 def _watermarks(consumer: Consumer, topic: str, timeout: float) -> tuple[int, int]:
-    """The partition's (low, high); a retriable broker error (a leader moving, as a busy
-    broker reports now and then) is asked again until `timeout`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            low, high = consumer.get_watermark_offsets(
-                TopicPartition(topic, 0),
-                timeout=max(0.1, deadline - time.monotonic()),
-                cached=False,
-            )
-            return int(low), int(high)
-        except KafkaException as exc:
-            error = exc.args[0] if exc.args else None
-            retriable = isinstance(error, KafkaError) and (
-                error.retriable() or error.code() in _LEADER_MOVING
-            )
-            if not retriable or time.monotonic() + 0.1 >= deadline:
-                raise KafkaUnavailableError(
-                    f"log {topic}: no watermarks within {timeout:g} s: {error_cause(exc)}"
-                ) from None
-            time.sleep(0.1)
+    try:
+        return watermarks(consumer, topic, timeout)
+    except KafkaException as exc:
+        raise KafkaUnavailableError(
+            f"log {topic}: no watermarks within {timeout:g} s: {error_cause(exc)}"
+        ) from None
 
 
 def _topic_exists(admin: AdminClient, topic: str, timeout: float) -> bool:

@@ -40,6 +40,7 @@ from producers.logs.kafka_client import (
     KafkaLogError,
     consume_ready,
     consumer_conf,
+    watermarks,
 )
 from producers.logs.location import KafkaLocation
 from producers.logs.topic_identity import admin_for, topic_id
@@ -206,9 +207,8 @@ def locate(consumer: Consumer, topic: str, tid: bytes, from_offset: int) -> int:
     start moves forward by bisection over what the records say of themselves. A forged
     record can mislead the bisection; `follow_lifecycle` notices (the first event read is
     past `from_offset`) and scans again from the safe start."""
-    tp = TopicPartition(topic, 0)
     try:
-        low, high = consumer.get_watermark_offsets(tp, timeout=_TIMEOUT_S, cached=False)
+        low, high = watermarks(consumer, topic, _TIMEOUT_S)
     except KafkaException as exc:
         raise KafkaLogError(f"topic {topic}: no watermark: {exc.args[0]}") from None
     lo, hi = max(low, from_offset), high

@@ -16,9 +16,14 @@ descriptor limit the accept loop fails and logs on every retry.
   a connection that misses it is closed;
 - **a connection cap**, below the file descriptor limit: at the cap, a new connection
   closes the oldest one that is not serving a request (waiting for a request head, or
-  idle between requests) instead of being refused; only when every connection is busy
-  with a request is the new one answered 503 and closed. Slow sockets are evicted
-  oldest first, so a client that sends its request at once (a health probe) gets in.
+  idle between requests) instead of being refused. Slow sockets are evicted oldest
+  first, so a client that sends its request at once (a health probe) gets in.
+  A connection is only evicted once it has had its chance: bytes read from it, or
+  `GRACE_S` since it was accepted. Without that, a probe accepted early in a burst of
+  slow sockets was evicted by the later ones before its request (already sent) was read,
+  and the probe saw its connection reset. When no open connection is evictable, the new
+  one is admitted anyway up to one accept burst (`BACKLOG`) past the cap; past that it is
+  answered 503 and closed.
 
 asyncio accepts up to ``backlog`` connections in one go before any of them reaches the
 protocol (where the cap is applied), and an evicted socket is closed an iteration later;
@@ -37,7 +42,7 @@ from typing import Any
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-__all__ = ["BACKLOG", "ConnectionGuard", "default_max_connections", "guarded_protocol"]
+__all__ = ["BACKLOG", "GRACE_S", "ConnectionGuard", "default_max_connections", "guarded_protocol"]
 
 log = logging.getLogger("memstream.queryd.connections")
 
@@ -53,6 +58,7 @@ _BUSY = (
 
 
 BACKLOG = 64  # connections accepted at most in one go (and queued by the kernel)
+GRACE_S = 1.0  # a silent connection is not evicted for this long after it is accepted
 
 
 def default_max_connections(backlog: int = BACKLOG) -> int:
@@ -76,15 +82,19 @@ class ConnectionGuard:
         self.timed_out = 0
 
     def admit(self, protocol: Any) -> bool:
-        """Make room for `protocol` (evicting the oldest idle connection) or say no."""
+        """Make room for `protocol` (evicting the oldest evictable connection) or say no.
+
+        Past the cap with nothing evictable (every connection busy, or too fresh to have
+        been read), `protocol` is admitted up to `BACKLOG` past the cap, then refused."""
         if len(self.open) >= self.max_connections:
-            victim = next((p for p in self.open if p.idle()), None)
-            if victim is None:
+            victim = next((p for p in self.open if p.evictable()), None)
+            if victim is not None:
+                self.evicted += 1
+                self.open.pop(victim, None)
+                victim.evict()
+            elif len(self.open) >= self.max_connections + BACKLOG:
                 self.refused += 1
                 return False
-            self.evicted += 1
-            self.open.pop(victim, None)
-            victim.evict()
         self.open[protocol] = None
         return True
 
@@ -98,10 +108,13 @@ def guarded_protocol(guard: ConnectionGuard) -> type[H11Protocol]:
     class GuardedH11Protocol(H11Protocol):
         _read_timer: asyncio.TimerHandle | None = None
         _admitted = False
+        _heard = False  # bytes were read from it: it had its chance
+        _accepted_at = 0.0
 
         # uvicorn narrows asyncio's BaseTransport to Transport here (and ignores it too).
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
+            self._accepted_at = self.loop.time()
             if not guard.admit(self):
                 transport.write(_BUSY)
                 transport.close()
@@ -115,6 +128,7 @@ def guarded_protocol(guard: ConnectionGuard) -> type[H11Protocol]:
             super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
+            self._heard = True
             if self.conn.their_state is h11.IDLE:
                 self._arm()  # the first bytes of a request: it must be whole in time
             super().data_received(data)
@@ -125,6 +139,10 @@ def guarded_protocol(guard: ConnectionGuard) -> type[H11Protocol]:
             """Not serving a request: waiting for a request head, or between requests."""
             cycle = self.cycle
             return self.conn.their_state is h11.IDLE and (cycle is None or cycle.response_complete)
+
+        def evictable(self) -> bool:
+            """Idle, and had its chance: read from, or accepted `GRACE_S` ago."""
+            return self.idle() and (self._heard or self.loop.time() - self._accepted_at >= GRACE_S)
 
         def evict(self) -> None:
             self._disarm()
