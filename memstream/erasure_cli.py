@@ -104,9 +104,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     copy = sub.add_parser(
         "reencrypt",
         help="copy a log written without encryption into a new encrypted log",
-        description="Copy every record of SOURCE, in order, into a new encrypted embedded "
-        "log TARGET, where content can be erased; SOURCE is left as it is.",
+        description="Copy every record of SOURCE, in order, into a new encrypted log (embedded or "
+        "Kafka) TARGET, where content can be erased; SOURCE is left as it is.",
     )
     copy.add_argument("source", help="the log to copy (a path or kafka:// URL)")
-    copy.add_argument("target", help="the new encrypted log (an embedded path)")
+    copy.add_argument("target", help="the new encrypted log (a path or kafka:// URL)")
     copy.set_defaults(func=_reencrypt)

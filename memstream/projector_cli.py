@@ -96,8 +96,17 @@ def cmd_run(args: argparse.Namespace) -> int:
             checkpoint_ms=args.checkpoint_ms,
             commit_linger_ms=args.commit_linger_ms,
         )
-        state = projector.run(stop, until_caught_up=args.until_caught_up)
-    except MemstreamError as exc:
+        sweeper = None
+        if args.retention_every is not None:
+            from projector.retention import RetentionSweeper
+
+            sweeper = RetentionSweeper(location, args.retention_every).start()
+        try:
+            state = projector.run(stop, until_caught_up=args.until_caught_up)
+        finally:
+            if sweeper is not None:
+                sweeper.stop()
+    except (MemstreamError, ValueError) as exc:
         progress.close()
         print(f"memstream projector: {exc}", file=sys.stderr)
         return 1
@@ -222,6 +231,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=1000,
         metavar="T",
         help="cut a signed checkpoint at most every T milliseconds (default 1000)",
+    )
+    run.add_argument(
+        "--retention-every",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="also enforce retain_until: sweep the log every SECONDS (an encrypted log; "
+        "as `memstream retention run`)",
     )
     run.add_argument(
         "--until-caught-up",

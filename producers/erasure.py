@@ -13,19 +13,26 @@ caller gives): each such event was sealed under a key of its own, so it is erase
 A sweep runs in one log transaction (the log's write lock), so sweeps from several
 processes at once erase each event once, and a sweep that finds nothing appends nothing.
 
-Only an encrypted log can erase (`Memory(path, encrypt=True)`; `memstream reencrypt` copies
-an older log into one); the embedded log is the one that encrypts today.
+Only an encrypted log can erase (`Memory(location, encrypt=True)`; `memstream reencrypt`
+copies an older log into one): the embedded log keeps its keys in its own file
+(`producers.keys.sqlite_keys`), a Kafka log in the compacted topic ``LOG.keys``
+(`producers.keys.kafka_keys`). The embedded log destroys the keys and appends the receipt in
+one transaction; Kafka has no transaction across the two topics, so there the keys are
+destroyed first (acknowledged), then the receipt is appended: an erase that fails in
+between leaves the content unreadable without its receipt, and the next `erase` of the
+subject appends the receipt (events not named by any receipt are erased again, their keys
+gone already).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
 from typing import Protocol
 
-from producers.keys.cipher import sealed_key_id
-from producers.keys.sqlite_keys import SqliteKeyStore
+from producers.keys.cipher import KeyStore, sealed_key_id
 from producers.logs.base import Log
 from projector.record_fold import LogState
 from schemas.audit import Document, Erasure, Message, utc_now
@@ -49,10 +56,22 @@ RETENTION_REASON = "retention period elapsed"
 RETENTION_REQUESTER = "memstream retention"
 
 
+class SubjectKeys(KeyStore, Protocol):
+    """What erasure needs of a log's key store (the SQLite table, the Kafka topic)."""
+
+    def shared_key_id(self, subject: str) -> str | None: ...
+
+    def existing(self, key_ids: Iterable[str]) -> list[str]: ...
+
+    def shared_key_ids(self, key_ids: Iterable[str]) -> set[str]: ...
+
+    def delete(self, key_ids: Iterable[str]) -> int: ...
+
+
 class ErasingLog(Log, Protocol):
     """A log that encrypts: its key store, its stored bytes, and a purge of old copies."""
 
-    keys: SqliteKeyStore | None
+    keys: SubjectKeys | None
 
     def stored_records(self, seqs: list[int]) -> dict[int, bytes]: ...
 
@@ -64,8 +83,8 @@ def erasing_log(target: Log) -> ErasingLog:
     location = getattr(target, "location", "?")
     if not hasattr(target, "stored_records") or not hasattr(target, "keys"):
         raise EncryptionError(
-            f"log {location}: erasure needs an encrypted log; only the embedded log "
-            "encrypts today (a Kafka log's content cannot be erased yet)"
+            f"log {location}: erasure needs an encrypted log (an embedded or Kafka log "
+            "opened with encrypt=True)"
         )
     if target.keys is None:
         raise EncryptionError(
@@ -73,6 +92,13 @@ def erasing_log(target: Log) -> ErasingLog:
             "copy it into a new encrypted log with `memstream reencrypt SRC DST`"
         )
     return target  # type: ignore[return-value]
+
+
+def _exclusive(target: ErasingLog, what: str) -> AbstractContextManager[None]:
+    """The log's erasure lock where it needs one (Kafka: erases and sweeps of several
+    processes one after the other); the embedded log's transaction is one already."""
+    exclusive = getattr(target, "exclusive", None)
+    return nullcontext() if exclusive is None else exclusive(what)
 
 
 def _content(state: LogState) -> Iterator[Message | Document]:
@@ -137,7 +163,10 @@ def erase_subject(
         named = [sealed_key_id(decode_record(stored[seq])) for seq in seqs]
         shared = keys.shared_key_id(subject)
         key_ids = keys.existing([k for k in (*named, shared) if k is not None])
-        if not key_ids or not events:
+        # Events whose keys are gone already and that no receipt names (an erase on Kafka
+        # that failed between destroying the keys and appending the receipt) are named by
+        # this receipt: it tells the truth, they are unreadable.
+        if not events:
             raise UnknownSubjectError(
                 f"log {erasing.location}: erase refused: no readable content of data subject "
                 f"{subject!r} (unknown, or erased already); nothing was appended"
@@ -146,7 +175,8 @@ def erase_subject(
         keys.delete(key_ids)  # in this transaction: undone if the append fails
         return [receipt], receipt
 
-    appended, _ = erasing.transact(build)
+    with _exclusive(erasing, "erase"):
+        appended, _ = erasing.transact(build)
     erasing.purge()
     stored = appended[0].record
     assert isinstance(stored, Erasure)
@@ -189,7 +219,8 @@ def sweep_retention(target: Log, now: datetime | None = None) -> list[Erasure]:
         keys.delete(key_of[e.seq] for events in by_subject.values() for e in events)  # type: ignore[index]
         return receipts, receipts
 
-    appended, _ = erasing.transact(build)
+    with _exclusive(erasing, "retention sweep"):
+        appended, _ = erasing.transact(build)
     if appended:
         erasing.purge()
     return [a.record for a in appended]  # type: ignore[misc]

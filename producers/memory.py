@@ -101,7 +101,8 @@ class Memory:
         the projector signs (its ``--key``), and `key` is not used.
 
         `encrypt=True` makes a new (empty) log store its content encrypted, so it can be
-        erased (`erase`); a log that is encrypted stays so whatever `encrypt` says.
+        erased (`erase`): its keys in the log's file, or on Kafka in the topic LOG.keys; a
+        log that is encrypted stays so whatever `encrypt` says.
         `EncryptionError` for a log holding unencrypted records.
 
         `agent_key`: the agent's own key (a key file `memstream agents create` wrote, or a
@@ -117,22 +118,23 @@ class Memory:
         if signed and agent is None:
             raise AuthorshipError("a signed log is created by an admin: give its agent_key")
         self._log: Log = open_log(path, create=create)
-        if agent is not None:
-            try:
-                self._use_agent(agent, signed, [_verifier(a) for a in admins])
-            except BaseException:
-                self._log.close()
-                raise
+        # Encrypted before signed: a new log's first record (signed) must be sealed too.
         if encrypt:
             try:
                 enable = self._log.enable_encryption  # type: ignore[attr-defined]
             except AttributeError:
                 self._log.close()
                 raise EncryptionError(
-                    f"log {redact(self.location)}: only the embedded log encrypts today"
+                    f"log {redact(self.location)}: this kind of log cannot encrypt"
                 ) from None
             try:
                 enable()
+            except BaseException:
+                self._log.close()
+                raise
+        if agent is not None:
+            try:
+                self._use_agent(agent, signed, [_verifier(a) for a in admins])
             except BaseException:
                 self._log.close()
                 raise
@@ -244,7 +246,8 @@ class Memory:
     ) -> Erasure:
         """Make every message and document of data `subject` unreadable: its keys are
         destroyed and an `Erasure` receipt (ids and leaf hashes, no content) is appended,
-        in one transaction. Afterwards `get` shows their content as `ERASED`, and search,
+        in one transaction (on Kafka: the keys' tombstones are acknowledged first, then the
+        receipt is appended). Afterwards `get` shows their content as `ERASED`, and search,
         recall and the word index never see them. The subject of an event is its
         `session_id`, or ``event:<id>`` for one without a session.
 

@@ -16,7 +16,6 @@ from collections.abc import Callable
 from os import PathLike
 
 from producers.logs import open_log
-from producers.logs.location import PATH_SCHEME, scheme_of
 from schemas.audit import BaseEvent
 from schemas.codec import decode_record
 from schemas.errors import EncryptionError
@@ -36,13 +35,12 @@ def reencrypt(
     progress: Callable[[int], None] | None = None,
 ) -> int:
     """Copy every record the fold of `source` accepted into a new encrypted log at `target`
-    (an embedded path, which must not hold records); the number copied.
+    (an embedded path or a kafka:// location, which must not hold records); the number
+    copied.
 
     `EncryptionError` when `source` is encrypted already or `target` holds records;
     `LogNotFoundError` when `source` does not exist.
     """
-    if scheme_of(target) != PATH_SCHEME:
-        raise EncryptionError(f"reencrypt: target {str(target)!r}: only an embedded log encrypts")
     src = open_log(source, create=False)
     try:
         if getattr(src, "keys", None) is not None:

@@ -37,7 +37,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections import ChainMap
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 from uuid import UUID
@@ -68,7 +68,13 @@ from projector.graph.tasks import TaskState, create_task_state
 from projector.lifecycle import Lifecycle
 from schemas.audit import BaseEvent, Erasure
 from schemas.codec import MAX_JSON_DEPTH, decode_record
-from schemas.errors import DecodeError, EncryptionError, MemstreamError
+from schemas.errors import (
+    CorruptLogError,
+    DecodeError,
+    EncryptionError,
+    LogUnavailableError,
+    MemstreamError,
+)
 from schemas.gc_guard import cyclic_gc_paused
 from schemas.graph.commands import EdgeCreate, EdgeRetract, MemoryUpdate
 from schemas.graph.envelopes import parse_iso_ms
@@ -418,31 +424,67 @@ def reject_record(state: LogState, seq: int, exc: BaseException) -> FoldResult:
     return _reject(state, seq, exc)
 
 
+# Gives the readable record of a stored one (an encrypted log's content opened with its
+# keys, held by an adapter); what it raises refuses the record, as the fold's own checks do,
+# except a `LogUnavailableError` (the key store did not answer) or a `CorruptLogError` (the
+# sealed content does not open), which the fold raises.
+Opener = Callable[[Record], Record]
+
+
 def fold_decoded(
-    state: LogState, seq: int, record: Record, signer: str | None = None
+    state: LogState,
+    seq: int,
+    record: Record,
+    signer: str | None = None,
+    *,
+    erasable: bool = False,
+    opener: Opener | None = None,
 ) -> FoldResult:
-    """`apply_record`, total: a refused record becomes a `Rejection`."""
+    """`apply_record`, total: a refused record becomes a `Rejection`.
+
+    `signer`: the name whose signature on the record was verified (None: unsigned).
+    `erasable` and `opener`: a log that encrypts (on Kafka: one with a key store) folds its
+    Erasures and opens sealed content with `opener` first (after the signature, which
+    covers the sealed bytes)."""
     last = state.last_seq
     if last is not None and seq <= last:
         raise ValueError(f"seq {seq} does not follow seq {last}")  # the caller's contract
+    if opener is not None:
+        try:
+            record = opener(record)
+        except (LogUnavailableError, CorruptLogError):
+            # The key store did not answer (the read fails, and is tried again), or the
+            # sealed content does not open (the stored bytes were altered): as the embedded
+            # log, the reader refuses to read on rather than fold a different state.
+            raise
+        except Exception as exc:
+            return _reject(state, seq, exc)
     try:
-        return apply_record(state, seq, record, signer=signer)
+        return apply_record(state, seq, record, erasable=erasable, signer=signer)
     except Exception as exc:
         if not isinstance(exc, _EXPECTED):
             log.warning("seq %d: refused on an unexpected error", seq, exc_info=True)
         return _reject(state, seq, exc)
 
 
-def fold_record(state: LogState, seq: int, data: bytes) -> FoldResult:
+def fold_record(
+    state: LogState,
+    seq: int,
+    data: bytes,
+    *,
+    erasable: bool = False,
+    opener: Opener | None = None,
+) -> FoldResult:
     """The state after the record at `seq`, and its lifecycle events. Total: any bytes fold.
 
     Seqs must increase (a log gives them so); that is the only thing this raises on.
+    `erasable` / `opener`: as `fold_decoded` takes them (an encrypted log).
     """
     last = state.last_seq
     if last is not None and seq <= last:
         raise ValueError(f"seq {seq} does not follow seq {last}")
     if data[:2] == SIGNED_MAGIC:
-        return _fold_signed(state, seq, data)
+        return _fold_signed(state, seq, data, erasable=erasable, opener=opener)
     try:
         # Read to the depth writers allow, not the deeper one of derived lifecycle events.
         record = decode_record(data, max_depth=MAX_JSON_DEPTH)
@@ -451,7 +493,7 @@ def fold_record(state: LogState, seq: int, data: bytes) -> FoldResult:
     except Exception as exc:  # decode_record raises DecodeError only; anything else is a bug
         log.warning("seq %d: decoding raised an unexpected error", seq, exc_info=True)
         return _reject(state, seq, exc)
-    return fold_decoded(state, seq, record)
+    return fold_decoded(state, seq, record, erasable=erasable, opener=opener)
 
 
 def check_signed(state: LogState, seq: int, data: bytes) -> tuple[Record, str]:
@@ -466,7 +508,9 @@ def check_signed(state: LogState, seq: int, data: bytes) -> tuple[Record, str]:
     return record, verify_signature(None, seq, signed, record)
 
 
-def _fold_signed(state: LogState, seq: int, data: bytes) -> FoldResult:
+def _fold_signed(
+    state: LogState, seq: int, data: bytes, *, erasable: bool, opener: Opener | None
+) -> FoldResult:
     try:
         record, signer = check_signed(state, seq, data)
     except (DecodeError, AuthorshipError) as exc:
@@ -474,7 +518,7 @@ def _fold_signed(state: LogState, seq: int, data: bytes) -> FoldResult:
     except Exception as exc:  # a bug; still refused
         log.warning("seq %d: checking a signature raised an unexpected error", seq, exc_info=True)
         return _reject(state, seq, exc)
-    return fold_decoded(state, seq, record, signer)
+    return fold_decoded(state, seq, record, signer, erasable=erasable, opener=opener)
 
 
 def fold_log(records: Sequence[tuple[int, bytes]] | Any, state: LogState | None = None) -> LogState:

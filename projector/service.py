@@ -51,6 +51,7 @@ import redis
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from producers.keys.kafka_keys import keys_topic_exists
 from producers.logs.kafka_client import (
     DERIVED_PRODUCER_MESSAGE_MAX_BYTES,
     DERIVED_TOPIC_MAX_MESSAGE_BYTES,
@@ -825,6 +826,7 @@ class Projector:
             except (KafkaLogError, TopicIdentityError) as exc:  # a failover (issue 17): again
                 raise _EndTenure(f"cannot identify the log topic ({exc})") from None
             tid_bytes = tid.encode()
+            erasable: bool | None = None  # whether the log encrypts: at its first record
             try:
                 state, count, resume_at = self._start_state(tid, consumer)
                 end = watermarks(consumer, self.location.topic, 10)[1]
@@ -953,7 +955,15 @@ class Projector:
                     # A null value (None) is folded as a refused record: the fold is total.
                     data = cast(bytes, message.value())
                     before = state
-                    state, events = fold_record(state, seq, data)
+                    if erasable is None:
+                        # An encrypted log's key store exists before its first record.
+                        try:
+                            erasable = keys_topic_exists(self._admin, self.location.topic)
+                        except KafkaLogError as exc:
+                            raise _EndTenure(f"cannot look for the key store ({exc})") from None
+                    # Folded as stored: an encrypted log's content stays sealed in the
+                    # snapshots and on the lifecycle topic (no plaintext leaves the log).
+                    state, events = fold_record(state, seq, data, erasable=erasable)
                     self.stats.folded += 1
                     if evidence is not None:
                         evidence.add(data)

@@ -59,7 +59,7 @@ from pyrsistent import pvector
 from producers.logs.location import KafkaLocation, redact
 from producers.logs.topic_identity import LogIdentity, log_identity
 from projector.audit.index import WordIndex
-from projector.audit.rows import DOCUMENT, FIELDS, MESSAGE, SEQ, Row, row_of
+from projector.audit.rows import DOCUMENT, FIELDS, MESSAGE, SEQ, Row, event_of, row_of
 from projector.audit.state import Ledger, MemoryState, no_gc
 from projector.authorship import Authorship, authorize
 from projector.lifecycle import Lifecycle
@@ -74,8 +74,8 @@ from projector.snapshot_format import (
     encode,
     encode_checkpoint,
 )
-from schemas.audit import BaseEvent
-from schemas.codec import MAX_JSON_DEPTH, decode_record
+from schemas.audit import BaseEvent, Erasure
+from schemas.codec import MAX_JSON_DEPTH, decode_record, encode_record
 from schemas.errors import LogUnavailableError, MemstreamError
 from schemas.signing import SIGNED_MAGIC, split_signed
 
@@ -109,14 +109,27 @@ _MERGE_RUN = 4
 _MERGE_MAX_RECORDS = 1 << 18
 # ... and up to this many bytes (well below the format's bound on a chunk).
 _MERGE_MAX_BYTES = MAX_CHUNK_BYTES // 2
+# The first bytes of every Erasure's record (Avro single-object encoding: marker and the
+# schema's fingerprint), to tell a kept Erasure from a graph envelope without decoding.
+_ERASURE_PREFIX = encode_record(
+    Erasure(
+        subject="s",
+        erased=(uuid.UUID(int=0),),
+        leaf_hashes=("00" * 32,),
+        reason="r",
+    )
+)[:10]
 # Chunks replaced by a merge stay readable this long for readers mid-load.
 _REPLACED_TTL_MS = 60_000
 
 
 def entry_of(seq: int, data: bytes, lifecycle: Sequence[Lifecycle]) -> Entry:
-    """The snapshot entry of the record at `seq`, given what its fold emitted."""
+    """The snapshot entry of the record at `seq`, given what its fold emitted. An accepted
+    Erasure (an encrypted log's) is kept as its record's bytes, as an envelope is."""
     if lifecycle:
         first = lifecycle[0]
+        if first.namespace == "audit" and type(first.subject) is Erasure:
+            return (seq, _RAW, bytes(data))
         if first.namespace == "audit" and isinstance(first.subject, BaseEvent):
             return row_of(seq, first.subject)
         if first.type == "record.rejected" and first.extra is not None:
@@ -274,6 +287,29 @@ def merge_chunks(chunks: Sequence[Chunk]) -> Chunk:
     )
 
 
+def _erasure_of(data: bytes) -> Erasure | None:
+    """The Erasure a raw entry holds, signed or not (None: a graph envelope's bytes)."""
+    if data[:2] == SIGNED_MAGIC:
+        data = split_signed(data).inner
+    if not data.startswith(_ERASURE_PREFIX):
+        return None
+    record = decode_record(data)
+    return record if type(record) is Erasure else None
+
+
+def _extend_with_erasures(ledger: Ledger, chunk: Chunk, erasures: dict[int, Erasure]) -> None:
+    """Fold a chunk holding Erasures (rare): its events one by one, in seq order, so each
+    Erasure redacts what precedes it as the fold did."""
+    events: list[tuple[int, Any]] = [(row[SEQ], row) for row in chunk.rows]
+    events += [(seq, erasure) for seq, erasure in erasures.items()]
+    events.sort(key=lambda pair: pair[0])
+    for seq, item in events:
+        if isinstance(item, Erasure):
+            ledger.append(item.with_seq(seq))  # type: ignore[arg-type]
+        else:
+            ledger.append(event_of(item), chunk.words_of.get(seq))
+
+
 def hydrate(chunks: Sequence[Chunk]) -> LogState:
     """The state the chunks (consecutive, from seq 0) hold."""
     ledger = Ledger()
@@ -292,18 +328,28 @@ def hydrate(chunks: Sequence[Chunk]) -> LogState:
             since = seq
             break
     for chunk in chunks:
-        ledger.extend_rows(
-            chunk.rows,
-            chunk.message_rel,
-            chunk.document_rel,
-            chunk.other_rel,
-            chunk.words_of,
-            chunk.postings,
-        )
+        erasures = {
+            e[0]: erasure
+            for e in chunk.extras
+            if e[1] == _RAW and (erasure := _erasure_of(e[2])) is not None
+        }
+        if erasures:
+            _extend_with_erasures(ledger, chunk, erasures)
+        else:
+            ledger.extend_rows(
+                chunk.rows,
+                chunk.message_rel,
+                chunk.document_rel,
+                chunk.other_rel,
+                chunk.words_of,
+                chunk.postings,
+            )
         for entry in chunk.extras:
             seq = entry[0]
             if entry[1] == _REJECTED:
                 rejections.append(Rejection(seq, entry[2], entry[3]))
+            elif seq in erasures:
+                continue
             elif seq > since:
                 graph = fold_record(graph.with_(authorship=auth), seq, entry[2]).state
                 auth = graph.authorship

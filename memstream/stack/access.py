@@ -7,15 +7,18 @@ A user has one role, fixed when it is added (`add_user`), and is granted logs on
 ========== ==================================================== ===============================
 role       Kafka (ACLs, all ALLOW, literal names)               Redis (keys ``memstream:LOG:*``)
 ========== ==================================================== ===============================
-agent      LOG: write, read, describe, describe configs, create read
-           LOG.lifecycle: create (a writer makes it), read
-           LOG.lifecycle/.checkpoints/.memex: read, describe
+agent      LOG: write, read, describe, describe configs, create read; and write
+           LOG.lifecycle: create (a writer makes it), read      ``memstream:LOG:erasure:*``
+           LOG.lifecycle/.checkpoints/.memex: read, describe    (the erasure lock)
+           LOG.keys (the key store): read, write, create,
+           describe, describe configs
 projector  LOG: read, describe, describe configs                read and write, transactions,
            LOG.lifecycle/.checkpoints/.memex: read, write,      scripts (its lease)
            create, describe, describe and alter configs
+           LOG.keys: describe (it folds content sealed)
            transactional id memstream-projector.LOG: write
-reader     LOG and its derived topics: read, describe,          read
-           describe configs
+reader     LOG and its derived topics, LOG.keys: read,          read
+           describe, describe configs
 ========== ==================================================== ===============================
 
 Every role also reads the consumer groups named ``memstream-*`` (memstream's readers take a
@@ -51,6 +54,7 @@ import memstream.stack.secure as secure
 from memstream.stack.errors import StackError
 from memstream.stack.manager import _read_state, _running
 from memstream.stack.paths import StackPaths
+from producers.keys.kafka_keys import KEYS_SUFFIX
 from producers.logs.kafka_client import client_conf, error_cause
 
 log = logging.getLogger(__name__)
@@ -64,7 +68,8 @@ _READ = (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS
 _REDIS_ROLE_COMMANDS = {
     # The projector writes snapshots in MULTI/EXEC under WATCH, and renews its lease in Lua.
     "projector": ["+@read", "+@write", "+@transaction", "+@scripting", "+@connection"],
-    "agent": ["+@read", "+@connection"],
+    # An agent's erase takes the log's erasure lock (SET NX, DEL), on its own keys only.
+    "agent": ["+@read", "+@connection", "+set", "+del"],
     "reader": ["+@read", "+@connection"],
 }
 
@@ -190,6 +195,9 @@ def bindings(name: str, role: str, log_name: str) -> list[AclBinding]:
         out += _topic(log_name + ".lifecycle", principal, (AclOperation.CREATE,))
         for topic in derived:
             out += _topic(topic, principal, _READ)
+        out += _topic(
+            log_name + KEYS_SUFFIX, principal, (*_READ, AclOperation.WRITE, AclOperation.CREATE)
+        )
     elif role == "projector":
         out += _topic(log_name, principal, _READ)
         for topic in derived:
@@ -198,6 +206,7 @@ def bindings(name: str, role: str, log_name: str) -> list[AclBinding]:
                 principal,
                 (*_READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.ALTER_CONFIGS),
             )
+        out += _topic(log_name + KEYS_SUFFIX, principal, (AclOperation.DESCRIBE,))
         out += [
             AclBinding(
                 ResourceType.TRANSACTIONAL_ID,
@@ -211,7 +220,7 @@ def bindings(name: str, role: str, log_name: str) -> list[AclBinding]:
             for op in (AclOperation.WRITE, AclOperation.DESCRIBE)
         ]
     elif role == "reader":
-        for topic in (log_name, *derived):
+        for topic in (log_name, *derived, log_name + KEYS_SUFFIX):
             out += _topic(topic, principal, _READ)
     else:
         raise ValueError(f"role {role!r}: expected one of {', '.join(ROLES)}")
@@ -233,7 +242,11 @@ def bindings(name: str, role: str, log_name: str) -> list[AclBinding]:
 def redis_keys(role: str, log_name: str) -> list[str]:
     """The Redis key pattern rule granting `log_name`'s snapshot keys to a user of `role`."""
     pattern = f"memstream:{log_name}:*"
-    return [f"~{pattern}"] if role == "projector" else [f"%R~{pattern}"]
+    if role == "projector":
+        return [f"~{pattern}"]
+    if role == "agent":
+        return [f"%R~{pattern}", f"~memstream:{log_name}:erasure:*"]
+    return [f"%R~{pattern}"]
 
 
 def grant(paths: StackPaths, name: str, log_name: str) -> tuple[str, list[AclBinding]]:

@@ -10,14 +10,18 @@ Erasure read from the log makes this process forget its subject's cached keys.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from projector.record_fold import LogState
 from schemas.audit import ERASED, Document, Erasure, Message
+from schemas.codec import decode_record
 from schemas.crypto.envelope import SealedError, is_sealed, open_sealed, parse, seal
 from schemas.crypto.subjects import CONTENT_FIELD, subject_of
+from schemas.evidence.merkle import leaf_hash
 from schemas.records import Record
 
-__all__ = ["KeyStore", "seal_record", "open_record", "sealed_key_id"]
+__all__ = ["KeyStore", "seal_record", "open_record", "sealed_key_id", "check_receipt"]
 
 
 class KeyStore(Protocol):
@@ -68,6 +72,42 @@ def open_record(keys: KeyStore, record: Record) -> Record:
     else:
         plain = open_sealed(sealed, event_id=record.id, field=field, key=key)
     return record.model_copy(update={field: plain})
+
+
+def check_receipt(
+    keys: KeyStore,
+    state: LogState,
+    receipt: Erasure,
+    stored_records: Callable[[Sequence[int]], dict[int, bytes]],
+) -> None:
+    """Refuse (ValueError) an Erasure that does not tell the truth, before it is appended:
+    each event it names must be in `state`, its leaf hash that of its stored record, and
+    the key its content is sealed under destroyed already (every log runs this check on
+    every Erasure it is given to append, `Memory.erase`'s own included)."""
+    seqs = []
+    for target in receipt.erased:
+        event = state.memory.get(target)
+        if event is None or event.seq is None:
+            raise ValueError(f"erasure {receipt.id}: unknown event {target}")
+        seqs.append(event.seq)
+    stored = stored_records(seqs)
+    for target, seq, claimed in zip(receipt.erased, seqs, receipt.leaf_hashes, strict=True):
+        data = stored.get(seq)
+        if data is None:
+            raise ValueError(
+                f"erasure {receipt.id}: the record of event {target} (seq {seq}) is not in the log"
+            )
+        if leaf_hash(data).hex() != claimed:
+            raise ValueError(
+                f"erasure {receipt.id}: leaf_hashes: {claimed} is not the leaf hash of "
+                f"event {target} (seq {seq})"
+            )
+        key_id = sealed_key_id(decode_record(data))
+        if key_id is not None and keys.key(key_id) is not None:
+            raise ValueError(
+                f"erasure {receipt.id}: the key of event {target} is not destroyed; "
+                "erase with Memory.erase, which destroys it in the same transaction"
+            )
 
 
 __all__ += ["SealedError"]

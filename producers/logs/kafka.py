@@ -69,10 +69,12 @@ Failures are bounded in time and say what became of each record:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
@@ -81,10 +83,13 @@ from os import PathLike
 from typing import Any, TypeVar, cast
 from uuid import UUID
 
+import redis
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka import Message as KafkaMessage
 from confluent_kafka.admin import AdminClient
 
+from producers.keys.cipher import SealedError, check_receipt, open_record, seal_record
+from producers.keys.kafka_keys import KafkaKeyStore, create_keys_topic, keys_topic_exists
 from producers.logs.adapters import register_opener
 from producers.logs.base import (
     Appended,
@@ -126,17 +131,19 @@ from projector.record_fold import (
     empty_state,
     fold_record,
 )
-from projector.snapshot_store import SnapshotStore
-from schemas.audit import BaseEvent
-from schemas.codec import KIND_HEADER, KINDS, record_id, record_kind
+from projector.snapshot_store import RedisAccessError, SnapshotStore
+from schemas.audit import BaseEvent, Document, Erasure, Message
+from schemas.codec import KIND_HEADER, KINDS, encode_record, record_id, record_kind
 from schemas.errors import (
     AppendFailedError,
     AppendOutcomeUnknownError,
     CorruptLogError,
+    EncryptionError,
     MemstreamError,
 )
 from schemas.evidence.note import NoteSigner
 from schemas.evidence.proof import ConsistencyProof, EvidenceError, InclusionProof
+from schemas.limits import MAX_RECORD_BYTES, check_record_size
 from schemas.records import Record
 
 __all__ = [
@@ -415,6 +422,10 @@ def _seek(consumer: Consumer, topic: str, offset: int) -> None:
         ) from None
 
 
+# An erase or a sweep holds the erasure lock at most this long (it expires by itself).
+_ERASURE_LOCK_MS = 60_000
+
+
 class KafkaLog:
     """A log on a Kafka topic, folded into a `LogState` (hydrated from Redis if it can).
 
@@ -444,8 +455,13 @@ class KafkaLog:
         failed: MemstreamError | None = None
         # Whether the log's partition has several replicas, so that its leader can move.
         self._replicated = False
+        # An encrypted log's key store (the topic LOG.keys; `producers.keys.kafka_keys`).
+        self.keys: KafkaKeyStore | None = None
+        self._encrypted = False
         try:
             self._replicated = self._ensure_topics(create) > 1
+            if self._encrypted:
+                self.keys = KafkaKeyStore(location.bootstrap, self.topic, self._read_timeout)
         except MemstreamError as exc:
             failed = exc
         if failed is not None:
@@ -523,6 +539,9 @@ class KafkaLog:
                     timeout=max(0.1, self._read_timeout - (time.monotonic() - opening)),
                     bootstrap=location.bootstrap,
                 )
+            self._encrypted = keys_topic_exists(
+                admin, self.topic, max(0.5, self._read_timeout - (time.monotonic() - opening))
+            )
         except KafkaAuthenticationError:
             raise
         except KafkaUnavailableError as exc:
@@ -538,6 +557,10 @@ class KafkaLog:
         return replicas
 
     def _hydrate(self) -> LogState:
+        if self.keys is not None:
+            # The projector folds an encrypted log as stored (sealed content, no plaintext
+            # in Redis): a reader that serves plaintext folds the log itself.
+            return empty_state()
         try:
             store = SnapshotStore.connect(self.kafka_location)
             # Only a snapshot of this topic (its id now), within the partition's end (asked
@@ -848,8 +871,11 @@ class KafkaLog:
             self._wait_inflight()
             self._fold_until(self.end_offset())
             agent = self._agent
-            records, encoded, value = prepare(self._state, build, agent=agent)
-            encoded = sign_encoded(agent, self._state, records, encoded)
+            records, encoded, value = prepare(
+                self._state, build, erasable=self.keys is not None, agent=agent
+            )
+            # sealed, then signed: the signature covers the stored (sealed) bytes
+            encoded = sign_encoded(agent, self._state, records, self._sealed(records, encoded))
             return self._publish_and_fold(records, encoded), value
 
     def _publish_and_fold(self, records: list[Record], encoded: list[bytes]) -> list[Appended]:
@@ -948,8 +974,8 @@ class KafkaLog:
             self._prune_pending()
         return errors
 
-    @staticmethod
     def _fold_one(
+        self,
         state: LogState,
         seq: int,
         value: bytes,
@@ -959,7 +985,11 @@ class KafkaLog:
     ) -> LogState:
         """`state` with the record at `seq` folded (see `_fold_until` for `watch`)."""
         before = state
-        state, events = fold_record(state, seq, value)
+        keys = self.keys
+        if keys is None:
+            state, events = fold_record(state, seq, value)
+        else:
+            state, events = fold_record(state, seq, value, erasable=True, opener=self._opened)
         if seq in watch:
             lifecycle[seq] = events
             if len(state.rejections) > len(before.rejections):
@@ -968,7 +998,7 @@ class KafkaLog:
                     errors[seq] = AuthorshipError(refused.reason)
                     return state
                 try:
-                    apply_record(before, seq, watch[seq])
+                    apply_record(before, seq, watch[seq], erasable=keys is not None)
                     errors[seq] = KafkaLogError(f"seq {seq}: refused by the fold")
                 except Exception as exc:
                     errors[seq] = exc
@@ -1038,9 +1068,12 @@ class KafkaLog:
                 self._fold_until(self.end_offset())
             self._first_read = True
         inflight = self._inflight
+        erasable = self.keys is not None
         if not inflight or not any(r.id in inflight for r in records):
             try:
-                check_records(self._state, records, self._pending, signer=self._signer_name)
+                check_records(
+                    self._state, records, self._pending, erasable=erasable, signer=self._signer_name
+                )
                 return
             except Exception:
                 pass
@@ -1049,12 +1082,16 @@ class KafkaLog:
         if self._outstanding:
             self._wait_inflight()
             try:
-                check_records(self._state, records, self._pending, signer=self._signer_name)
+                check_records(
+                    self._state, records, self._pending, erasable=erasable, signer=self._signer_name
+                )
                 return
             except Exception:
                 pass
         self._fold_until(self.end_offset())
-        check_records(self._state, records, self._pending, signer=self._signer_name)
+        check_records(
+            self._state, records, self._pending, erasable=erasable, signer=self._signer_name
+        )
 
     def submit(self, records: Sequence[Record], then: Callable[[list[Appended]], R]) -> Future[R]:
         """Check and produce audit events without waiting; a future of `then(appended)`.
@@ -1088,7 +1125,9 @@ class KafkaLog:
             agent = self._agent
             records = stamp_actor(records, agent)
             self._check(records)
-            encoded = sign_encoded(agent, self._state, records, encode_records(records))
+            encoded = sign_encoded(
+                agent, self._state, records, self._sealed(records, encode_records(records))
+            )
             return self._start(records, encoded, future, then, track=True)
 
     def append(self, records: Sequence[Record]) -> list[Appended]:
@@ -1243,6 +1282,136 @@ class KafkaLog:
         with self._evidence_lock:
             return self._prover().consistency(old_size, new_size, self._head())
 
+    # --- encryption and erasure (producers.keys, producers.erasure) ---------------------
+
+    def _sealed(self, records: list[Record], encoded: list[bytes]) -> list[bytes]:
+        """The bytes to produce: on an encrypted log, content sealed under keys that are
+        durable in the key store before this returns, and an Erasure refused unless it tells
+        the truth (`check_receipt`). Under `_lock`."""
+        keys = self.keys
+        if keys is None:
+            return encoded
+        out = list(encoded)
+        if any(isinstance(r, Message | Document) for r in records):
+            # Once for the batch: a subject another process erased meanwhile is not
+            # sealed under its destroyed key (its tombstones are read first).
+            keys.refresh()
+        for i, record in enumerate(records):
+            if type(record) is Erasure:
+                check_receipt(keys, self._state, record, self.stored_records)
+            sealed = seal_record(keys, record)
+            if sealed is not record:
+                data = out[i] = encode_record(sealed)
+                if len(data) > MAX_RECORD_BYTES:
+                    check_record_size(record, data)  # sealed, it grew past the limit
+        return out
+
+    def _opened(self, record: Record) -> Record:
+        """The readable record (an encrypted log's content opened with its key);
+        `CorruptLogError` when a sealed value does not open (the stored bytes changed)."""
+        assert self.keys is not None
+        try:
+            return open_record(self.keys, record)
+        except SealedError as exc:
+            raise CorruptLogError(
+                f"log {self.topic}: record {record_id(record)}: the sealed content does not "
+                f"open: {exc}; the log is corrupt (every record was sealed before it was "
+                "written)"
+            ) from None
+
+    def enable_encryption(self) -> None:
+        """Make this log encrypted (create its key store, the topic LOG.keys): only an empty
+        log may become one; `EncryptionError` for one holding records, nothing created."""
+        with self._lock:
+            if self.keys is not None:
+                return
+            held = self.end_offset()
+            if held:
+                raise EncryptionError(
+                    f"log {self.topic}: holds {held} records written without encryption, "
+                    "which cannot be erased; copy it into a new encrypted log with "
+                    "`memstream reencrypt SRC DST`"
+                )
+            create_keys_topic(
+                admin_for(self.kafka_location.bootstrap),
+                self.topic,
+                self.kafka_location.replication_factor,
+                self._read_timeout,
+            )
+            self.keys = KafkaKeyStore(self.kafka_location.bootstrap, self.topic, self._read_timeout)
+            self._encrypted = True
+
+    def stored_records(self, seqs: Sequence[int]) -> dict[int, bytes]:
+        """The bytes the log holds at `seqs` (read from the topic; none past its end)."""
+        end = self.end_offset()
+        wanted = sorted(s for s in set(seqs) if 0 <= s < end)
+        found: dict[int, bytes] = {}
+        if not wanted:
+            return found
+        consumer = self._new_consumer(self.topic)
+        try:
+            consumer.assign([TopicPartition(self.topic, 0, wanted[0])])
+            waited = time.monotonic()
+            index = 0
+            while index < len(wanted):
+                messages = consume_ready(consumer, 1000, 0.2)
+                for message in messages:
+                    if message.error() is not None:
+                        raise KafkaUnavailableError(
+                            f"log {self.topic}: reading seq {wanted[index]}: {message.error()}"
+                        )
+                    seq = cast(int, message.offset())
+                    while index < len(wanted) and wanted[index] < seq:
+                        index += 1  # not in the topic (past its end, or a gap)
+                    if index < len(wanted) and wanted[index] == seq:
+                        found[seq] = bytes(cast(bytes, message.value()) or b"")
+                        index += 1
+                if messages:
+                    waited = time.monotonic()
+                elif time.monotonic() - waited > self._read_timeout:
+                    raise self._stalled(wanted[index], end)
+        finally:
+            consumer.close()
+        return found
+
+    @contextlib.contextmanager
+    def exclusive(self, what: str) -> Iterator[None]:
+        """Hold the log's erasure lock (a Redis key with an expiry) for an erase or a
+        sweep, so that those of several processes run one after the other: each catches up
+        to the log's end under it, and sees the receipts the previous one appended."""
+        client = redis.Redis.from_url(self.kafka_location.redis_url)
+        key = f"{self.kafka_location.key_prefix}erasure:lock"
+        token = uuid.uuid4().hex
+        deadline = time.monotonic() + self._append_timeout
+        try:
+            while not client.set(key, token, nx=True, px=_ERASURE_LOCK_MS):
+                if time.monotonic() > deadline:
+                    raise KafkaLogError(
+                        f"log {self.topic}: {what}: another process held the erasure lock "
+                        f"for {self._append_timeout:g} s"
+                    )
+                time.sleep(0.05)
+        except redis.RedisError as exc:
+            raise RedisAccessError(
+                f"log {self.topic}: {what}: cannot take the erasure lock in Redis: {exc}"
+            ) from None
+        try:
+            yield
+        finally:
+            try:
+                if client.get(key) == token.encode():
+                    client.delete(key)
+            except redis.RedisError:
+                log.warning("%s: the erasure lock expires by itself", self.topic)
+            client.close()
+
+    def purge(self) -> bool:
+        """After an erasure: roll the key store's active segment, so the broker's cleaner
+        removes the destroyed keys (`producers.keys.kafka_keys`)."""
+        if self.keys is not None:
+            self.keys.roll()
+        return True
+
     def close(self) -> None:
         with self._lock:
             if self._closed:
@@ -1262,6 +1431,8 @@ class KafkaLog:
                     log.debug("%s: closing a consumer", self.topic, exc_info=True)
         if self._evidence is not None:
             self._evidence.close()
+        if self.keys is not None:
+            self.keys.close()
         # Outside the lock: a future's callback on the poller thread may still want it.
         if self._poller is not None and self._poller is not threading.current_thread():
             self._poller.join()

@@ -45,7 +45,12 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 from urllib.parse import quote
 
-from producers.keys.cipher import SealedError, open_record, seal_record, sealed_key_id
+from producers.keys.cipher import (
+    SealedError,
+    check_receipt,
+    open_record,
+    seal_record,
+)
 from producers.keys.sqlite_keys import SqliteKeyStore
 from producers.logs.adapters import register_opener
 from producers.logs.base import (
@@ -79,7 +84,6 @@ from schemas.errors import (
     LogUnavailableError,
     MemstreamError,
 )
-from schemas.evidence.merkle import leaf_hash
 from schemas.evidence.note import NoteSigner
 from schemas.evidence.proof import ConsistencyProof, InclusionProof
 from schemas.limits import MAX_RECORD_BYTES, check_record_size
@@ -731,28 +735,8 @@ class SqliteLog:
         return out
 
     def _check_receipt(self, state: LogState, receipt: Erasure) -> None:
-        keys = self.keys
-        assert keys is not None
-        seqs = []
-        for target in receipt.erased:
-            event = state.memory.get(target)
-            if event is None or event.seq is None:  # check_records named it already
-                raise ValueError(f"erasure {receipt.id}: unknown event {target}")
-            seqs.append(event.seq)
-        stored = self.stored_records(seqs)
-        for target, seq, claimed in zip(receipt.erased, seqs, receipt.leaf_hashes, strict=True):
-            data = stored[seq]
-            if leaf_hash(data).hex() != claimed:
-                raise ValueError(
-                    f"erasure {receipt.id}: leaf_hashes: {claimed} is not the leaf hash of "
-                    f"event {target} (seq {seq})"
-                )
-            key_id = sealed_key_id(decode_record(data))
-            if key_id is not None and keys.key(key_id) is not None:
-                raise ValueError(
-                    f"erasure {receipt.id}: the key of event {target} is not destroyed; "
-                    "erase with Memory.erase, which destroys it in the same transaction"
-                )
+        assert self.keys is not None
+        check_receipt(self.keys, state, receipt, self.stored_records)
 
     # --- encryption and erasure (producers.keys, producers.erasure) ---------------------
 

@@ -36,6 +36,7 @@ from producers.logs.location import parse_kafka_location
 from producers.logs.signing_key import init_key
 from projector.service import Projector
 from projector.snapshot_store import RedisAccessError, SnapshotStore
+from schemas.audit import ERASED
 from schemas.errors import AppendFailedError, MemstreamError
 
 pytestmark = [pytest.mark.kafka, pytest.mark.secure]
@@ -364,3 +365,30 @@ def test_queryd_serves_a_log_as_its_reader(secured: Secured, as_user) -> None:
         assert app.state.daemon.registry.wait_ready(60), "the log did not hydrate"
         answer = client.get(f"/logs/{LOG}/state", params={"min_seq": stored.seq})
         assert answer.status_code == 200, answer.text
+
+
+def test_an_encrypted_log_on_the_secured_stack(secured: Secured, as_user) -> None:
+    """Agents seal and erase (the key store LOG.keys, the erasure lock in Redis), readers
+    read plaintext, the projector folds the receipt without ever reading a key."""
+    log_name = "private-orders"
+    stack = ["--stack-dir", str(secured.paths.root)]
+    for name in ("alice", "proj", "bob"):
+        assert memstream_main(["acl", "grant", name, "--log", log_name, *stack]) == 0
+    as_user("alice")
+    with Memory(secured.location(log_name, "alice"), encrypt=True) as memory:
+        card = memory.add_message(message("card 4111 1111"))
+        other = memory.add_message(
+            Message(session_id="t", actor="alice", speaker="alice", content="kept")
+        )
+        erasure = memory.erase("s", "request")
+        assert erasure.erased == (card.id,)
+    as_user("bob")
+    with Memory(secured.location(log_name, "bob"), create=False) as reader:
+        assert reader.get(card.id).content == ERASED  # type: ignore[union-attr]
+        assert reader.get(other.id).content == "kept"  # type: ignore[union-attr]
+    as_user("proj")
+    state = Projector(parse_kafka_location(secured.location(log_name, "proj"))).run(
+        until_caught_up=True, max_seconds=120
+    )
+    assert list(state.rejections) == []
+    assert state.memory.erasure_of(card.id) is not None

@@ -21,7 +21,8 @@ from producers.logs.sqlite import LOG_FILE, record_checksum
 from producers.memory import Memory
 from projector.authorship import AuthorshipError, enrol_record
 from projector.record_fold import LogState, Rejection
-from schemas.audit import Deletion, Message
+from schemas.audit import ERASED, Deletion, Message
+from schemas.codec import decode_record as decode_record_bytes
 from schemas.codec import encode_record, record_id, record_kind
 from schemas.evidence.note import NoteSigner
 from schemas.graph.items import create_memory_item
@@ -435,3 +436,42 @@ def test_an_auditor_verifies_authorship_from_the_log_and_the_admin_keys(signed: 
     other = verify_authorship(signed.location, [signed.alice.verifier])
     assert not other.ok and other.admins_match is False
     assert "not the ones given" in (other.problem or "")
+
+
+def test_a_signed_encrypted_log_seals_then_signs_and_erases(memory_location: str) -> None:
+    """Signing (issue 15) and sealing (issue 14) on one log: the stored bytes are the sealed
+    record signed by its writer; readers open it; an erasure by an enrolled agent is folded
+    and the erased content reads as erased, for the writer and for a fresh reader."""
+    admin = NoteSigner.generate("admin:root")
+    alice = NoteSigner.generate("agent:alice")
+    with Memory(memory_location, agent_key=admin, signed=True, encrypt=True) as memory:
+        memory.enrol(alice.verifier)
+    with Memory(memory_location, agent_key=alice) as writer:
+        card = writer.add_message(Message(speaker="ana", content="card 4111", session_id="ana"))
+        kept = writer.add_message(Message(speaker="bo", content="tea", session_id="bo"))
+        records = list(writer.log.records(0, timeout=1))
+        signed = split_signed(records[-1][1])
+        assert signed.signer == "agent:alice"
+        stored = decode_record_bytes(signed.inner)
+        assert stored.content.startswith("msenc1:")  # type: ignore[union-attr]
+        erasure = writer.erase("ana", "asked", requested_by="ana")
+        assert erasure.erased == (card.id,) and erasure.actor == "agent:alice"
+    with Memory(memory_location, create=False) as reader:
+        state = reader.log.state()
+        assert not state.rejections, state.rejections
+        assert reader.get(card.id).content == ERASED  # type: ignore[union-attr]
+        assert reader.get(kept.id).content == "tea"  # type: ignore[union-attr]
+        assert split_signed(list(reader.log.records(0, timeout=1))[-1][1]).signer == "agent:alice"
+    if memory_location.startswith("kafka://"):
+        from projector.service import Projector
+
+        # The projector folds it (sealed, with the signed Erasure) into a snapshot; a
+        # projector resuming from that snapshot (readers of an encrypted log fold the log
+        # themselves) holds the same state.
+        projected = Projector(memory_location, every_records=1).run(until_caught_up=True)
+        assert not projected.rejections and projected.authorship == state.authorship
+        assert projected.memory.erasure_of(card.id) is not None
+        resumed = Projector(memory_location, every_records=1).run(until_caught_up=True)
+        assert not resumed.rejections, resumed.rejections
+        assert resumed.authorship == state.authorship
+        assert resumed.memory.erasure_of(card.id) is not None
