@@ -11,6 +11,7 @@ from datetime import datetime
 
 from producers.memory import Memory
 from producers.reencrypt import reencrypt
+from projector.authorship import AuthorshipError
 from schemas.audit import Erasure
 from schemas.errors import MemstreamError
 
@@ -21,15 +22,22 @@ def _receipt(erasure: Erasure) -> str:
     return json.dumps(erasure.model_dump(mode="json"), sort_keys=True)
 
 
+def _failed(verb: str, exc: BaseException, args: argparse.Namespace) -> int:
+    hint = ""
+    if isinstance(exc, AuthorshipError) and args.agent_key is None:
+        hint = " (on a signed log, give --agent-key FILE: an enrolled agent's key)"
+    print(f"memstream {verb}: {exc}{hint}", file=sys.stderr)
+    return 1
+
+
 def _erase(args: argparse.Namespace) -> int:
     try:
-        with Memory(args.location, create=False) as memory:
+        with Memory(args.location, create=False, agent_key=args.agent_key) as memory:
             erasure = memory.erase(
                 args.subject, args.reason, requested_by=args.requested_by, actor=args.actor
             )
     except (MemstreamError, ValueError) as exc:
-        print(f"memstream erase: {exc}", file=sys.stderr)
-        return 1
+        return _failed("erase", exc, args)
     print(_receipt(erasure))
     return 0
 
@@ -46,7 +54,7 @@ def _when(text: str | None) -> datetime | None:
 def _retention(args: argparse.Namespace) -> int:
     try:
         now = _when(args.now)
-        with Memory(args.location, create=False) as memory:
+        with Memory(args.location, create=False, agent_key=args.agent_key) as memory:
             while True:
                 for erasure in memory.sweep_retention(now):
                     print(_receipt(erasure), flush=True)
@@ -54,8 +62,7 @@ def _retention(args: argparse.Namespace) -> int:
                     return 0
                 time.sleep(args.every)
     except (MemstreamError, ValueError) as exc:
-        print(f"memstream retention run: {exc}", file=sys.stderr)
-        return 1
+        return _failed("retention run", exc, args)
     except KeyboardInterrupt:
         return 0
 
@@ -70,6 +77,12 @@ def _reencrypt(args: argparse.Namespace) -> int:
     return 0
 
 
+_AGENT_KEY_HELP = (
+    "on a signed log: the key file of the enrolled agent who erases (the Erasure is signed "
+    "by it and names it as actor; `memstream agents create`)"
+)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     erase = sub.add_parser(
         "erase",
@@ -77,11 +90,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Destroy the keys of a data subject (a session id, or event:ID) of an "
         "encrypted log and append an Erasure receipt; prints the receipt as JSON.",
     )
-    erase.add_argument("location", help="the log (an embedded path)")
+    erase.add_argument("location", help="the log (a path or kafka:// URL)")
     erase.add_argument("--subject", required=True, help="the data subject: a session id")
     erase.add_argument("--reason", required=True, help="why (kept in the receipt)")
     erase.add_argument("--requested-by", default=None, help="who asked (kept in the receipt)")
     erase.add_argument("--actor", default=None, help="who erases (kept in the receipt)")
+    erase.add_argument("--agent-key", default=None, metavar="FILE", help=_AGENT_KEY_HELP)
     erase.set_defaults(func=_erase)
 
     retention = sub.add_parser("retention", help="enforce retain_until")
@@ -93,11 +107,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "Erasure per subject with the reason 'retention period elapsed'; prints each receipt. "
         "Idempotent and safe to run from several processes.",
     )
-    run.add_argument("location", help="the log (an embedded path)")
+    run.add_argument("location", help="the log (a path or kafka:// URL)")
     run.add_argument("--now", default=None, help="the time to sweep at (ISO-8601; default: now)")
     run.add_argument(
         "--every", type=float, default=None, help="sweep again every this many seconds"
     )
+    run.add_argument("--agent-key", default=None, metavar="FILE", help=_AGENT_KEY_HELP)
     run.set_defaults(func=_retention)
     retention.set_defaults(func=lambda args: retention.print_help() or 2)
 

@@ -100,7 +100,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.retention_every is not None:
             from projector.retention import RetentionSweeper
 
-            sweeper = RetentionSweeper(location, args.retention_every).start()
+            sweeper = RetentionSweeper(
+                location, args.retention_every, agent_key=args.agent_key
+            ).start()
         try:
             state = projector.run(stop, until_caught_up=args.until_caught_up)
         finally:
@@ -239,6 +241,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="SECONDS",
         help="also enforce retain_until: sweep the log every SECONDS (an encrypted log; "
         "as `memstream retention run`)",
+    )
+    run.add_argument(
+        "--agent-key",
+        default=None,
+        metavar="FILE",
+        help="on a signed log: the key file of the enrolled agent the retention sweep "
+        "erases as (its Erasures are signed by it and name it as actor)",
     )
     run.add_argument(
         "--until-caught-up",

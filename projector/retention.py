@@ -31,12 +31,16 @@ class RetentionSweeper:
         location: str,
         every: float,
         clock: Callable[[], datetime] = utc_now,
+        agent_key: str | None = None,
     ) -> None:
+        """`agent_key`: the key file of an agent enrolled on a signed log, whose name the
+        sweep's Erasures carry and sign (None: an unsigned log)."""
         if not every > 0:
             raise ValueError(f"retention every: expected a positive number of seconds, got {every}")
         self.location = location
         self.every = every
         self.clock = clock
+        self.agent_key = agent_key
         self.sweeps = 0
         self.erasures: list[Erasure] = []
         self.last_error: BaseException | None = None
@@ -66,7 +70,7 @@ class RetentionSweeper:
             while not self._stop.is_set():
                 try:
                     if memory is None:
-                        memory = Memory(self.location, create=False)
+                        memory = Memory(self.location, create=False, agent_key=self.agent_key)
                     self.sweep_once(memory)
                     self.last_error = None
                 except Exception as exc:  # logged and tried again: the service carries on

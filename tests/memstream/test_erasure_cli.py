@@ -104,3 +104,94 @@ def test_reencrypt_of_a_missing_log_creates_nothing(
     assert main(["reencrypt", str(tmp_path / "absent"), str(tmp_path / "new")]) == 1
     assert "does not exist" in capsys.readouterr().err
     assert not (tmp_path / "new").exists()
+
+
+def test_erase_and_retention_on_a_signed_log_with_an_agent_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A signed, encrypted log: `erase` and `retention run` without an agent key are refused
+    (nothing appended); with an enrolled agent's key file they erase, signed by it."""
+    from producers.logs.signing_key import init_key
+    from schemas.signing import split_signed
+
+    path = tmp_path / "signed"
+    admin = init_key(tmp_path / "admin.key", "admin:ops")
+    alice = init_key(tmp_path / "alice.key", "agent:alice")
+    with Memory(path, agent_key=admin, signed=True, encrypt=True) as memory:
+        memory.enrol(alice.verifier)
+    with Memory(path, agent_key=alice) as memory:
+        card = memory.add_message(Message(speaker="ana", content=CARD, session_id="ana"))
+        kept = memory.add_message(
+            Message(
+                speaker="bo",
+                content="bo's note",
+                session_id="bo",
+                retain_until=datetime(2027, 1, 1, tzinfo=UTC),
+            )
+        )
+    before = _count(path)
+    assert main(["erase", str(path), "--subject", "ana", "--reason", "asked"]) == 1
+    assert "give --agent-key FILE" in capsys.readouterr().err
+    assert main(["retention", "run", str(path), "--now", "2027-06-01T00:00:00+00:00"]) == 1
+    assert "give --agent-key FILE" in capsys.readouterr().err
+    assert _count(path) == before
+
+    key = str(tmp_path / "alice.key")
+    erase = ["erase", str(path), "--subject", "ana", "--reason", "asked", "--agent-key", key]
+    assert main(erase) == 0
+    receipt = json.loads(capsys.readouterr().out)
+    assert receipt["actor"] == "agent:alice" and receipt["erased"] == [str(card.id)]
+    sweep = ["retention", "run", str(path), "--now", "2027-06-01T00:00:00+00:00"]
+    assert main([*sweep, "--agent-key", key]) == 0
+    swept = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert swept["erased"] == [str(kept.id)] and swept["actor"] == "agent:alice"
+    with Memory(path, create=False) as reader:
+        assert not reader.log.state().rejections
+        assert reader.get(card.id).content == ERASED  # type: ignore[union-attr]
+        assert reader.get(kept.id).content == ERASED  # type: ignore[union-attr]
+        signers = [split_signed(data).signer for _, data in reader.log.records(0, timeout=1)]
+    assert signers[-2:] == ["agent:alice", "agent:alice"]
+    assert _count(path) == before + 2
+
+
+def test_the_projectors_retention_sweeper_erases_as_its_agent_on_a_signed_log(
+    tmp_path: Path,
+) -> None:
+    """`projector run --retention-every S --agent-key FILE`: the sweeper opens the log as
+    that agent; without the key its sweeps fail (and say why), with it they erase."""
+    import time
+
+    from producers.logs.signing_key import init_key
+    from projector.retention import RetentionSweeper
+
+    path = tmp_path / "signed"
+    admin = init_key(tmp_path / "admin.key", "admin:ops")
+    alice = init_key(tmp_path / "alice.key", "agent:alice")
+    with Memory(path, agent_key=admin, signed=True, encrypt=True) as memory:
+        memory.enrol(alice.verifier)
+    with Memory(path, agent_key=alice) as memory:
+        due = memory.add_message(
+            Message(
+                speaker="ana",
+                content=CARD,
+                session_id="ana",
+                retain_until=datetime(2027, 1, 1, tzinfo=UTC),
+            )
+        )
+    later = datetime(2027, 6, 1, tzinfo=UTC)
+    for key, expect_erased in [(None, False), (str(tmp_path / "alice.key"), True)]:
+        sweeper = RetentionSweeper(str(path), 0.05, clock=lambda: later, agent_key=key).start()
+        try:
+            deadline = time.monotonic() + 30
+            while not (sweeper.erasures or sweeper.last_error):
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+        finally:
+            sweeper.stop()
+        if expect_erased:
+            assert [e.erased for e in sweeper.erasures] == [(due.id,)]
+            assert sweeper.erasures[0].actor == "agent:alice"
+        else:
+            assert not sweeper.erasures and "not signed" in str(sweeper.last_error)
+    with Memory(path, create=False) as reader:
+        assert reader.get(due.id).content == ERASED  # type: ignore[union-attr]
