@@ -311,13 +311,13 @@ def _walk_names(value: Any, found: list[tuple[str, Any]]) -> None:
 
 
 def _check_bound(auth: Authorship, signer: str, record: Record) -> None:
-    others = auth.identities() - {signer}
-    where = f"{_kind(record)} {record.id}"
+    # Per record, on the fold's path: no set of every identity, no message built unless
+    # the check fails.
     if isinstance(record, BaseEvent):
         if record.actor != signer:
             raise AuthorshipError(
-                f"{where}: actor {record.actor!r} is not its signer {signer!r} (a signed "
-                "record's actor is the key that signed it)"
+                f"{_kind(record)} {record.id}: actor {record.actor!r} is not its signer "
+                f"{signer!r} (a signed record's actor is the key that signed it)"
             )
         names: list[tuple[str, Any]] = []
         if isinstance(record, Message):
@@ -328,10 +328,14 @@ def _check_bound(auth: Authorship, signer: str, record: Record) -> None:
         names = []
         _walk_names(record.payload, names)
     for name, value in names:
-        if isinstance(value, str) and value in others:
+        if (
+            isinstance(value, str)
+            and value != signer
+            and (value in auth.admins or value in auth.agents)
+        ):
             raise AuthorshipError(
-                f"{where}: {name} {value!r} names another identity of this log, not its "
-                f"signer {signer!r}"
+                f"{_kind(record)} {record.id}: {name} {value!r} names another identity of "
+                f"this log, not its signer {signer!r}"
             )
 
 
