@@ -111,6 +111,20 @@ def _revoke(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rotate_admin(args: argparse.Namespace) -> int:
+    try:
+        verifier = load_verifier(args.new_key)
+        with Memory(args.location, create=False, agent_key=args.admin_key) as memory:
+            seq = memory.rotate_admin(verifier)
+    except MemstreamError as exc:
+        return _fail("agents rotate-admin", exc)
+    print(
+        f"rotated {verifier.name}'s key at seq {seq}: {verifier.text()} (what its old key "
+        f"signs after seq {seq} is refused)"
+    )
+    return 0
+
+
 def _list(args: argparse.Namespace) -> int:
     try:
         with Memory(args.location, create=False) as memory:
@@ -162,6 +176,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--admin-key", required=True, metavar="FILE", help="an admin's key file")
     p.add_argument("--reason", default="revoked", help="why (kept in the log)")
     p.set_defaults(func=_revoke)
+
+    p = verbs.add_parser(
+        "rotate-admin",
+        help="replace an admin's key on a signed log (an admin's current key signs)",
+    )
+    p.add_argument("location", help="the log's location")
+    p.add_argument(
+        "new_key",
+        help="the admin's new verifier key (NAME+ID+KEY, NAME the admin's), or its key file",
+    )
+    p.add_argument("--admin-key", required=True, metavar="FILE", help="an admin's current key file")
+    p.set_defaults(func=_rotate_admin)
 
     p = verbs.add_parser("list", help="who may sign a log's records, and since which seq")
     p.add_argument("location", help="the log's location")

@@ -23,6 +23,7 @@ from projector.authorship import (
     AuthorshipError,
     enrol_record,
     revoke_record,
+    rotate_admin_record,
     signed_log_record,
 )
 from projector.record_fold import LogState
@@ -189,6 +190,13 @@ class Memory:
     def revoke(self, name: str, reason: str = "revoked") -> int:
         """Revoke an agent: records it signs from the next seq on are refused. Admins only."""
         record = revoke_record(name, reason, str(uuid4()), _now_iso())
+        return self._log.transact(lambda state: ([record], None))[0][0].seq
+
+    def rotate_admin(self, new_key: NoteVerifier | str) -> int:
+        """Replace an admin's key with `new_key` (a verifier key, or its file; its name is
+        the admin's). Signed by this memory's admin key, with the key it holds now: from
+        the next seq on, what the old key signs is refused. Returns the seq."""
+        record = rotate_admin_record(_verifier(new_key), str(uuid4()), _now_iso())
         return self._log.transact(lambda state: ([record], None))[0][0].seq
 
     @property

@@ -2,7 +2,10 @@
 
 A log is *signed* when its first record (seq 0) is a ``memstream.log.signed`` envelope,
 signed by one of the admin keys it names (their signed-note verifier keys,
-``NAME+KEYID+BASE64``). Admins are fixed by that record. Admins enrol agents
+``NAME+KEYID+BASE64``). The admins are fixed by that record; an admin's key can be
+replaced (``memstream.admin.rotate``: the admin's name and its new verifier key, signed by
+an admin with the key it holds then), so a lost or retired admin key is retired in the
+log's history, and what it signs after is refused. Admins enrol agents
 (``memstream.agent.enrol``: the agent's name, its verifier key, what it may append) and
 revoke them (``memstream.agent.revoke``) with records in the log, so which key was valid at
 seq N is part of the log's history (`Authorship.history`). A log whose first record is
@@ -53,6 +56,7 @@ __all__ = [
     "LOG_SIGNED",
     "AGENT_ENROL",
     "AGENT_REVOKE",
+    "ADMIN_ROTATE",
     "AUTHORSHIP_TYPES",
     "BOUND_FIELDS",
     "is_authorship_record",
@@ -62,12 +66,14 @@ __all__ = [
     "signed_log_record",
     "enrol_record",
     "revoke_record",
+    "rotate_admin_record",
 ]
 
 LOG_SIGNED = "memstream.log.signed"
 AGENT_ENROL = "memstream.agent.enrol"
 AGENT_REVOKE = "memstream.agent.revoke"
-AUTHORSHIP_TYPES = frozenset({LOG_SIGNED, AGENT_ENROL, AGENT_REVOKE})
+ADMIN_ROTATE = "memstream.admin.rotate"
+AUTHORSHIP_TYPES = frozenset({LOG_SIGNED, AGENT_ENROL, AGENT_REVOKE, ADMIN_ROTATE})
 # What an agent may be allowed to append: the audit kinds, and graph envelopes.
 KINDS: tuple[str, ...] = ("message", "document", "recall", "deletion", "erasure", "graph")
 # Fields naming a person, checked at any depth of an envelope's payload.
@@ -352,12 +358,36 @@ def _may(kinds: Any, record: GraphEnvelope) -> frozenset[str]:
     return frozenset(kinds)
 
 
+def _rotate_admin(auth: Authorship, seq: int, record: GraphEnvelope) -> Authorship:
+    """An admin's key replaced (the record is signed by an admin: checked by the caller)."""
+    payload = _payload(record)
+    name = payload.get("admin")
+    if not isinstance(name, str) or name not in auth.admins:
+        raise AuthorshipError(f"{ADMIN_ROTATE} {record.id}: 'admin' must name an admin of this log")
+    verifier = _verifier(payload.get("key"), f"{ADMIN_ROTATE} {record.id}: key")
+    if verifier.name != name:
+        raise AuthorshipError(
+            f"{ADMIN_ROTATE} {record.id}: the key is named {verifier.name!r}, not {name!r}"
+        )
+    if verifier.key_id == auth.admins[name].key_id:
+        raise AuthorshipError(f"{ADMIN_ROTATE} {record.id}: {name!r} holds this key already")
+    return Authorship(
+        auth.log_id,
+        auth.admins.set(name, verifier),
+        auth.agents,
+        auth.history.append((seq, "rotate", name, verifier.text())),
+        auth.envelope_ids,
+    )
+
+
 def _apply_admin(auth: Authorship, seq: int, record: GraphEnvelope, signer: str) -> Authorship:
     if signer not in auth.admins:
         raise AuthorshipError(
             f"{record.type} {record.id}: signed by {signer!r}, who is not an admin of this "
-            "log (only its admins enrol and revoke agents)"
+            "log (only its admins enrol and revoke agents, and rotate admin keys)"
         )
+    if record.type == ADMIN_ROTATE:
+        return _rotate_admin(auth, seq, record)
     payload = _payload(record)
     name = payload.get("agent")
     if not isinstance(name, str) or not name:
@@ -484,3 +514,8 @@ def enrol_record(agent: NoteVerifier, may: list[str] | None, id_: str, ts: str) 
 
 def revoke_record(name: str, reason: str, id_: str, ts: str) -> GraphEnvelope:
     return _envelope(AGENT_REVOKE, {"agent": name, "reason": reason}, id_, ts)
+
+
+def rotate_admin_record(new_key: NoteVerifier, id_: str, ts: str) -> GraphEnvelope:
+    """Replace the key of the admin `new_key` names with `new_key` (signed by an admin)."""
+    return _envelope(ADMIN_ROTATE, {"admin": new_key.name, "key": new_key.text()}, id_, ts)

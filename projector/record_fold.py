@@ -323,10 +323,13 @@ def _authorship_lifecycle(seq: int, record: GraphEnvelope, auth: Authorship) -> 
         "memstream.log.signed": "log.signed",
         "memstream.agent.enrol": "agent.enrolled",
         "memstream.agent.revoke": "agent.revoked",
+        "memstream.admin.rotate": "admin.rotated",
     }[record.type]
     extra: dict[str, Any] = {"cause_id": record.id, "cause_ts": record.ts, "log_id": auth.log_id}
     if type_ == "log.signed":
         extra["admins"] = sorted(auth.admins)
+    elif type_ == "admin.rotated":
+        extra["admin"] = payload.get("admin")
     else:
         extra["agent"] = payload.get("agent")
     return Lifecycle(seq, OPERATION_NAMESPACE, type_, None, extra)
@@ -539,6 +542,7 @@ def check_records(
     *,
     erasable: bool = False,
     signer: str | None = None,
+    signer_key: bytes | None = None,
 ) -> None:
     """Raise what the fold would refuse if `records` were appended right after `state`.
 
@@ -546,7 +550,8 @@ def check_records(
     already appended after `state` but not folded yet) plus the batch before them;
     envelopes are applied to the (persistent) graph states, which are discarded. On a
     signed log (or for records of authorship) each record is first checked as signed by
-    `signer` (None: unsigned), `AuthorshipError` naming why it would be refused.
+    `signer` (None: unsigned) with the key whose id is `signer_key` (when given),
+    `AuthorshipError` naming why it would be refused.
     """
     if not erasable:
         for record in records:
@@ -557,7 +562,7 @@ def check_records(
         or signer is not None
         or any(is_authorship_record(r) for r in records)
     ):
-        _check_authorship(state, records, pending or _NOTHING, signer)
+        _check_authorship(state, records, pending or _NOTHING, signer, signer_key)
     if len(records) == 1 and isinstance(records[0], BaseEvent):
         # The common append, one audit event: no batch to remember it in.
         check_append(state.memory, records[0], pending or _NOTHING)
@@ -602,6 +607,7 @@ def _check_authorship(
     records: Sequence[Record],
     pending: Mapping[UUID, BaseEvent],
     signer: str | None,
+    signer_key: bytes | None = None,
 ) -> None:
     auth = state.authorship
     if signer is not None and auth is not None:
@@ -621,6 +627,13 @@ def _check_authorship(
                 "this log does not require signatures (created without them): open it "
                 "without an agent key, or write to a log created signed"
             )
+        if auth is not None and signer is not None and signer_key is not None:
+            held = auth.key_at(signer)  # the key `verify_signature` checks at this seq
+            if held is not None and held.key_id != signer_key:
+                raise AuthorshipError(
+                    f"{signer!r} signs with key {signer_key.hex()}, not the key "
+                    f"{held.key_id.hex()} it holds on this log (replaced since)"
+                )
         auth = authorize(auth, seq, record, signer, known)
         if isinstance(record, BaseEvent):
             batch[record.id] = record

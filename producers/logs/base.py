@@ -197,7 +197,13 @@ def prepare(
     """
     records, value = build(state)
     records = stamp_actor(records, agent)
-    check_records(state, records, erasable=erasable, signer=None if agent is None else agent.name)
+    check_records(
+        state,
+        records,
+        erasable=erasable,
+        signer=None if agent is None else agent.name,
+        signer_key=None if agent is None else agent.verifier.key_id,
+    )
     return records, encode_records(records), value
 
 

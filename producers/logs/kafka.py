@@ -1054,10 +1054,26 @@ class KafkaLog:
     def _signer_name(self) -> str | None:
         return None if self._agent is None else self._agent.name
 
+    @property
+    def _signer_key(self) -> bytes | None:
+        return None if self._agent is None else self._agent.verifier.key_id
+
     def use_agent_key(self, agent: NoteSigner | None) -> None:
         """Sign every record this producer appends with `agent` (provable authorship)."""
         with self._lock:
             self._agent = agent
+
+    def _check_state(self, records: list[Record], erasable: bool) -> None:
+        """`check_records` against this log's state and pending appends, as this writer
+        (its agent key) would append them. Under `_lock`."""
+        check_records(
+            self._state,
+            records,
+            self._pending,
+            erasable=erasable,
+            signer=self._signer_name,
+            signer_key=self._signer_key,
+        )
 
     def _check(self, records: list[Record]) -> None:
         """Raise what the fold would refuse (see the module's docstring). Under `_lock`."""
@@ -1071,9 +1087,7 @@ class KafkaLog:
         erasable = self.keys is not None
         if not inflight or not any(r.id in inflight for r in records):
             try:
-                check_records(
-                    self._state, records, self._pending, erasable=erasable, signer=self._signer_name
-                )
+                self._check_state(records, erasable)
                 return
             except Exception:
                 pass
@@ -1082,16 +1096,12 @@ class KafkaLog:
         if self._outstanding:
             self._wait_inflight()
             try:
-                check_records(
-                    self._state, records, self._pending, erasable=erasable, signer=self._signer_name
-                )
+                self._check_state(records, erasable)
                 return
             except Exception:
                 pass
         self._fold_until(self.end_offset())
-        check_records(
-            self._state, records, self._pending, erasable=erasable, signer=self._signer_name
-        )
+        self._check_state(records, erasable)
 
     def submit(self, records: Sequence[Record], then: Callable[[list[Appended]], R]) -> Future[R]:
         """Check and produce audit events without waiting; a future of `then(appended)`.

@@ -68,6 +68,22 @@ def test_create_enrol_list_revoke_verify(capsys: pytest.CaptureFixture[str]) -> 
     assert report["requires_signatures"] and report["admins_match"] is False
     assert [h[1] for h in report["history"]] == ["admin", "enrol", "revoke"]
 
+    # The admin's key is replaced in the log; the auditor still holds the key as created.
+    assert main(["agents", "create", "admin:ops", "--key", "admin2.key"]) == 0
+    capsys.readouterr()
+    assert main(["agents", "rotate-admin", "db", "admin2.key", "--admin-key", "admin.key"]) == 0
+    assert "rotated admin:ops's key at seq 4" in capsys.readouterr().out
+    assert main(["agents", "revoke", "db", "agent:bob", "--admin-key", "admin.key"]) == 2
+    assert "replaced since" in capsys.readouterr().err  # the old key signs nothing more
+    assert main(["agents", "list", "db"]) == 0
+    assert "rotate  admin:ops" in capsys.readouterr().out
+    assert main(["checkpoint", "db", "--key", "ck.key"]) == 0
+    capsys.readouterr()
+    assert main(["verify", "db", "--key", "ck.key", "--admin", admin, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)["authorship"]
+    assert report["admins_match"] is True
+    assert [h[1] for h in report["history"]] == ["admin", "enrol", "revoke", "rotate"]
+
 
 def test_an_unsigned_log_says_so(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["log", "create", "plain", "--unsigned"]) == 0

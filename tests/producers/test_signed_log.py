@@ -475,3 +475,31 @@ def test_a_signed_encrypted_log_seals_then_signs_and_erases(memory_location: str
         assert not resumed.rejections, resumed.rejections
         assert resumed.authorship == state.authorship
         assert resumed.memory.erasure_of(card.id) is not None
+
+
+def test_an_admin_key_is_rotated_in_the_log(signed: Setup) -> None:
+    """`rotate_admin`: the admin's new key signs from the next seq on; what the old key
+    signs after is refused, by the producer (nothing appended) and, written raw, by the
+    fold (a rejection); the rotation is in the history; a non-admin cannot rotate."""
+    new_admin = NoteSigner.generate("admin:root")
+    with Memory(signed.location, agent_key=signed.alice) as alice:
+        with pytest.raises(AuthorshipError, match="not an admin"):
+            alice.rotate_admin(NoteSigner.generate("admin:root").verifier)
+    with Memory(signed.location, agent_key=signed.admin) as old:
+        rotated_at = old.rotate_admin(new_admin.verifier)
+        before = _state(signed.location)
+        with pytest.raises(AuthorshipError, match="replaced since"):
+            old.enrol(NoteSigner.generate("agent:carol").verifier)
+    assert _state(signed.location).last_seq == before.last_seq  # nothing appended
+    with Memory(signed.location, agent_key=new_admin) as new:
+        carol_at = new.enrol(NoteSigner.generate("agent:carol").verifier)
+        with pytest.raises(AuthorshipError, match="holds this key already"):
+            new.rotate_admin(new_admin.verifier)
+    late = enrol_record(NoteSigner.generate("agent:dave").verifier, None, str(uuid.uuid4()), TS)
+    _assert_refused_raw(signed, _signed(signed.admin, signed.log_id, late), late, "not the key")
+    state = _state(signed.location)
+    auth = state.authorship
+    assert auth is not None and auth.admins["admin:root"] == new_admin.verifier
+    assert (rotated_at, "rotate", "admin:root", new_admin.verifier.text()) in auth.history
+    assert "agent:carol" in auth.agents and "agent:dave" not in auth.agents
+    assert carol_at == rotated_at + 1
