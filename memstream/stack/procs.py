@@ -126,30 +126,34 @@ def launch(
     return record
 
 
-def _reap(pid: int) -> None:
-    """Wait for a child of this process that is exiting (called once it is no longer ours:
-    its command line empties just before it becomes a zombie, so poll() may be early)."""
-    proc = _CHILDREN.get(pid)
-    if proc is None:
-        return
-    try:
-        proc.wait(timeout=5.0)
-    except subprocess.TimeoutExpired:
-        log.warning("pid %d did not finish exiting within 5s", pid)
-        return
-    _CHILDREN.pop(pid, None)
+def _exited(record: ProcessRecord) -> bool:
+    """True once the process has finished exiting: reaped, gone, or a zombie (whose files,
+    listening sockets included, are closed). Its command line empties earlier, when its
+    memory is released, while its sockets may still be open: a JVM with a large heap and
+    mapped segment files takes seconds there, and a node started again on its port found
+    the port still taken."""
+    proc = _CHILDREN.get(record.pid)
+    if proc is not None:
+        if proc.poll() is None:
+            return False
+        _CHILDREN.pop(record.pid, None)
+        return True
+    stat = read_stat(record.pid)
+    return stat is None or stat[0] in ("Z", "X") or stat[1] != record.starttime
 
 
 def wait_exit(record: ProcessRecord, timeout: float) -> bool:
-    """Wait up to `timeout` seconds for the process to be gone; True if it is."""
+    """Wait up to `timeout` seconds for the process to have finished exiting (see
+    `_exited`); True if it has."""
     deadline = time.monotonic() + timeout
     while True:
-        if not is_ours(record):
-            _reap(record.pid)  # a child of ours is a zombie until waited for
+        if not is_ours(record) and _exited(record):
             return True
         if time.monotonic() >= deadline:
+            if not is_ours(record):
+                log.warning("pid %d did not finish exiting within %gs", record.pid, timeout)
             return False
-        time.sleep(0.1)
+        time.sleep(0.05)
 
 
 def terminate(record: ProcessRecord, timeout: float = 30.0) -> bool:
