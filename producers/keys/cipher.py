@@ -15,13 +15,21 @@ from typing import Protocol
 
 from projector.record_fold import LogState
 from schemas.audit import ERASED, Document, Erasure, Message
-from schemas.codec import decode_record
+from schemas.codec import decode_record, encode_record
 from schemas.crypto.envelope import SealedError, is_sealed, open_sealed, parse, seal
 from schemas.crypto.subjects import CONTENT_FIELD, subject_of
 from schemas.evidence.merkle import leaf_hash
+from schemas.limits import MAX_RECORD_BYTES, check_record_size
 from schemas.records import Record
 
-__all__ = ["KeyStore", "seal_record", "open_record", "sealed_key_id", "check_receipt"]
+__all__ = [
+    "KeyStore",
+    "seal_record",
+    "seal_encoded",
+    "open_record",
+    "sealed_key_id",
+    "check_receipt",
+]
 
 
 class KeyStore(Protocol):
@@ -41,6 +49,28 @@ def seal_record(keys: KeyStore, record: Record) -> Record:
     key_id, key = keys.key_for(subject_of(record), own)
     token = seal(getattr(record, field), event_id=record.id, field=field, key_id=key_id, key=key)
     return record.model_copy(update={field: token})
+
+
+def seal_encoded(
+    keys: KeyStore,
+    records: Sequence[Record],
+    encoded: list[bytes],
+    check_erasure: Callable[[Erasure], None],
+) -> list[bytes]:
+    """The stored bytes of an encrypted log's `records` (`encoded` as written unsealed):
+    content sealed (`seal_record`), each Erasure first passed to `check_erasure` (which
+    raises unless the receipt tells the truth). Shared by both logs.
+    `RecordTooLargeError` when sealing grows a record past the limit."""
+    out = list(encoded)
+    for i, record in enumerate(records):
+        if type(record) is Erasure:
+            check_erasure(record)
+        sealed = seal_record(keys, record)
+        if sealed is not record:
+            data = out[i] = encode_record(sealed)
+            if len(data) > MAX_RECORD_BYTES:
+                check_record_size(record, data)  # sealed, it grew past the limit
+    return out
 
 
 def sealed_key_id(record: Record) -> str | None:

@@ -88,7 +88,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka import Message as KafkaMessage
 from confluent_kafka.admin import AdminClient
 
-from producers.keys.cipher import SealedError, check_receipt, open_record, seal_record
+from producers.keys.cipher import SealedError, check_receipt, open_record, seal_encoded
 from producers.keys.kafka_keys import KafkaKeyStore, create_keys_topic, keys_topic_exists
 from producers.logs.adapters import register_opener
 from producers.logs.base import (
@@ -132,8 +132,8 @@ from projector.record_fold import (
     fold_record,
 )
 from projector.snapshot_store import RedisAccessError, SnapshotStore
-from schemas.audit import BaseEvent, Document, Erasure, Message
-from schemas.codec import KIND_HEADER, KINDS, encode_record, record_id, record_kind
+from schemas.audit import BaseEvent, Document, Message
+from schemas.codec import KIND_HEADER, KINDS, record_id, record_kind
 from schemas.errors import (
     AppendFailedError,
     AppendOutcomeUnknownError,
@@ -143,7 +143,6 @@ from schemas.errors import (
 )
 from schemas.evidence.note import NoteSigner
 from schemas.evidence.proof import ConsistencyProof, EvidenceError, InclusionProof
-from schemas.limits import MAX_RECORD_BYTES, check_record_size
 from schemas.records import Record
 
 __all__ = [
@@ -1301,20 +1300,17 @@ class KafkaLog:
         keys = self.keys
         if keys is None:
             return encoded
-        out = list(encoded)
         if any(isinstance(r, Message | Document) for r in records):
             # Once for the batch: a subject another process erased meanwhile is not
             # sealed under its destroyed key (its tombstones are read first).
             keys.refresh()
-        for i, record in enumerate(records):
-            if type(record) is Erasure:
-                check_receipt(keys, self._state, record, self.stored_records)
-            sealed = seal_record(keys, record)
-            if sealed is not record:
-                data = out[i] = encode_record(sealed)
-                if len(data) > MAX_RECORD_BYTES:
-                    check_record_size(record, data)  # sealed, it grew past the limit
-        return out
+        state = self._state
+        return seal_encoded(
+            keys,
+            records,
+            encoded,
+            lambda receipt: check_receipt(keys, state, receipt, self.stored_records),
+        )
 
     def _opened(self, record: Record) -> Record:
         """The readable record (an encrypted log's content opened with its key);

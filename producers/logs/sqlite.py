@@ -49,7 +49,7 @@ from producers.keys.cipher import (
     SealedError,
     check_receipt,
     open_record,
-    seal_record,
+    seal_encoded,
 )
 from producers.keys.sqlite_keys import SqliteKeyStore
 from producers.logs.adapters import register_opener
@@ -75,7 +75,7 @@ from projector.record_fold import (
     reject_record,
 )
 from schemas.audit import Erasure
-from schemas.codec import MAX_JSON_DEPTH, decode_record, encode_record, record_id, record_kind
+from schemas.codec import MAX_JSON_DEPTH, decode_record, record_id, record_kind
 from schemas.errors import (
     CorruptLogError,
     DecodeError,
@@ -86,7 +86,6 @@ from schemas.errors import (
 )
 from schemas.evidence.note import NoteSigner
 from schemas.evidence.proof import ConsistencyProof, InclusionProof
-from schemas.limits import MAX_RECORD_BYTES, check_record_size
 from schemas.records import Record
 from schemas.signing import SIGNED_MAGIC
 
@@ -723,16 +722,9 @@ class SqliteLog:
         are those of their stored records."""
         keys = self.keys
         assert keys is not None
-        out = list(encoded)
-        for i, record in enumerate(records):
-            if type(record) is Erasure:
-                self._check_receipt(state, record)
-            sealed = seal_record(keys, record)
-            if sealed is not record:
-                data = out[i] = encode_record(sealed)
-                if len(data) > MAX_RECORD_BYTES:
-                    check_record_size(record, data)  # sealed, it grew past the limit
-        return out
+        return seal_encoded(
+            keys, records, encoded, lambda receipt: self._check_receipt(state, receipt)
+        )
 
     def _check_receipt(self, state: LogState, receipt: Erasure) -> None:
         assert self.keys is not None
