@@ -15,10 +15,10 @@ Exit status: 0 done, 2 bad input (refused: nothing appended).
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
+from producers.keys.agent_keys import agent_key_file, default_agent_keys_dir
 from producers.logs import open_log
 from producers.logs.location import redact
 from producers.logs.signing_key import init_key, load_verifier
@@ -32,8 +32,7 @@ __all__ = ["register", "default_agent_key_path"]
 def default_agent_key_path(name: str) -> Path:
     """``~/.config/memstream/agents/NAME.key`` (characters other than letters, digits,
     ``.-_@`` written as ``_``)."""
-    safe = re.sub(r"[^A-Za-z0-9.\-_@]", "_", name)
-    return Path.home() / ".config" / "memstream" / "agents" / f"{safe}.key"
+    return agent_key_file(default_agent_keys_dir(), name)
 
 
 def _fail(verb: str, exc: BaseException) -> int:

@@ -82,6 +82,20 @@ def serve(args: argparse.Namespace) -> int:
         if path is not None and not os.path.isfile(path):
             print(f"memstream queryd serve: {flag}: no such file: {path}", file=sys.stderr)
             return 2
+    agent_keys = args.agent_keys or os.environ.get("MEMSTREAM_AGENT_KEYS") or None
+    if agent_keys is not None and not os.path.isdir(agent_keys):
+        print(
+            f"memstream queryd serve: --agent-keys: no such directory: {agent_keys}",
+            file=sys.stderr,
+        )
+        return 2
+    if agent_keys is not None and tokens is None:
+        print(
+            "memstream queryd serve: --agent-keys needs --tokens: queryd signs a Recall as "
+            "the agent of a bearer token, never as an actor a caller names",
+            file=sys.stderr,
+        )
+        return 2
     # --- end access control and TLS ---
     settings = DaemonSettings(
         min_seq_timeout=args.min_seq_timeout,
@@ -92,6 +106,7 @@ def serve(args: argparse.Namespace) -> int:
         max_body_bytes=args.max_body_bytes,
         idle_seconds=args.idle_seconds,
         tokens=tokens,
+        agent_keys=agent_keys,
     )
     try:
         registry = LogRegistry.from_locations(
@@ -284,6 +299,13 @@ def register(sub: Any) -> None:
         metavar="PATH",
         help="turn access control on: every route but /healthz, /readyz and /metrics needs "
         "a bearer token of this token store (`memstream tokens create`; env MEMSTREAM_TOKENS)",
+    )
+    p.add_argument(
+        "--agent-keys",
+        metavar="DIR",
+        help="sign an HTTP recall on a signed log as the token's agent, with that agent's key "
+        "file AGENT.key in DIR (as `memstream agents create` writes them); needs --tokens "
+        "(env MEMSTREAM_AGENT_KEYS)",
     )
     p.add_argument("--tls-cert", metavar="FILE", help="serve HTTPS with this certificate (PEM)")
     p.add_argument("--tls-key", metavar="FILE", help="the private key of --tls-cert (PEM)")

@@ -38,7 +38,11 @@ from schemas.records import Record
 __all__ = ["Memory", "load_agent_key"]
 
 
-def load_agent_key(spec: str | PathLike[str] | NoteSigner | None) -> NoteSigner | None:
+# An agent's key as a caller gives it: a key file's path, a `NoteSigner`, or None.
+AgentKeySpec = str | PathLike[str] | NoteSigner | None
+
+
+def load_agent_key(spec: AgentKeySpec) -> NoteSigner | None:
     """An agent's key: a `NoteSigner`, or the key file at a path (mode 0600)."""
     if spec is None or isinstance(spec, NoteSigner):
         return spec
@@ -270,14 +274,18 @@ class Memory:
         elapsed"; idempotent, safe from several processes. The Erasures appended."""
         return sweep_retention(self._log, now)
 
-    def transact(self, build: Transaction[T]) -> tuple[list[AnyEvent], T]:
+    def transact(
+        self, build: Transaction[T], *, agent_key: AgentKeySpec = None
+    ) -> tuple[list[AnyEvent], T]:
         """Read and append atomically: `build(state)` gives the events and a value.
 
         `state` is the memory at the log's end; the events are checked and appended
         right after it, all or none. This is how `recall` and `Assistant` keep the
-        audit record equal to what was read.
+        audit record equal to what was read. `agent_key` (a key file or a `NoteSigner`):
+        sign these events as that agent rather than with this memory's own agent key.
         """
-        appended, value = self._log.transact(lambda state: build(state.memory))
+        agent = load_agent_key(agent_key)
+        appended, value = self._log.transact(lambda state: build(state.memory), agent=agent)
         return [a.record for a in appended], value  # type: ignore[misc]
 
     def append_many(self, events: Iterable[AnyEvent]) -> list[AnyEvent]:
@@ -364,11 +372,14 @@ class Memory:
         session_id: str | None = None,
         source: str = "unknown",
         actor: str | None = None,
+        agent_key: AgentKeySpec = None,
     ) -> tuple[Recall, list[Message | Document]]:
         """Search visible memory and append a Recall naming exactly what it returned.
 
         The search runs on the state at the log's end, in the same transaction as the
         append, so the state at `recall.seq - 1` reproduces the answer exactly.
+        `agent_key`: sign the Recall as that agent (see `transact`); its actor is then the
+        key's name.
         """
         if limit < 0:
             raise ValueError(f"limit: expected a non-negative integer, got {limit}")
@@ -384,7 +395,7 @@ class Memory:
             )
             return [recall], found
 
-        stored, found = self.transact(build)
+        stored, found = self.transact(build, agent_key=agent_key)
         recall = stored[0]
         assert isinstance(recall, Recall)  # the one event `build` gave
         return recall, found

@@ -85,11 +85,15 @@ class Log(Protocol):
         (None: an empty log). Readers use it to report how far behind they are."""
         ...
 
-    def transact(self, build: Transaction[T]) -> tuple[list[Appended], T]:
+    def transact(
+        self, build: Transaction[T], *, agent: NoteSigner | None = None
+    ) -> tuple[list[Appended], T]:
         """Run `build` on the state at the log's end, check its records and append them.
 
-        Raises what the fold would refuse (nothing is appended then). Returns the appended
-        records, folded, and `build`'s value.
+        `agent`: sign this transaction's records with that agent key rather than the one
+        this writer holds (`use_agent_key`); how a service that appends for several agents
+        (queryd's recall) signs each as its own. Raises what the fold would refuse (nothing
+        is appended then). Returns the appended records, folded, and `build`'s value.
         """
         ...
 

@@ -864,12 +864,14 @@ class KafkaLog:
             if delivery.track:
                 self._outstanding -= 1
 
-    def transact(self, build: Transaction[T]) -> tuple[list[Appended], T]:
+    def transact(
+        self, build: Transaction[T], *, agent: NoteSigner | None = None
+    ) -> tuple[list[Appended], T]:
         with self._lock:
             # Own pipelined appends first, so the state read below includes them.
             self._wait_inflight()
             self._fold_until(self.end_offset())
-            agent = self._agent
+            agent = agent or self._agent
             records, encoded, value = prepare(
                 self._state, build, erasable=self.keys is not None, agent=agent
             )

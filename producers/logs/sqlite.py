@@ -582,7 +582,9 @@ class SqliteLog:
             weakref.finalize(self, folder.stop)  # a log dropped unclosed stops it too
         return folder
 
-    def transact(self, build: Transaction[T]) -> tuple[list[Appended], T]:
+    def transact(
+        self, build: Transaction[T], *, agent: NoteSigner | None = None
+    ) -> tuple[list[Appended], T]:
         with self._lock:
             if self.read_only is not None:
                 raise LogUnavailableError(f"log {self.location}: append refused: {self.read_only}")
@@ -605,7 +607,7 @@ class SqliteLog:
                 state = self._state
                 erasable = self.keys is not None
                 # The caller's errors as-is.
-                agent = self._agent
+                agent = agent or self._agent
                 records, encoded, value = prepare(state, build, erasable=erasable, agent=agent)
                 if erasable:
                     encoded = self._sealed(state, records, encoded)

@@ -19,6 +19,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from producers.keys.agent_keys import AgentKeyring
 from queryd.daemon.access import AccessControl, TokenVerifier
 from queryd.daemon.dependencies import DaemonContext
 from queryd.daemon.errors import install_error_handlers
@@ -74,6 +75,7 @@ def create_app(
         streams=streams,
         heavy=HeavyPool(settings.heavy_workers),
         access=access,
+        keyring=None if settings.agent_keys is None else AgentKeyring(settings.agent_keys),
     )
 
     @asynccontextmanager

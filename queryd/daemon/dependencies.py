@@ -15,6 +15,7 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request
 
+from producers.keys.agent_keys import AgentKeyring
 from projector.record_fold import LogState
 from queryd.daemon.access import TokenVerifier
 from queryd.daemon.errors import ApiError
@@ -43,6 +44,7 @@ class DaemonContext:
     streams: StreamLimit
     heavy: HeavyPool
     access: TokenVerifier | None = None  # None: access control off
+    keyring: AgentKeyring | None = None  # None: no agent keys, no signed HTTP recall
 
 
 def daemon_of(request: Request) -> DaemonContext:

@@ -28,7 +28,9 @@ class DaemonSettings:
     named for that long is dropped from memory, and hydrated again when named (None: never);
     `tokens`: the token store's path, which turns access control on
     (`queryd.daemon.access`; None: off), re-read when it changed every `tokens_refresh`
-    seconds.
+    seconds; `agent_keys`: a directory of agents' key files (``NAME.key``), with which an
+    HTTP recall on a signed log is signed as the token's agent (None: such a recall is
+    refused).
     """
 
     min_seq_timeout: float = 5.0
@@ -45,3 +47,4 @@ class DaemonSettings:
     hub: HubSettings = field(default_factory=HubSettings)
     tokens: str | None = None
     tokens_refresh: float = 1.0
+    agent_keys: str | None = None

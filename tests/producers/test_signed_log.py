@@ -156,6 +156,29 @@ def test_an_enrolled_agent_appends_signed_records_and_the_log_says_who(signed: S
     ]
 
 
+def test_one_writer_signs_a_transaction_as_another_agent_with_its_key(signed: Setup) -> None:
+    """A service appending for several agents (queryd's recall) signs each transaction with
+    the key of the agent it acts for (`agent_key=`), whatever key the writer holds."""
+    with Memory(signed.location, agent_key=signed.alice, key=False) as alice:
+        said = alice.add_message(Message(speaker="ana", content="the cat is Tom"))
+    with Memory(signed.location, create=False, key=False) as service:  # holds no key
+        with pytest.raises(AuthorshipError, match="not signed"):
+            service.recall("cat")
+        before = service.log.head()
+        # bob's key, naming alice: forged, refused before anything is appended
+        with pytest.raises(AuthorshipError):
+            service.recall("cat", actor="agent:alice", agent_key=signed.bob)
+        assert service.log.head() == before
+        recall, items = service.recall("cat", agent_key=signed.bob)
+        assert recall.actor == "agent:bob" and [i.id for i in items] == [said.id]
+        # the next transaction without one is unsigned again: the key was for that call
+        with pytest.raises(AuthorshipError, match="not signed"):
+            service.recall("cat")
+    state = _state(signed.location)
+    assert not state.rejections  # the fold checked bob's signature on his Recall
+    assert state.memory.get(recall.id) is not None
+
+
 def test_every_stored_record_of_a_signed_log_carries_its_signers_signature(signed: Setup) -> None:
     with Memory(signed.location, agent_key=signed.alice, key=False) as alice:
         alice.add_message(Message(speaker="agent:alice", content="hello"))

@@ -6,16 +6,19 @@ Only ``POST /logs/{log}/recall`` appends to a log (its Recall, through `Memory.r
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Annotated
 from uuid import UUID
 
 from fastapi import APIRouter, Query, Request, Response
 
+from producers.logs.signing_key import SigningKeyError
+from projector.record_fold import LogState
 from queryd.audit import search
 from queryd.audit.events import select_events
 from queryd.audit.state_page import select_state
 from queryd.daemon.access import acting_agent
-from queryd.daemon.dependencies import Served
+from queryd.daemon.dependencies import DaemonContext, Served
 from queryd.daemon.errors import ERROR_RESPONSES, ApiError
 from queryd.daemon.heavy import json_answer
 from queryd.daemon.models import (
@@ -37,9 +40,12 @@ from queryd.daemon.seq import SEQ_HEADER, seq_text, stamp_seq
 from queryd.daemon.settings import MAX_PAGE, STATE_PAGE
 from schemas.audit import EventKind
 from schemas.errors import MemstreamError
+from schemas.evidence.note import NoteSigner
 from schemas.tokens import ScopeRefused
 
 __all__ = ["router"]
+
+log = logging.getLogger("memstream.queryd.recall")
 
 router = APIRouter(tags=["audit"], responses=ERROR_RESPONSES)
 
@@ -205,10 +211,11 @@ async def recall(
         actor = acting_agent(request.scope, body.actor, handle.name)
     except ScopeRefused as exc:
         raise ApiError(403, str(exc), detail={"missing": exc.what, "message": str(exc)}) from None
-    handle.current()  # 503 while hydrating
+    state = handle.current()  # 503 while hydrating
     memory = handle.memory
     if memory is None:
         raise ApiError(503, handle.not_ready_message())
+    signer = _recall_signer(served.daemon, state, actor, handle.name)
     health = handle.health()
     if health.status == "unavailable":  # the append could only wait, then fail
         raise ApiError(503, f"recall: not appended: {health.cause}")
@@ -220,6 +227,7 @@ async def recall(
             session_id=body.session_id,
             source=body.source,
             actor=actor,
+            agent_key=signer,
         )
     except ValueError as exc:
         raise ApiError(422, str(exc)) from None
@@ -231,6 +239,43 @@ async def recall(
         pass
     response.headers[SEQ_HEADER] = seq_text(stored.seq)
     return RecallAnswer.model_construct(seq=stored.seq, recall=stored, items=items)
+
+
+def _recall_signer(
+    daemon: DaemonContext, state: LogState, actor: str | None, log_name: str
+) -> NoteSigner | None:
+    """The key a Recall over HTTP is signed with: on a signed log, the token's agent's own
+    key from the daemon's keyring (`--agent-keys`); None on a log without signatures.
+
+    A 403 naming what is missing when queryd cannot sign as that agent: access control
+    off (then anyone could name any actor, and a signature would prove nothing), no
+    keyring, or no key of that agent in it. Nothing is appended then."""
+    if state.authorship is None:
+        return None
+    where = f"recall on log {log_name!r}: this log requires signatures, and queryd signs a Recall"
+    if daemon.access is None or actor is None:
+        message = (
+            f"{where} only as the agent of a bearer token; access control is off "
+            "(start queryd with --tokens PATH and --agent-keys DIR)"
+        )
+        raise ApiError(403, message, detail={"missing": "token", "message": message})
+    keyring = daemon.keyring
+    try:
+        signer = None if keyring is None else keyring.signer(actor)
+    except SigningKeyError as exc:
+        log.error("recall on log %r: agent %r: %s", log_name, actor, exc)
+        raise ApiError(
+            503, f"{where} as agent {actor!r}, whose key file queryd cannot use (see its log)"
+        ) from None
+    if signer is None:
+        held = "holds no agent keys" if keyring is None else f"holds no key of agent {actor!r}"
+        message = (
+            f"{where} as the token's agent with that agent's own key; queryd {held} "
+            "(its --agent-keys directory needs AGENT.key, as `memstream agents create` "
+            "writes it)"
+        )
+        raise ApiError(403, message, detail={"missing": "agent_key", "message": message})
+    return signer
 
 
 add_paged_list(

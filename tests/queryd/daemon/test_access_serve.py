@@ -148,13 +148,15 @@ def test_serving_without_tokens_says_so_once(tmp_path: Path) -> None:
     assert out_path.read_text().count("serving without access control") == 1
 
 
-def test_serve_refuses_a_missing_store_or_half_a_tls_pair(tmp_path: Path) -> None:
+def test_serve_refuses_bad_stores_tls_pairs_and_keys_without_tokens(tmp_path: Path) -> None:
     location = str(tmp_path / "memory-db")
     seed(location)
     base = [str(MEMSTREAM), "queryd", "serve", "--log", location, "--port", str(free_port())]
     for extra, said in [
         (["--tokens", str(tmp_path / "none.db")], "none.db: no such file"),
         (["--tls-cert", str(tmp_path / "c.pem")], "give both --tls-cert and --tls-key"),
+        (["--agent-keys", str(tmp_path / "no-dir")], "--agent-keys: no such directory"),
+        (["--agent-keys", str(tmp_path)], "--agent-keys needs --tokens"),
     ]:
         done = subprocess.run(
             [*base, *extra], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60

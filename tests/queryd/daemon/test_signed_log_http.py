@@ -1,16 +1,24 @@
-"""queryd over a signed log (issue 15): rejections are served, and an HTTP recall, which
-holds no agent key, is refused with a clear error and appends nothing."""
+"""queryd over a signed log (issue 15): rejections are served; an HTTP recall is signed as
+the token's agent with that agent's own key (`--agent-keys`), and refused, appending
+nothing, when queryd cannot sign as that agent (no access control, no key, a key file of
+another agent)."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from daemon_support import FAST
 from fastapi.testclient import TestClient
 
+from producers.keys.agent_keys import agent_key_file
+from producers.keys.token_store import TokenStore
+from producers.logs.signing_key import init_key
 from producers.memory import Memory
 from queryd.daemon import LogRegistry, create_app
-from schemas.audit import Message
+from schemas.audit import Message, Recall
 from schemas.codec import encode_record
 from schemas.evidence.note import NoteSigner
 
@@ -49,8 +57,102 @@ def test_a_signed_log_over_http(tmp_path: Path) -> None:
         paid = c.get("/logs/signed-db/search", params={"q": "invoice"}).json()["items"]
         assert [(i["speaker"], i["actor"]) for i in paid] == [("ana", "agent:alice")]
         answer = c.post("/logs/signed-db/recall", json={"query": "invoice"})
-        assert answer.status_code == 422, answer.text
-        assert "not signed, on a log that requires signatures" in answer.text
+        # no access control: any caller could name any actor, so queryd signs nothing
+        assert answer.status_code == 403, answer.text
+        assert answer.json()["detail"]["missing"] == "token"
+        assert "requires signatures" in answer.json()["message"]
     with Memory(location, create=False) as reader:
         state = reader.log.state()
         assert state.last_seq == 3 and len(state.memory) == 1
+
+
+def _bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_an_http_recall_on_a_signed_log_is_signed_as_the_tokens_agent(tmp_path: Path) -> None:
+    location = str(tmp_path / "signed-db")
+    keys = tmp_path / "agent-keys"
+    admin = NoteSigner.generate("admin:root")
+    alice = init_key(agent_key_file(keys, "agent:alice"), "agent:alice")  # mode 0600
+    bob = NoteSigner.generate("agent:bob")
+    carol = NoteSigner.generate("agent:carol")
+    with Memory(location, agent_key=admin, signed=True, key=False) as memory:
+        for agent in (alice, bob, carol):
+            memory.enrol(agent.verifier, may=["message", "recall"])
+    with Memory(location, agent_key=bob, key=False) as writer:
+        said = writer.add_message(Message(speaker="ana", content="the invoice is paid"))
+    # carol's file in the keyring holds bob's key: never used as carol's
+    with open(agent_key_file(keys, "agent:carol"), "w") as out:
+        out.write(bob.text() + "\n")
+    os.chmod(agent_key_file(keys, "agent:carol"), 0o600)
+
+    later = datetime.now(UTC) + timedelta(days=1)
+    with TokenStore.create(tmp_path / "tokens.db") as store:
+        as_alice, _ = store.issue("signed-db", "recall", "agent:alice", later)
+        as_bob, _ = store.issue("signed-db", "recall", "agent:bob", later)
+        as_carol, _ = store.issue("signed-db", "recall", "agent:carol", later)
+    tokens = str(tmp_path / "tokens.db")
+
+    def head() -> int | None:
+        with Memory(location, create=False) as reader:
+            return reader.log.head()
+
+    registry = LogRegistry.from_locations([location], poll_interval=0.01)
+    # tokens on, no keyring: refused, naming the agent key as what is missing
+    bare = dataclasses.replace(FAST, tokens=tokens, tokens_refresh=0.1)
+    with TestClient(create_app(registry, bare), base_url="http://localhost") as c:
+        assert registry.wait_ready(10)
+        before = head()
+        answer = c.post(
+            "/logs/signed-db/recall", json={"query": "invoice"}, headers=_bearer(as_alice)
+        )
+        assert answer.status_code == 403, answer.text
+        assert answer.json()["detail"]["missing"] == "agent_key"
+        assert "holds no agent keys" in answer.json()["message"]
+        assert head() == before
+
+    registry = LogRegistry.from_locations([location], poll_interval=0.01)
+    keyed = dataclasses.replace(bare, agent_keys=str(keys))
+    with TestClient(create_app(registry, keyed), base_url="http://localhost") as c:
+        assert registry.wait_ready(10)
+        before = head()
+        # bob has no key file: refused, nothing appended
+        answer = c.post(
+            "/logs/signed-db/recall", json={"query": "invoice"}, headers=_bearer(as_bob)
+        )
+        assert answer.status_code == 403, answer.text
+        assert answer.json()["detail"]["missing"] == "agent_key"
+        assert "holds no key of agent 'agent:bob'" in answer.json()["message"]
+        # carol's file holds bob's key: refused (503, the file named only in queryd's log)
+        answer = c.post(
+            "/logs/signed-db/recall", json={"query": "invoice"}, headers=_bearer(as_carol)
+        )
+        assert answer.status_code == 503, answer.text
+        assert "agent-keys" not in answer.text and str(keys) not in answer.text
+        # naming another actor than the token's agent is still refused
+        answer = c.post(
+            "/logs/signed-db/recall",
+            json={"query": "invoice", "actor": "agent:bob"},
+            headers=_bearer(as_alice),
+        )
+        assert answer.status_code == 403, answer.text
+        assert head() == before
+
+        answer = c.post(
+            "/logs/signed-db/recall", json={"query": "invoice"}, headers=_bearer(as_alice)
+        )
+        assert answer.status_code == 200, answer.text
+        body = answer.json()
+        assert body["recall"]["actor"] == "agent:alice"
+        assert [i["id"] for i in body["items"]] == [str(said.id)]
+        assert head() == before + 1  # type: ignore[operator]
+
+    # An independent reader folds it as alice's: signed by her key, no rejection.
+    with Memory(location, create=False) as reader:
+        state = reader.log.state()
+        # the fold binds a Recall's actor to its signer: no rejection, so alice signed it
+        assert list(state.rejections) == []
+        recall = reader.get(body["recall"]["id"])
+        assert isinstance(recall, Recall) and recall.actor == "agent:alice"
+        assert state.authorship is not None
