@@ -46,6 +46,13 @@ def reencrypt(
         if getattr(src, "keys", None) is not None:
             raise EncryptionError(f"reencrypt: log {source} is encrypted already")
         state = src.state()
+        if state.authorship is not None:
+            raise EncryptionError(
+                f"reencrypt: log {source} requires signatures: a re-encrypted copy changes "
+                "the bytes its writers signed, and their keys are theirs, so the copy's "
+                "signatures would not verify; a log meant to be signed and erasable is "
+                "created so (Memory(..., signed=True, encrypt=True)). Nothing was written"
+            )
         rejected = {r.seq for r in state.rejections}
         last = state.last_seq
         dst = open_log(target, create=True)

@@ -21,6 +21,7 @@ from producers.importers.errors import (
     LogNotEmptyError,
     MissingExtraError,
     ReaderFailedError,
+    SignedLogError,
     SourceNotFoundError,
     UnsupportedSourceError,
     VerificationError,
@@ -43,5 +44,6 @@ __all__ = [
     "ImportConflictError",
     "ImportInterruptedError",
     "VerificationError",
+    "SignedLogError",
     "MissingExtraError",
 ]

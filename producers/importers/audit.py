@@ -34,7 +34,7 @@ from producers.importers.errors import (
     VerificationError,
 )
 from producers.importers.report import ImportReport, Progress, Skip
-from producers.importers.run import append_batches
+from producers.importers.run import append_batches, refuse_signed
 from producers.memory import Memory
 from projector.audit import MemoryState, check_append, fold, replay
 from queryd.audit import search
@@ -368,6 +368,7 @@ def import_audit_ready_memory(
     kept, check_skips = check_source(events, skip_bad=skip_bad, source=source)
     report.skipped = skips + check_skips
     with Memory(location) as memory:
+        refuse_signed(memory.log, location)
         present, foreign, conflicts = _existing(
             memory, kept, append=append, skip_bad=skip_bad, source=source
         )

@@ -52,6 +52,12 @@ class ImportConflictError(ImportSourceError):
     a command the log's state rejects)."""
 
 
+class SignedLogError(MemstreamError):
+    """The target log requires signatures: an import keeps each source record's author,
+    and on a signed log a record's author is its signer, whose key the importer does not
+    hold. Nothing was appended."""
+
+
 class VerificationError(MemstreamError):
     """The log after the import does not replay to the source's state; the message says
     what differs."""

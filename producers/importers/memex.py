@@ -46,7 +46,7 @@ from producers.importers.errors import (
     VerificationError,
 )
 from producers.importers.report import ImportReport, Progress, Skip
-from producers.importers.run import append_batches
+from producers.importers.run import append_batches, refuse_signed
 from producers.logs import Log, open_log
 from producers.memex_log_store import LogGraphs
 from projector.graph.intents import IntentState, apply_intent_command, create_intent_state
@@ -465,6 +465,7 @@ def import_memex(
             entries = _without_edges_to(failed, entries, report)
             source_graphs, _ = _fold(entries, empty, envelopes=False)
     with closing(LogGraphs(location)) as store:
+        refuse_signed(store.log, location)
         ids, other = _log_envelope_ids(store.log)
         ours = {e.envelope.id for e in entries}
         present = ids & ours

@@ -6,14 +6,27 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from producers.importers.errors import ImportInterruptedError
+from producers.importers.errors import ImportInterruptedError, SignedLogError
 from producers.importers.report import ImportReport, Progress
+from producers.logs.base import Log
+from producers.logs.location import redact
 from schemas.errors import MemstreamError
 from schemas.gc_guard import no_cyclic_gc
 
-__all__ = ["append_batches"]
+__all__ = ["append_batches", "refuse_signed"]
 
 log = logging.getLogger("memstream.import")
+
+
+def refuse_signed(log: Log, location: str) -> None:
+    """`SignedLogError` when the log at `location` requires signatures (see the error)."""
+    if log.state().authorship is not None:
+        raise SignedLogError(
+            f"log {redact(location)} requires signatures: an import keeps each source "
+            "record's author, and on a signed log a record's author is its signer, whose key "
+            "the import does not hold; import into a log created without signatures. "
+            "Nothing was appended"
+        )
 
 
 def append_batches(

@@ -90,6 +90,29 @@ def test_snapshot_import_stringifies_as_the_source(snapshot, memory_location):  
         assert memex.MemexStore.loads(store.dumps(pretty=True)).dumps() == text
 
 
+def test_a_signed_log_refuses_imports_and_reencryption(snapshot, tmp_path):  # type: ignore[no-untyped-def]
+    """An import keeps each source record's author, and a re-encryption changes the bytes
+    writers signed: both refused on a signed log with the reason, nothing written."""
+    from producers.importers import SignedLogError
+    from producers.reencrypt import reencrypt
+    from schemas.errors import EncryptionError
+    from schemas.evidence.note import NoteSigner
+
+    path, _ = snapshot
+    location = str(tmp_path / "signed")
+    with Memory(location, agent_key=NoteSigner.generate("admin:root"), signed=True, key=False):
+        pass
+    with Memory(location, create=False, key=False) as reader:
+        before = reader.log.head()
+    with pytest.raises(SignedLogError, match="requires signatures: an import keeps"):
+        import_memex(path, location, append=True)
+    with pytest.raises(EncryptionError, match="requires signatures: a re-encrypted copy"):
+        reencrypt(location, str(tmp_path / "copy"))
+    assert not (tmp_path / "copy").exists()
+    with Memory(location, create=False, key=False) as reader:
+        assert reader.log.head() == before == 0
+
+
 def test_export_round_trips_through_memex_python(snapshot, tmp_path):  # type: ignore[no-untyped-def]
     path, text = snapshot
     location = str(tmp_path / "log")
