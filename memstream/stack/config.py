@@ -271,6 +271,20 @@ def render_server_properties(
         "log.retention.ms": "-1",
         "log.retention.bytes": "-1",
     }
+    if cfg.brokers > 1:
+        # A cluster on one shared machine (three JVMs beside the writers, often on 2 cores):
+        # with KRaft's defaults (2 s fetch and request timeouts, 1 s elections) a starved
+        # quorum churned through elections, and a node restarted after a SIGKILL could not
+        # register its broker within 60 s, so it shut itself down (seen in the failover
+        # test). Longer quorum timeouts; a broker keeps trying to register.
+        props.update(
+            {
+                "controller.quorum.fetch.timeout.ms": "6000",
+                "controller.quorum.request.timeout.ms": "6000",
+                "controller.quorum.election.timeout.ms": "2000",
+                "initial.broker.registration.timeout.ms": "300000",
+            }
+        )
     if secure is not None:
         props["listeners"] = (
             f"SASL_PLAINTEXT://{cfg.host}:{cfg.kafka_port},"
