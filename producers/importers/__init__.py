@@ -12,22 +12,56 @@ resumes an interrupted run without duplicating anything, and verifies the log ag
 source afterwards (see the modules for how).
 """
 
-from producers.importers.audit import import_audit_ready_memory
-from producers.importers.errors import (
-    CorruptSourceError,
-    ImportConflictError,
-    ImportInterruptedError,
-    ImportSourceError,
-    LogNotEmptyError,
-    MissingExtraError,
-    ReaderFailedError,
-    SignedLogError,
-    SourceNotFoundError,
-    UnsupportedSourceError,
-    VerificationError,
-)
-from producers.importers.memex import export_memex, import_memex
-from producers.importers.report import ImportReport, Skip
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from producers.importers.audit import import_audit_ready_memory
+    from producers.importers.errors import (
+        CorruptSourceError,
+        ImportConflictError,
+        ImportInterruptedError,
+        ImportSourceError,
+        LogNotEmptyError,
+        MissingExtraError,
+        ReaderFailedError,
+        SignedLogError,
+        SourceNotFoundError,
+        UnsupportedSourceError,
+        VerificationError,
+    )
+    from producers.importers.memex import export_memex, import_memex
+    from producers.importers.report import ImportReport, Skip
+
+# Where each name lives. Loaded when first asked for (PEP 562), not when the package is:
+# the reader process runs a module of this package (`arcadedb_source`), and importing
+# every importer (the log, the fold, the graph) first cost it a quarter of a second of
+# start-up, which the whole import waits for.
+_WHERE = {
+    "import_audit_ready_memory": "audit",
+    "import_memex": "memex",
+    "export_memex": "memex",
+    "ImportReport": "report",
+    "Skip": "report",
+    **dict.fromkeys(
+        [
+            "ImportSourceError",
+            "SourceNotFoundError",
+            "CorruptSourceError",
+            "UnsupportedSourceError",
+            "LogNotEmptyError",
+            "ReaderFailedError",
+            "ImportConflictError",
+            "ImportInterruptedError",
+            "VerificationError",
+            "SignedLogError",
+            "MissingExtraError",
+        ],
+        "errors",
+    ),
+}
 
 __all__ = [
     "import_audit_ready_memory",
@@ -47,3 +81,17 @@ __all__ = [
     "SignedLogError",
     "MissingExtraError",
 ]
+assert set(__all__) == set(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_WHERE])

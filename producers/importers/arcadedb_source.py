@@ -13,6 +13,7 @@ import importlib.util
 import json
 import logging
 import sys
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +23,15 @@ from producers.importers.errors import (
     SourceNotFoundError,
     UnsupportedSourceError,
 )
-from producers.importers.reader_process import answer_limit, run_reader, serve_answer
+from producers.importers.reader_process import answer_limit, serve_stream, stream_reader
 
-__all__ = ["read_memory_events", "check_layout", "EVENT_TYPE", "REQUIRED_PROPERTIES"]
+__all__ = [
+    "iter_memory_event_batches",
+    "read_memory_events",
+    "check_layout",
+    "EVENT_TYPE",
+    "REQUIRED_PROPERTIES",
+]
 
 log = logging.getLogger("memstream.import.arcadedb")
 
@@ -107,6 +114,7 @@ def check_layout(path: Path) -> dict[str, Any]:
 # short scan, which C2's warm-up slows rather than speeds (measured on a 100k-event
 # database: 2.0-3.5 s from start to rows against 4.4-4.7 s).
 JVM_ARGS = "-XX:TieredStopAtLevel=1"
+READ_BATCH = 5000  # rows a part: the importer checks one while the engine reads the next
 
 
 def open_read_only(path: Path) -> Any:
@@ -145,34 +153,46 @@ def _first_line(exc: BaseException) -> str:
     return text[0][:500] if text else type(exc).__name__
 
 
-def read_rows_here(path: Path) -> list[dict[str, Any]]:
+def read_rows_here(
+    path: Path, batch: int = READ_BATCH
+) -> Generator[list[dict[str, Any]], None, int]:
     """The ``MemoryEvent`` rows of the database at `path`, read by ArcadeDB in this process
-    (the reader process's half of `read_memory_events`), unsorted."""
+    (the reader process's half of `iter_memory_event_batches`), unsorted, `batch` rows at a
+    time; returns how many rows it read."""
     db = open_read_only(path)
+    read = 0
     try:
         columns = ", ".join(_COLUMNS)
         # No ORDER BY: sorting in Python is twice as fast as the engine's sort through JPype.
         query = f"SELECT {columns} FROM {EVENT_TYPE}"
-        rows: list[dict[str, Any]] = db.query("sql", query).to_list()
-    except Exception as exc:
-        raise CorruptSourceError(
-            f"audit-ready-memory database {path}: reading {EVENT_TYPE} failed: {_first_line(exc)}"
-        ) from None
+        try:
+            # Serialized by the engine in batches (one JVM crossing each); the columns
+            # read are integers and strings, the same as JSON as in Python.
+            for rows in db.query("sql", query).iter_json_batches(batch_size=batch):
+                read += len(rows)
+                yield rows
+        except Exception as exc:
+            raise CorruptSourceError(
+                f"audit-ready-memory database {path}: reading {EVENT_TYPE} failed: "
+                f"{_first_line(exc)}"
+            ) from None
     finally:
         try:
             db.close()
         except Exception:  # closing a read-only database has nothing to lose
             log.debug("closing %s failed", path, exc_info=True)
-    return rows
+    return read
 
 
-def read_memory_events(path: str | Path) -> list[dict[str, Any]]:
-    """The ``MemoryEvent`` rows of the database at `path`, sorted by ``seq``.
+def iter_memory_event_batches(path: str | Path) -> Iterator[list[dict[str, Any]]]:
+    """The ``MemoryEvent`` rows of the database at `path`, unsorted, in batches as the
+    engine reads them: the caller checks one batch while the engine reads the next.
 
     Each row is a dict of ``seq``, ``id``, ``kind`` and ``payload`` as stored (unchecked:
     the caller checks every value). The engine runs in a reader process of its own (this
-    module, run by `reader_process.run_reader`), never in the caller's: a JVM that faults
-    takes only the reader down, and the caller gets `ReaderFailedError`. Raises
+    module, run by `reader_process.stream_reader`), never in the caller's: a JVM that
+    faults takes only the reader down, and the caller gets `ReaderFailedError` (after
+    the batches before it: a caller appends nothing before the last). Raises
     `SourceNotFoundError`, `CorruptSourceError`, `UnsupportedSourceError`,
     `MissingExtraError` or `ReaderFailedError`.
     """
@@ -180,23 +200,48 @@ def read_memory_events(path: str | Path) -> list[dict[str, Any]]:
     check_layout(path)
     if any(importlib.util.find_spec(name) is None for name in ("arcadedb_embedded", "jpype")):
         raise MissingExtraError(_MISSING_EXTRA)
-    rows = run_reader(
-        __spec__.name if __spec__ else __name__,
-        [str(path)],
-        limit=answer_limit(path),
-        what=f"audit-ready-memory database {path}",
+    what = f"audit-ready-memory database {path}"
+    parts = stream_reader(
+        __spec__.name if __spec__ else __name__, [str(path)], limit=answer_limit(path), what=what
     )
-    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-        raise CorruptSourceError(f"audit-ready-memory database {path}: the rows read are not rows")
+    sent = 0
+    try:
+        while True:
+            try:
+                rows = next(parts)
+            except StopIteration as end:
+                if end.value != sent:
+                    raise CorruptSourceError(
+                        f"{what}: the reader says it read {end.value!r} rows, but sent {sent:,}"
+                    ) from None
+                return
+            if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+                raise CorruptSourceError(f"{what}: the rows read are not rows")
+            sent += len(rows)
+            yield rows
+    finally:
+        parts.close()
+
+
+def read_memory_events(path: str | Path) -> list[dict[str, Any]]:
+    """Every ``MemoryEvent`` row of the database at `path` (`iter_memory_event_batches`),
+    sorted by ``seq``."""
+    rows = [row for batch in iter_memory_event_batches(path) for row in batch]
     # The rows are dicts of the selected columns (a column a record lacks reads as None).
-    rows.sort(key=lambda r: r.get("seq") if isinstance(r.get("seq"), int) else -1)
+    rows.sort(key=seq_order)
     return rows
 
 
-def _serve(args: list[str]) -> list[dict[str, Any]]:
+def seq_order(row: dict[str, Any]) -> int:
+    """A row's place in seq order (a row without an integer seq first: it is reported)."""
+    seq = row.get("seq")
+    return seq if isinstance(seq, int) else -1
+
+
+def _serve(args: list[str]) -> Generator[list[dict[str, Any]], None, int]:
     (path,) = args
     return read_rows_here(Path(path))
 
 
-if __name__ == "__main__":  # the reader process of `read_memory_events`
-    raise SystemExit(serve_answer(sys.argv[1:], _serve))
+if __name__ == "__main__":  # the reader process of `iter_memory_event_batches`
+    raise SystemExit(serve_stream(sys.argv[1:], _serve))

@@ -26,7 +26,7 @@ from uuid import UUID
 
 from pydantic import TypeAdapter, ValidationError
 
-from producers.importers.arcadedb_source import read_memory_events
+from producers.importers.arcadedb_source import iter_memory_event_batches, seq_order
 from producers.importers.errors import (
     CorruptSourceError,
     ImportConflictError,
@@ -46,6 +46,7 @@ from schemas.limits import MAX_RECORD_BYTES, check_record_size
 __all__ = [
     "import_audit_ready_memory",
     "parse_rows",
+    "read_source",
     "check_source",
     "source_state",
     "summarize",
@@ -126,7 +127,11 @@ def _parse_row(row: dict[str, Any], index: int) -> AnyEvent:
 
 
 def parse_rows(
-    rows: Sequence[dict[str, Any]], *, skip_bad: bool = False, source: str = "source"
+    rows: Sequence[dict[str, Any]],
+    *,
+    skip_bad: bool = False,
+    source: str = "source",
+    parsed: Sequence[AnyEvent | CorruptSourceError] | None = None,
 ) -> tuple[list[SourceEvent], list[Skip]]:
     """The source's events in seq order, checked record by record.
 
@@ -144,12 +149,35 @@ def parse_rows(
         skips.append(Skip(where, reason))
 
     with no_cyclic_gc():  # 100k events are 100k acyclic models: no cycle hunting
-        _parse_all(rows, events, seen, bad)
+        _parse_all(rows, parsed, events, seen, bad)
     return events, skips
+
+
+def _try_parse(row: dict[str, Any], index: int) -> AnyEvent | CorruptSourceError:
+    try:
+        return _parse_row(row, index)
+    except CorruptSourceError as exc:
+        return exc
+
+
+def read_source(
+    path: str | Path,
+) -> tuple[list[dict[str, Any]], list[AnyEvent | CorruptSourceError]]:
+    """The source's rows in seq order, each with its parsed event (or why it does not
+    parse), parsed batch by batch while the reader process reads the next batch: the
+    `rows` and `parsed` that `parse_rows` takes."""
+    pairs: list[tuple[dict[str, Any], AnyEvent | CorruptSourceError]] = []
+    with no_cyclic_gc():
+        for batch in iter_memory_event_batches(path):
+            start = len(pairs)
+            pairs += [(row, _try_parse(row, start + i)) for i, row in enumerate(batch)]
+        pairs.sort(key=lambda pair: seq_order(pair[0]))
+    return [row for row, _ in pairs], [event for _, event in pairs]
 
 
 def _parse_all(
     rows: Sequence[dict[str, Any]],
+    parsed: Sequence[AnyEvent | CorruptSourceError] | None,
     events: list[SourceEvent],
     seen: set[int],
     bad: Any,
@@ -169,7 +197,12 @@ def _parse_all(
             bad(gap, f"missing: the source jumps from seq {expected - 1} to seq {seq}")
         expected = seq + 1
         try:
-            event = _parse_row(row, index)
+            if parsed is None:
+                event = _parse_row(row, index)
+            elif isinstance(found := parsed[index], CorruptSourceError):
+                raise found
+            else:
+                event = found
         except CorruptSourceError as exc:
             text = str(exc)
             where = _where(row, index)
@@ -353,18 +386,21 @@ def import_audit_ready_memory(
     Everything is read and checked before anything is appended: a bad source raises an
     `ImportSourceError` naming the record and appends nothing (with `skip_bad`, bad records
     and those depending on them are left out and reported). `rows` replaces reading `path`
-    (tests, benchmarks: the rows as `read_memory_events` gives them).
+    (tests: the rows as `read_memory_events` gives them).
     """
     if batch_size < 1:  # before the log is opened (a writer creates it)
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     source = str(path)
     report = ImportReport(source=source, location=str(location), kind="audit-ready-memory")
     clock = time.perf_counter()
+    # Read and parsed together: the reader process reads a batch while this one parses
+    # the one before (given `rows`, they are parsed here).
+    parsed = None
     if rows is None:
-        rows = read_memory_events(path)
+        rows, parsed = read_source(path)
     report.read = len(rows)
     report.timings["read"] = -clock + (clock := time.perf_counter())
-    events, skips = parse_rows(rows, skip_bad=skip_bad, source=source)
+    events, skips = parse_rows(rows, skip_bad=skip_bad, source=source, parsed=parsed)
     kept, check_skips = check_source(events, skip_bad=skip_bad, source=source)
     report.skipped = skips + check_skips
     with Memory(location) as memory:

@@ -24,8 +24,12 @@ def main(argv: list[str]) -> None:
         os.write(fd, b'{"error": {"type": "SystemExit", "message": "x"}}')
     elif mode == "corrupt":
         os.write(fd, b'{"error": {"type": "CorruptSourceError", "message": "seq 9: bad"}}')
-    elif mode == "rows":
-        os.write(fd, b'{"ok": "not rows"}')
+    elif mode == "rows":  # a streamed part that is not rows
+        os.write(fd, b'{"part": "not rows"}\n{"ok": 1}\n')
+    elif mode == "miscount":  # one row sent, two said
+        os.write(fd, b'{"part": [{"seq": 0}]}\n{"ok": 2}\n')
+    elif mode == "after":  # a line after the answer
+        os.write(fd, b'{"ok": 1}\n{"part": []}\n')
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import pytest
 
 from producers.importers import CorruptSourceError, arcadedb_source, import_audit_ready_memory
 from producers.importers.errors import ReaderFailedError
-from producers.importers.reader_process import run_reader
+from producers.importers.reader_process import run_reader, stream_reader
 from producers.memory import Memory
 
 CHILD = "tests.producers.reader_children"
@@ -49,12 +49,12 @@ def test_a_reader_that_crashes_appends_nothing(
     location = str(tmp_path / "log")
     with Memory(location) as memory:
         memory.add_message(memory_message := _message())
-    real = arcadedb_source.run_reader
+    real = arcadedb_source.stream_reader
 
     def crashing(module: str, args: list[str], **kwargs: Any) -> Any:
         return real(CHILD, ["segv"], **kwargs)
 
-    monkeypatch.setattr(arcadedb_source, "run_reader", crashing)
+    monkeypatch.setattr(arcadedb_source, "stream_reader", crashing)
     with pytest.raises(ReaderFailedError, match=f"database {source}: the reader process"):
         import_audit_ready_memory(source, location, append=True)
     with Memory(location) as memory:
@@ -71,12 +71,27 @@ def test_rows_that_are_not_rows_are_refused(
         '{"dbmsVersion": "26.10.2", "types": {"MemoryEvent": {"properties": '
         '{"id": {}, "seq": {}, "kind": {}, "payload": {}}}}}'
     )
-    real = arcadedb_source.run_reader
-    monkeypatch.setattr(
-        arcadedb_source, "run_reader", lambda module, args, **kw: real(CHILD, ["rows"], **kw)
-    )
-    with pytest.raises(CorruptSourceError, match="the rows read are not rows"):
-        arcadedb_source.read_memory_events(source)
+    real = arcadedb_source.stream_reader
+    for mode, said in [
+        ("rows", "the rows read are not rows"),
+        ("miscount", "the reader says it read 2 rows, but sent 1"),
+    ]:
+        monkeypatch.setattr(
+            arcadedb_source,
+            "stream_reader",
+            lambda module, args, mode=mode, **kw: real(CHILD, [mode], **kw),
+        )
+        with pytest.raises(CorruptSourceError, match=said):
+            arcadedb_source.read_memory_events(source)
+
+
+def test_a_reader_that_streams_parts_then_more_after_its_answer() -> None:
+    parts = stream_reader(CHILD, ["after"], limit=1000, what="source S")
+    with pytest.raises(ReaderFailedError, match="^source S: the reader sent more after its"):
+        list(parts)
+    # a streaming child is not an answer to run_reader
+    with pytest.raises(ReaderFailedError, match="something that is not an answer"):
+        run_reader(CHILD, ["miscount"], limit=1000, what="source S")
 
 
 def _message() -> Any:
