@@ -14,6 +14,10 @@ def main(argv: list[str]) -> None:
     if mode == "segv":  # what a faulting JVM does to its process
         print("engine output before the fault", flush=True)
         os.kill(os.getpid(), signal.SIGSEGV)
+    elif mode == "part-then-segv":  # a batch sent, then the engine faults
+        row = {"seq": 0, "id": "x", "kind": "message", "payload": "{}"}
+        os.write(fd, json.dumps({"part": [row]}).encode() + b"\n")
+        os.kill(os.getpid(), signal.SIGSEGV)
     elif mode == "exit":
         sys.exit(3)
     elif mode == "garbage":

@@ -51,12 +51,14 @@ def test_a_reader_that_crashes_appends_nothing(
         memory.add_message(memory_message := _message())
     real = arcadedb_source.stream_reader
 
-    def crashing(module: str, args: list[str], **kwargs: Any) -> Any:
-        return real(CHILD, ["segv"], **kwargs)
+    for mode in ("segv", "part-then-segv"):  # before any batch, and after one was parsed
 
-    monkeypatch.setattr(arcadedb_source, "stream_reader", crashing)
-    with pytest.raises(ReaderFailedError, match=f"database {source}: the reader process"):
-        import_audit_ready_memory(source, location, append=True)
+        def crashing(module: str, args: list[str], mode: str = mode, **kwargs: Any) -> Any:
+            return real(CHILD, [mode], **kwargs)
+
+        monkeypatch.setattr(arcadedb_source, "stream_reader", crashing)
+        with pytest.raises(ReaderFailedError, match=f"database {source}: the reader process"):
+            import_audit_ready_memory(source, location, append=True)
     with Memory(location) as memory:
         assert [e.id for e in memory.events()] == [memory_message.id]
 
