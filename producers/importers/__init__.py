@@ -35,34 +35,6 @@ if TYPE_CHECKING:
     from producers.importers.memex import export_memex, import_memex
     from producers.importers.report import ImportReport, Skip
 
-# Where each name lives. Loaded when first asked for (PEP 562), not when the package is:
-# the reader process runs a module of this package (`arcadedb_source`), and importing
-# every importer (the log, the fold, the graph) first cost it a quarter of a second of
-# start-up, which the whole import waits for.
-_WHERE = {
-    "import_audit_ready_memory": "audit",
-    "import_memex": "memex",
-    "export_memex": "memex",
-    "ImportReport": "report",
-    "Skip": "report",
-    **dict.fromkeys(
-        [
-            "ImportSourceError",
-            "SourceNotFoundError",
-            "CorruptSourceError",
-            "UnsupportedSourceError",
-            "LogNotEmptyError",
-            "ReaderFailedError",
-            "ImportConflictError",
-            "ImportInterruptedError",
-            "VerificationError",
-            "SignedLogError",
-            "MissingExtraError",
-        ],
-        "errors",
-    ),
-}
-
 __all__ = [
     "import_audit_ready_memory",
     "import_memex",
@@ -81,17 +53,23 @@ __all__ = [
     "SignedLogError",
     "MissingExtraError",
 ]
-assert set(__all__) == set(_WHERE)
+
+# The modules that hold those names, lightest first. A name is loaded when first asked
+# for (PEP 562), not with the package: the reader process runs a module of this package
+# (`arcadedb_source`), and importing every importer (the log, the fold, the graph) first
+# cost it a quarter of a second of start-up, which the whole import waits for.
+_MODULES = ("errors", "report", "audit", "memex")
 
 
 def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+    if name in __all__:
+        for module in _MODULES:
+            value = getattr(importlib.import_module(f"{__name__}.{module}"), name, None)
+            if value is not None:
+                globals()[name] = value
+                return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_WHERE])
+    return sorted({*globals(), *__all__})
