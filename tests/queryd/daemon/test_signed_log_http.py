@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import httpx
 from daemon_support import FAST
 from fastapi.testclient import TestClient
 
@@ -17,7 +20,7 @@ from producers.keys.agent_keys import agent_key_file
 from producers.keys.token_store import TokenStore
 from producers.logs.signing_key import init_key
 from producers.memory import Memory
-from queryd.daemon import LogRegistry, create_app
+from queryd.daemon import DaemonSettings, LogRegistry, create_app
 from schemas.audit import Message, Recall
 from schemas.codec import encode_record
 from schemas.evidence.note import NoteSigner
@@ -66,8 +69,21 @@ def test_a_signed_log_over_http(tmp_path: Path) -> None:
         assert state.last_seq == 3 and len(state.memory) == 1
 
 
-def _bearer(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
+@contextmanager
+def _served(location: str, settings: DaemonSettings) -> Iterator[TestClient]:
+    registry = LogRegistry.from_locations([location], poll_interval=0.01)
+    with TestClient(create_app(registry, settings), base_url="http://localhost") as client:
+        assert registry.wait_ready(10)
+        yield client
+
+
+def _recall(client: TestClient, token: str, **body: str) -> httpx.Response:
+    """POST a recall of 'invoice' on the signed log with `token`."""
+    return client.post(
+        "/logs/signed-db/recall",
+        json={"query": "invoice", **body},
+        headers={"Authorization": f"Bearer {token}"},
+    )
 
 
 def test_an_http_recall_on_a_signed_log_is_signed_as_the_tokens_agent(tmp_path: Path) -> None:
@@ -98,50 +114,34 @@ def test_an_http_recall_on_a_signed_log_is_signed_as_the_tokens_agent(tmp_path: 
         with Memory(location, create=False) as reader:
             return reader.log.head()
 
-    registry = LogRegistry.from_locations([location], poll_interval=0.01)
     # tokens on, no keyring: refused, naming the agent key as what is missing
     bare = dataclasses.replace(FAST, tokens=tokens, tokens_refresh=0.1)
-    with TestClient(create_app(registry, bare), base_url="http://localhost") as c:
-        assert registry.wait_ready(10)
+    with _served(location, bare) as c:
         before = head()
-        answer = c.post(
-            "/logs/signed-db/recall", json={"query": "invoice"}, headers=_bearer(as_alice)
-        )
+        answer = _recall(c, as_alice)
         assert answer.status_code == 403, answer.text
         assert answer.json()["detail"]["missing"] == "agent_key"
         assert "holds no agent keys" in answer.json()["message"]
         assert head() == before
 
-    registry = LogRegistry.from_locations([location], poll_interval=0.01)
     keyed = dataclasses.replace(bare, agent_keys=str(keys))
-    with TestClient(create_app(registry, keyed), base_url="http://localhost") as c:
-        assert registry.wait_ready(10)
+    with _served(location, keyed) as c:
         before = head()
         # bob has no key file: refused, nothing appended
-        answer = c.post(
-            "/logs/signed-db/recall", json={"query": "invoice"}, headers=_bearer(as_bob)
-        )
+        answer = _recall(c, as_bob)
         assert answer.status_code == 403, answer.text
         assert answer.json()["detail"]["missing"] == "agent_key"
         assert "holds no key of agent 'agent:bob'" in answer.json()["message"]
         # carol's file holds bob's key: refused (503, the file named only in queryd's log)
-        answer = c.post(
-            "/logs/signed-db/recall", json={"query": "invoice"}, headers=_bearer(as_carol)
-        )
+        answer = _recall(c, as_carol)
         assert answer.status_code == 503, answer.text
         assert "agent-keys" not in answer.text and str(keys) not in answer.text
         # naming another actor than the token's agent is still refused
-        answer = c.post(
-            "/logs/signed-db/recall",
-            json={"query": "invoice", "actor": "agent:bob"},
-            headers=_bearer(as_alice),
-        )
+        answer = _recall(c, as_alice, actor="agent:bob")
         assert answer.status_code == 403, answer.text
         assert head() == before
 
-        answer = c.post(
-            "/logs/signed-db/recall", json={"query": "invoice"}, headers=_bearer(as_alice)
-        )
+        answer = _recall(c, as_alice)
         assert answer.status_code == 200, answer.text
         body = answer.json()
         assert body["recall"]["actor"] == "agent:alice"
