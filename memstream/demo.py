@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
                 "customer:ana", "GDPR art. 17: the customer asked", requested_by="user:ana"
             )
             erased = memory.get(card.id)
-            assert isinstance(erased, Message)
+            assert isinstance(erased, Message) and isinstance(erasure, Erasure)
             console.print(
                 f"after erase('customer:ana') (Erasure at seq {erasure.seq}, the key "
                 f"destroyed): get() returns {escape(repr(erased.content))}; the stored record "

@@ -13,12 +13,13 @@ from producers.memory import Memory
 from producers.reencrypt import reencrypt
 from projector.authorship import AuthorshipError
 from schemas.audit import Erasure
+from schemas.crypto.graph_erasure import GraphErasure
 from schemas.errors import MemstreamError
 
 __all__ = ["register"]
 
 
-def _receipt(erasure: Erasure) -> str:
+def _receipt(erasure: Erasure | GraphErasure) -> str:
     return json.dumps(erasure.model_dump(mode="json"), sort_keys=True)
 
 

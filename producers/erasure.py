@@ -34,14 +34,18 @@ from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
 from typing import Protocol
 
-from producers.keys.cipher import KeyStore, sealed_key_id
+from producers.keys.cipher import KeyStore, sealed_key_id, sealed_values, stored_record
 from producers.logs.base import Log
 from projector.record_fold import LogState
 from schemas.audit import Document, Erasure, Message, utc_now
 from schemas.codec import decode_record
+from schemas.crypto.graph_content import ERASE_CONTENT
+from schemas.crypto.graph_erasure import GraphErasure
 from schemas.crypto.subjects import subject_of
 from schemas.errors import EncryptionError, UnknownSubjectError
 from schemas.evidence.merkle import leaf_hash
+from schemas.graph.ids import uuid7
+from schemas.records import OPERATION_NAMESPACE, GraphEnvelope, Record
 
 __all__ = [
     "RETENTION_REASON",
@@ -134,6 +138,64 @@ def _receipt(
     )
 
 
+def _graph_content(
+    erasing: ErasingLog, key_id: str, last_seq: int | None
+) -> tuple[list[int], dict[int, bytes], list[str]]:
+    """The seqs and stored bytes of the graph records up to `last_seq` holding content
+    sealed under `key_id`, and the items whose content it is (in log order, each once).
+
+    A scan of the log: a graph item's content is found by the key that sealed it, whatever
+    its item's subject became since, so an erasure never misses content of its subject. The
+    key id is in a sealed value's text, so only records holding it are decoded."""
+    seqs: list[int] = []
+    stored: dict[int, bytes] = {}
+    items: dict[str, None] = {}
+    if last_seq is None:
+        return seqs, stored, []
+    needle = key_id.encode()
+    for seq, data in erasing.records(0, timeout=30.0):
+        if data is not None and needle in data:
+            record = stored_record(data)
+            if type(record) is GraphEnvelope:
+                named = [slot.item_id for slot, _, k in sealed_values(record) if k == key_id]
+                if named:
+                    seqs.append(seq)
+                    stored[seq] = data
+                    items.update(dict.fromkeys(i for i in named if i is not None))
+        if seq >= last_seq:
+            break
+    return seqs, stored, list(items)
+
+
+def _graph_receipt(
+    subject: str,
+    found: tuple[list[int], dict[int, bytes], list[str]],
+    reason: str,
+    requested_by: str | None,
+    erasure: Erasure | None,
+    timestamp: datetime,
+) -> tuple[GraphEnvelope, GraphErasure]:
+    seqs, stored, items = found
+    receipt = GraphErasure(
+        subject=subject,
+        items=tuple(items),
+        seqs=tuple(seqs),
+        leaf_hashes=tuple(leaf_hash(stored[seq]).hex() for seq in seqs),
+        reason=reason,
+        requested_by=requested_by,
+        erasure_id=erasure.id if erasure is not None else None,
+    )
+    ts = timestamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    envelope = GraphEnvelope(
+        id=uuid7(),
+        namespace=OPERATION_NAMESPACE,
+        type=ERASE_CONTENT,
+        ts=ts,
+        payload=receipt.to_payload(),
+    )
+    return envelope, receipt
+
+
 def erase_subject(
     target: Log,
     subject: str,
@@ -142,11 +204,15 @@ def erase_subject(
     requested_by: str | None = None,
     actor: str | None = None,
     now: datetime | None = None,
-) -> Erasure:
-    """Destroy `subject`'s keys and append its Erasure, atomically; the stored Erasure.
+) -> Erasure | GraphErasure:
+    """Destroy `subject`'s keys and append its receipt, atomically: an `Erasure` naming
+    its audit events, and with it a ``memstream.erase_content`` envelope (`GraphErasure`)
+    naming the graph items whose content its key sealed. The stored `Erasure`, or the
+    `GraphErasure` when the subject had graph content only.
 
-    `UnknownSubjectError` when the log holds no key of `subject` (unknown, or erased
-    already) and `EncryptionError` for a log that does not encrypt: nothing is appended.
+    `UnknownSubjectError` when the log holds no readable content of `subject` (unknown, or
+    erased already) and `EncryptionError` for a log that does not encrypt: nothing is
+    appended.
     """
     erasing = erasing_log(target)
     keys = erasing.keys
@@ -159,7 +225,18 @@ def erase_subject(
     # Kafka: no transaction across the log and its key store (see the module docstring).
     apart = hasattr(erasing, "exclusive")
 
-    def build(state: LogState) -> tuple[list[Erasure], Erasure]:
+    shared_before: str | None = None
+
+    def build(state: LogState) -> tuple[list[Record], Erasure | GraphErasure]:
+        at = now or utc_now()
+        # The graph's content of the subject: sealed under its shared key (on Kafka
+        # destroyed already, before this state was read).
+        graph_key = shared_before if apart else keys.shared_key_id(subject)
+        graph = (
+            ([], {}, [])
+            if graph_key is None
+            else _graph_content(erasing, graph_key, state.last_seq)
+        )
         events = [e for e in _content(state) if subject_of(e) == subject]
         seqs: list[int] = [e.seq for e in events]  # type: ignore[misc]
         stored = erasing.stored_records(seqs) if events else {}
@@ -181,14 +258,25 @@ def erase_subject(
         # Events whose keys are gone already and that no receipt names (an erase on Kafka
         # that failed between destroying the keys and appending the receipt) are named by
         # this receipt: it tells the truth, they are unreadable.
-        if not events:
+        if not events and not graph[0]:
             raise UnknownSubjectError(
                 f"log {erasing.location}: erase refused: no readable content of data subject "
                 f"{subject!r} (unknown, or erased already); nothing was appended"
             )
-        receipt = _receipt(subject, events, reason, requested_by, actor, now or utc_now(), stored)
+        records: list[Record] = []
+        erasure = None
+        if events:
+            erasure = _receipt(subject, events, reason, requested_by, actor, at, stored)
+            records.append(erasure)
+        if graph[0]:
+            if not apart and graph_key not in key_ids:
+                key_ids.append(graph_key)  # type: ignore[arg-type]
+            envelope, graph_receipt = _graph_receipt(
+                subject, graph, reason, requested_by, erasure, at
+            )
+            records.append(envelope)
         keys.delete(key_ids)  # in this transaction: undone if the append fails
-        return [receipt], receipt
+        return records, erasure if erasure is not None else graph_receipt
 
     with _exclusive(erasing, "erase"):
         if apart:
@@ -199,14 +287,13 @@ def erase_subject(
             # test). Now a writer's next append reads the tombstone and seals under a new
             # key; what it appended before lands before the receipt's state is read, and is
             # named. Left: a record already in flight when the tombstone lands.
-            shared = keys.shared_key_id(subject)
-            if shared is not None:
-                keys.delete([shared])
-        appended, _ = erasing.transact(build)
+            shared_before = keys.shared_key_id(subject)
+            if shared_before is not None:
+                keys.delete([shared_before])
+        appended, receipt = erasing.transact(build)
     erasing.purge()
-    stored = appended[0].record
-    assert isinstance(stored, Erasure)
-    return stored
+    first = appended[0].record
+    return first if isinstance(first, Erasure) else receipt
 
 
 def sweep_retention(target: Log, now: datetime | None = None) -> list[Erasure]:

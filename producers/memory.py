@@ -30,6 +30,7 @@ from projector.record_fold import LogState
 from queryd.audit import search
 from schemas.audit import BaseEvent, Deletion, Document, Erasure, EventKind, Message, Recall
 from schemas.codec import decode_record
+from schemas.crypto.graph_erasure import GraphErasure
 from schemas.errors import DecodeError, EncryptionError
 from schemas.evidence.note import NoteSigner, NoteVerifier
 from schemas.evidence.proof import ConsistencyProof, EvidenceError, InclusionProof
@@ -255,13 +256,17 @@ class Memory:
         *,
         requested_by: str | None = None,
         actor: str | None = None,
-    ) -> Erasure:
-        """Make every message and document of data `subject` unreadable: its keys are
-        destroyed and an `Erasure` receipt (ids and leaf hashes, no content) is appended,
-        in one transaction (on Kafka: the keys' tombstones are acknowledged first, then the
+    ) -> Erasure | GraphErasure:
+        """Make every message and document of data `subject`, and the content of every
+        graph item of it, unreadable: its keys are destroyed and an `Erasure` receipt (ids
+        and leaf hashes, no content) is appended, with its graph half (`GraphErasure`, in a
+        ``memstream.erase_content`` envelope) when graph items had content of it, in one
+        transaction (on Kafka: the keys' tombstones are acknowledged first, then the
         receipt is appended). Afterwards `get` shows their content as `ERASED`, and search,
-        recall and the word index never see them. The subject of an event is its
-        `session_id`, or ``event:<id>`` for one without a session.
+        recall and the word index never see them; each value of the items' content reads
+        `ERASED`. The subject of an event is its `session_id`, or ``event:<id>`` for one
+        without a session; of an item, its ``meta.subject``, else its ``scope``. The
+        `Erasure`; the `GraphErasure` when the subject had graph content only.
 
         `UnknownSubjectError` when the log holds no readable content of `subject`;
         `EncryptionError` for a log written without encryption: nothing is appended.

@@ -66,8 +66,10 @@ from projector.graph.reducer import Tx, item_changes
 from projector.graph.state import GraphState, create_graph_state
 from projector.graph.tasks import TaskState, create_task_state
 from projector.lifecycle import Lifecycle
-from schemas.audit import BaseEvent, Erasure
+from schemas.audit import ERASED, BaseEvent, Erasure
 from schemas.codec import MAX_JSON_DEPTH, decode_record
+from schemas.crypto.graph_content import ERASE_CONTENT
+from schemas.crypto.graph_erasure import GraphErasure
 from schemas.errors import (
     CorruptLogError,
     DecodeError,
@@ -270,10 +272,24 @@ def _batch(states: GraphStates, envelope: GraphEnvelope, graph_seq: int | None) 
     return Applied(states, events)
 
 
+def _erase_content(states: GraphStates, envelope: GraphEnvelope) -> Applied:
+    """The graph half of an erasure receipt: every content value of each item it names
+    becomes ``ERASED`` (an item retracted since is gone already, and skipped)."""
+    receipt = GraphErasure.model_validate(envelope.payload)
+    tx = Tx(states.memory)
+    for item_id in receipt.items:
+        item = tx.items.get(item_id)
+        if item is not None:
+            tx.update_item(item_id, {"content": dict.fromkeys(item.content, ERASED)}, ERASE_CONTENT)
+    return Applied(states._replace(memory=tx.freeze()), list(tx.events), None)
+
+
 def _apply_operation(
     states: GraphStates, envelope: GraphEnvelope, graph_seq: int | None
 ) -> Applied:
     """An operation envelope: a batch, or an operation of the table that may travel on a log."""
+    if envelope.type == ERASE_CONTENT:
+        return _erase_content(states, envelope)
     is_batch = envelope.type == BATCH
     operation = None if is_batch else _logged_operation(envelope.type)
     if operation is None and not is_batch:
@@ -311,7 +327,15 @@ def _audit_lifecycle(seq: int, event: AuditEvent) -> Lifecycle:
     return Lifecycle(seq, "audit", f"{event.kind}.appended", event)
 
 
-def _not_erasable(record: Erasure) -> EncryptionError:
+def _is_erase_content(record: Record) -> bool:
+    return (
+        type(record) is GraphEnvelope
+        and record.type == ERASE_CONTENT
+        and record.namespace == OPERATION_NAMESPACE
+    )
+
+
+def _not_erasable(record: Erasure | GraphEnvelope) -> EncryptionError:
     return EncryptionError(
         f"erasure {record.id}: this log is not encrypted, so no content of it can be erased"
     )
@@ -383,6 +407,8 @@ def apply_record(
         )
     if not isinstance(record, GraphEnvelope):
         raise DecodeError(f"seq {seq}: not a record: {type(record).__name__}")
+    if not erasable and _is_erase_content(record):
+        raise _not_erasable(record)
     states = GraphStates(state.graph, state.intents, state.tasks)
     (graph, intents, tasks), events, value = _apply_envelope(states, record, state.graph_seq)
     changed = graph is not state.graph or intents is not state.intents or tasks is not state.tasks
@@ -555,8 +581,8 @@ def check_records(
     """
     if not erasable:
         for record in records:
-            if type(record) is Erasure:
-                raise _not_erasable(record)
+            if type(record) is Erasure or _is_erase_content(record):
+                raise _not_erasable(record)  # type: ignore[arg-type]
     if (
         state.authorship is not None
         or signer is not None

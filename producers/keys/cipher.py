@@ -1,26 +1,55 @@
 """Sealing and opening the content of records, with a log's key store.
 
-`seal_record` gives the copy of a message or document to store: its content field sealed
-(`schemas.crypto.envelope`) under a fresh data key wrapped by its subject's key (the
-subject by `schemas.crypto.subjects.subject_of`), or by a key of its own when the event has
-a `retain_until` (so retention can erase it alone). `open_record` gives back the readable
-event: the plaintext, or `ERASED` when the key is gone. Other records pass unchanged; an
-Erasure read from the log makes this process forget its subject's cached keys.
+`seal_record` gives the copy of a record to store:
+
+- a message or document: its content field sealed (`schemas.crypto.envelope`) under a
+  fresh data key wrapped by its subject's key (the subject by
+  `schemas.crypto.subjects.subject_of`), or by a key of its own when the event has a
+  `retain_until` (so retention can erase it alone);
+- a graph envelope: each value of each item's ``content`` it carries
+  (`schemas.crypto.graph_content`) sealed, as canonical JSON, under the shared key of the
+  item's subject (`item_subject`; an update: the subject of the item it updates), with
+  `seal_convergent`, so that a fold without keys compares items as a reader does.
+
+`open_record` gives back the readable record: the plaintext, or `ERASED` when the key is
+gone. Other records pass unchanged; an Erasure read from the log makes this process forget
+its subject's cached keys. `check_receipt` refuses a receipt (either half) that does not
+tell the truth.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Protocol
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
 
+from projector.graph.state import GraphState
 from projector.record_fold import LogState
 from schemas.audit import ERASED, Document, Erasure, Message
 from schemas.codec import decode_record, encode_record
-from schemas.crypto.envelope import SealedError, is_sealed, open_sealed, parse, seal
+from schemas.crypto.envelope import (
+    SealedError,
+    is_sealed,
+    open_sealed,
+    parse,
+    seal,
+    seal_convergent,
+)
+from schemas.crypto.graph_content import (
+    ERASE_CONTENT,
+    ContentSlot,
+    binding,
+    content_slots,
+    item_subject,
+    map_content,
+)
+from schemas.crypto.graph_erasure import GraphErasure
 from schemas.crypto.subjects import CONTENT_FIELD, subject_of
+from schemas.errors import DecodeError
 from schemas.evidence.merkle import leaf_hash
 from schemas.limits import MAX_RECORD_BYTES, check_record_size
-from schemas.records import Record
+from schemas.records import OPERATION_NAMESPACE, GraphEnvelope, Record
+from schemas.signing import is_signed, split_signed
 
 __all__ = [
     "KeyStore",
@@ -28,6 +57,9 @@ __all__ = [
     "seal_encoded",
     "open_record",
     "sealed_key_id",
+    "sealed_values",
+    "stored_record",
+    "is_erase_content",
     "check_receipt",
 ]
 
@@ -40,8 +72,50 @@ class KeyStore(Protocol):
     def forget_subject(self, subject: str) -> None: ...
 
 
-def seal_record(keys: KeyStore, record: Record) -> Record:
-    """The record as an encrypted log stores it."""
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+class _Subjects:
+    """The subject of each item a graph envelope's content belongs to, at the seal: a
+    create's or an imported item's from the item itself; an update's from the item it
+    updates, created earlier in the same append or found in the state."""
+
+    def __init__(self, graph: GraphState | None) -> None:
+        self.graph = graph
+        self.created: dict[str, str] = {}
+
+    def of(self, slot: ContentSlot) -> str:
+        if slot.subject is not None:
+            if slot.item_id is not None:
+                self.created.setdefault(slot.item_id, slot.subject)
+            return slot.subject
+        item_id = slot.item_id or ""
+        subject = self.created.get(item_id)
+        if subject is not None:
+            return subject
+        item = self.graph.items.get(item_id) if self.graph is not None else None
+        if item is None:  # the fold refuses an update of an unknown item: any key will do
+            return item_subject({"id": item_id})
+        return item_subject({"id": item.id, "scope": item.scope, "meta": item.meta})
+
+
+def _seal_envelope(keys: KeyStore, envelope: GraphEnvelope, subjects: _Subjects) -> GraphEnvelope:
+    def sealed(slot: ContentSlot, key: str, value: Any) -> str:
+        key_id, subject_key = keys.key_for(subjects.of(slot))
+        event_id, field = binding(slot, key)
+        return seal_convergent(
+            _canonical(value), event_id=event_id, field=field, key_id=key_id, key=subject_key
+        )
+
+    return map_content(envelope, sealed)
+
+
+def seal_record(keys: KeyStore, record: Record, subjects: _Subjects | None = None) -> Record:
+    """The record as an encrypted log stores it (`subjects`: the graph's items at the
+    seal, for an update's subject)."""
+    if type(record) is GraphEnvelope:
+        return _seal_envelope(keys, record, subjects or _Subjects(None))
     if not isinstance(record, Message | Document):
         return record
     field = CONTENT_FIELD[record.kind]
@@ -51,21 +125,33 @@ def seal_record(keys: KeyStore, record: Record) -> Record:
     return record.model_copy(update={field: token})
 
 
+def is_erase_content(record: Record) -> bool:
+    """Whether `record` is the graph half of an erasure receipt."""
+    return (
+        type(record) is GraphEnvelope
+        and record.type == ERASE_CONTENT
+        and record.namespace == OPERATION_NAMESPACE
+    )
+
+
 def seal_encoded(
     keys: KeyStore,
     records: Sequence[Record],
     encoded: list[bytes],
-    check_erasure: Callable[[Erasure], None],
+    check_erasure: Callable[[Record], None],
+    graph: GraphState | None = None,
 ) -> list[bytes]:
     """The stored bytes of an encrypted log's `records` (`encoded` as written unsealed):
-    content sealed (`seal_record`), each Erasure first passed to `check_erasure` (which
-    raises unless the receipt tells the truth). Shared by both logs.
+    content sealed (`seal_record`; `graph`: the graph at the seal), each receipt (an
+    Erasure, or its graph half) first passed to `check_erasure` (which raises unless it
+    tells the truth). Shared by both logs.
     `RecordTooLargeError` when sealing grows a record past the limit."""
     out = list(encoded)
+    subjects = _Subjects(graph)
     for i, record in enumerate(records):
-        if type(record) is Erasure:
+        if type(record) is Erasure or is_erase_content(record):
             check_erasure(record)
-        sealed = seal_record(keys, record)
+        sealed = seal_record(keys, record, subjects)
         if sealed is not record:
             data = out[i] = encode_record(sealed)
             if len(data) > MAX_RECORD_BYTES:
@@ -83,12 +169,45 @@ def sealed_key_id(record: Record) -> str | None:
     return parse(value).key_id
 
 
+def sealed_values(envelope: GraphEnvelope) -> Iterator[tuple[ContentSlot, str, str]]:
+    """(slot, content key, key id) of each sealed content value `envelope` carries."""
+    for slot in content_slots(envelope):
+        content: Any = envelope.payload
+        for step in slot.path:
+            content = content[step]
+        for key, value in content.items():
+            if isinstance(value, str) and is_sealed(value):
+                yield slot, key, parse(value).key_id
+
+
+def _open_value(keys: KeyStore, slot: ContentSlot, key: str, value: Any) -> Any:
+    if not (isinstance(value, str) and is_sealed(value)):
+        return value  # written before the log was encrypted
+    sealed = parse(value)
+    subject_key = keys.key(sealed.key_id)
+    if subject_key is None:
+        return ERASED
+    event_id, field = binding(slot, key)
+    plain = open_sealed(sealed, event_id=event_id, field=field, key=subject_key)
+    try:
+        return json.loads(plain)
+    except ValueError:
+        raise SealedError(f"sealed content {key!r} of item {slot.item_id}: not JSON") from None
+
+
 def open_record(keys: KeyStore, record: Record) -> Record:
     """The readable record; SealedError when a sealed value is malformed or does not open
     with the key it names (the stored bytes were changed)."""
     if isinstance(record, Erasure):
         keys.forget_subject(record.subject)
         return record
+    if type(record) is GraphEnvelope:
+        if is_erase_content(record) and isinstance(record.payload, Mapping):
+            subject = record.payload.get("subject")
+            if isinstance(subject, str):
+                keys.forget_subject(subject)
+            return record
+        return map_content(record, lambda slot, key, value: _open_value(keys, slot, key, value))
     if not isinstance(record, Message | Document):
         return record
     field = CONTENT_FIELD[record.kind]
@@ -104,16 +223,30 @@ def open_record(keys: KeyStore, record: Record) -> Record:
     return record.model_copy(update={field: plain})
 
 
+def stored_record(data: bytes) -> Record:
+    """The record a stored record holds (a signed one's inner record)."""
+    return decode_record(split_signed(data).inner if is_signed(data) else data)
+
+
 def check_receipt(
     keys: KeyStore,
     state: LogState,
-    receipt: Erasure,
+    receipt: Record,
     stored_records: Callable[[Sequence[int]], dict[int, bytes]],
 ) -> None:
-    """Refuse (ValueError) an Erasure that does not tell the truth, before it is appended:
-    each event it names must be in `state`, its leaf hash that of its stored record, and
-    the key its content is sealed under destroyed already (every log runs this check on
-    every Erasure it is given to append, `Memory.erase`'s own included)."""
+    """Refuse (ValueError) a receipt that does not tell the truth, before it is appended
+    (every log runs this check on every receipt it is given to append, `Memory.erase`'s
+    own included).
+
+    An `Erasure`: each event it names must be in `state`, its leaf hash that of its stored
+    record, and the key its content is sealed under destroyed already. Its graph half
+    (`GraphErasure`): each record it names must be a stored graph record with that leaf
+    hash holding content sealed under a destroyed key, and each item it names must have
+    such content in those records."""
+    if type(receipt) is GraphEnvelope:
+        _check_graph_receipt(keys, receipt, stored_records)
+        return
+    assert type(receipt) is Erasure
     seqs = []
     for target in receipt.erased:
         event = state.memory.get(target)
@@ -132,11 +265,49 @@ def check_receipt(
                 f"erasure {receipt.id}: leaf_hashes: {claimed} is not the leaf hash of "
                 f"event {target} (seq {seq})"
             )
-        key_id = sealed_key_id(decode_record(data))
+        key_id = sealed_key_id(stored_record(data))
         if key_id is not None and keys.key(key_id) is not None:
             raise ValueError(
                 f"erasure {receipt.id}: the key of event {target} is not destroyed; "
                 "erase with Memory.erase, which destroys it in the same transaction"
+            )
+
+
+def _check_graph_receipt(
+    keys: KeyStore,
+    envelope: GraphEnvelope,
+    stored_records: Callable[[Sequence[int]], dict[int, bytes]],
+) -> None:
+    what = f"erasure {envelope.id} (graph content)"
+    receipt = GraphErasure.model_validate(envelope.payload)  # a ValidationError is a ValueError
+    stored = stored_records(receipt.seqs)
+    erased: set[str | None] = set()
+    for seq, claimed in zip(receipt.seqs, receipt.leaf_hashes, strict=True):
+        data = stored.get(seq)
+        if data is None:
+            raise ValueError(f"{what}: seq {seq} is not in the log")
+        if leaf_hash(data).hex() != claimed:
+            raise ValueError(f"{what}: leaf_hashes: {claimed} is not the leaf hash of seq {seq}")
+        try:
+            record = stored_record(data)
+        except DecodeError as exc:
+            raise ValueError(f"{what}: seq {seq} does not decode: {exc}") from None
+        if type(record) is not GraphEnvelope:
+            raise ValueError(f"{what}: seq {seq} is not a graph record")
+        gone = [
+            slot.item_id for slot, _, key_id in sealed_values(record) if keys.key(key_id) is None
+        ]
+        if not gone:
+            raise ValueError(
+                f"{what}: seq {seq} holds no content sealed under a destroyed key; erase with "
+                "Memory.erase, which destroys it in the same transaction"
+            )
+        erased.update(gone)
+    for item_id in receipt.items:
+        if item_id not in erased:
+            raise ValueError(
+                f"{what}: item {item_id} has no content sealed under a destroyed key in the "
+                "records named"
             )
 
 

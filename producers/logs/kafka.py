@@ -134,6 +134,7 @@ from projector.record_fold import (
 from projector.snapshot_store import RedisAccessError, SnapshotStore
 from schemas.audit import BaseEvent, Document, Message
 from schemas.codec import KIND_HEADER, KINDS, record_id, record_kind
+from schemas.crypto.graph_content import content_slots
 from schemas.errors import (
     AppendFailedError,
     AppendOutcomeUnknownError,
@@ -143,7 +144,7 @@ from schemas.errors import (
 )
 from schemas.evidence.note import NoteSigner
 from schemas.evidence.proof import ConsistencyProof, EvidenceError, InclusionProof
-from schemas.records import Record
+from schemas.records import GraphEnvelope, Record
 
 __all__ = [
     "KafkaLog",
@@ -1302,7 +1303,10 @@ class KafkaLog:
         keys = self.keys
         if keys is None:
             return encoded
-        if any(isinstance(r, Message | Document) for r in records):
+        if any(
+            isinstance(r, Message | Document) or (type(r) is GraphEnvelope and content_slots(r))
+            for r in records
+        ):
             # Once for the batch: a subject another process erased meanwhile is not
             # sealed under its destroyed key (its tombstones are read first).
             keys.refresh()
@@ -1312,6 +1316,7 @@ class KafkaLog:
             records,
             encoded,
             lambda receipt: check_receipt(keys, state, receipt, self.stored_records),
+            state.graph,
         )
 
     def _opened(self, record: Record) -> Record:

@@ -74,7 +74,6 @@ from projector.record_fold import (
     empty_state,
     reject_record,
 )
-from schemas.audit import Erasure
 from schemas.codec import MAX_JSON_DEPTH, decode_record, record_id, record_kind
 from schemas.errors import (
     CorruptLogError,
@@ -725,10 +724,14 @@ class SqliteLog:
         keys = self.keys
         assert keys is not None
         return seal_encoded(
-            keys, records, encoded, lambda receipt: self._check_receipt(state, receipt)
+            keys,
+            records,
+            encoded,
+            lambda receipt: self._check_receipt(state, receipt),
+            state.graph,
         )
 
-    def _check_receipt(self, state: LogState, receipt: Erasure) -> None:
+    def _check_receipt(self, state: LogState, receipt: Record) -> None:
         assert self.keys is not None
         check_receipt(self.keys, state, receipt, self.stored_records)
 
