@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import hmac
 import secrets
 from typing import NamedTuple
@@ -50,6 +49,8 @@ KEY_BYTES = 32
 _NONCE = 12
 _TAG = 16
 _KEY_ID_HEX = 32
+_CONVERGENT = b"msenc1 convergent\x00"
+_FIXED_NONCE = bytes(_NONCE)
 # A sealed value is read only up to this size (a record is at most 16 MiB anyway).
 _MAX_SEALED = 24 * 1024 * 1024
 
@@ -104,34 +105,26 @@ def seal(plaintext: str, *, event_id: UUID, field: str, key_id: str, key: bytes)
     return f"{PREFIX}{key_id}:{_b64(wrapped)}:{_b64(sealed)}"
 
 
-def _derive(key: bytes, label: bytes, *parts: bytes) -> bytes:
-    mac = hmac.new(key, label, hashlib.sha256)
-    for part in parts:
-        mac.update(len(part).to_bytes(8, "big"))
-        mac.update(part)
-    return mac.digest()
-
-
 def seal_convergent(plaintext: str, *, event_id: UUID, field: str, key_id: str, key: bytes) -> str:
     """`plaintext` sealed as `seal` seals it, in the same format (`open_sealed` opens it),
-    but deterministically: the data key and both nonces are derived (HMAC-SHA256) from
-    `key`, the binding and the plaintext, so the same plaintext of the same field of the
+    but deterministically: the data key and the wrapping nonce are one HMAC-SHA512 of the
+    binding and the plaintext under `key`, so the same plaintext of the same field of the
     same event under the same key always seals to the same text.
 
     Why: a fold that holds no key (the projector) compares sealed values where a reader
     compares plaintexts (a graph import skips items identical to existing ones); equal
     sealed values then mean equal plaintexts, and both decide alike. What it reveals: only
-    whether two values of one field of one item, under one key, are equal. A data key is
-    unique to its plaintext, so no nonce is ever reused with different data (as in SIV)."""
+    whether two values of one field of one item, under one key, are equal. Nonces are
+    never reused with different data (as in SIV): a data key seals one plaintext only, so
+    its nonce is fixed; the wrapping nonce differs with the plaintext."""
     if len(key) != KEY_BYTES:
         raise SealedError(f"subject key: expected {KEY_BYTES} bytes, got {len(key)}")
     aad = _aad(event_id, field)
     data = plaintext.encode()
-    data_key = _derive(key, b"msenc1 data key", aad, data)
-    wrap_nonce = _derive(key, b"msenc1 wrap nonce", aad, data_key)[:_NONCE]
+    derived = hmac.digest(key, _CONVERGENT + len(aad).to_bytes(4, "big") + aad + data, "sha512")
+    data_key, wrap_nonce = derived[:KEY_BYTES], derived[KEY_BYTES : KEY_BYTES + _NONCE]
     wrapped = wrap_nonce + AESGCM(key).encrypt(wrap_nonce, data_key, aad)
-    nonce = _derive(data_key, b"msenc1 nonce", aad)[:_NONCE]
-    sealed = nonce + AESGCM(data_key).encrypt(nonce, data, aad)
+    sealed = _FIXED_NONCE + AESGCM(data_key).encrypt(_FIXED_NONCE, data, aad)
     return f"{PREFIX}{key_id}:{_b64(wrapped)}:{_b64(sealed)}"
 
 

@@ -187,9 +187,7 @@ def test_a_fold_without_keys_decides_as_a_reader_does(log_dir: Path) -> None:
     keyless = _keyless(log_dir)
     assert _shape(keyless) == _shape(reader_state)
     # The keyless state holds sealed values only.
-    assert all(
-        parse(v).key_id for i in keyless.graph.items.values() for v in i.content.values()
-    )
+    assert all(parse(v).key_id for i in keyless.graph.items.values() for v in i.content.values())
 
 
 def _graph_receipt(payload: dict[str, Any]) -> GraphEnvelope:

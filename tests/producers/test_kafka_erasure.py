@@ -27,11 +27,14 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 
 from producers.keys.kafka_keys import keys_topic
 from producers.logs.kafka_client import client_conf, consumer_conf
+from producers.memex_log_store import LogGraphs
+from producers.memex_store import MemexStore
 from producers.memory import Memory
 from projector.service import Projector
 from schemas.audit import ERASED, Erasure, Message
 from schemas.codec import decode_record
 from schemas.crypto.envelope import parse
+from schemas.crypto.graph_erasure import GraphErasure
 from schemas.errors import EncryptionError, UnknownSubjectError
 from schemas.evidence.merkle import leaf_hash
 from tests.projector.test_projector_kafka import read_topic
@@ -41,6 +44,7 @@ pytestmark = pytest.mark.kafka
 TOKEN = uuid.uuid4().hex  # this run's plaintext, found nowhere else
 CARD = f"card 4111111111111111 expires 12/29 {TOKEN}"
 BOB = "bob likes tea and card games"
+GRAPH_TOKEN = uuid.uuid4().hex  # this run's graph item text
 T0 = datetime(2027, 1, 1, tzinfo=UTC)
 # How long after `erase` returns the test waits, at most, for the broker's cleaner.
 BOUND_S = 90.0
@@ -220,6 +224,9 @@ def test_erase_leaves_no_key_nor_plaintext_anywhere_within_the_bound(
     with Memory(location, encrypt=True) as memory:
         card = memory.add_message(Message(speaker="user", content=CARD, session_id="alice"))
         bob = memory.add_message(Message(speaker="user", content=BOB, session_id="bob"))
+        graph = MemexStore(backend=LogGraphs(memory.log))
+        item = _graph_item(graph, "alice", {"text": f"alice lives at {GRAPH_TOKEN}"})
+        bobs = _graph_item(graph, "bob", {"text": BOB})
         alice_key = _key_bytes(memory, kafka_bootstrap, unique_name, card.seq or 0)
         bob_key = _key_bytes(memory, kafka_bootstrap, unique_name, bob.seq or 0)
         # The projector folds it (snapshot in Redis, lifecycle topic) before the erasure.
@@ -231,12 +238,18 @@ def test_erase_leaves_no_key_nor_plaintext_anywhere_within_the_bound(
 
         erasure = memory.erase("alice", "GDPR art. 17", requested_by="dpo@example.com")
         returned = time.monotonic()
-        assert erasure.erased == (card.id,)
+        assert isinstance(erasure, Erasure) and erasure.erased == (card.id,)
         assert memory.get(card.id).content == ERASED  # type: ignore[union-attr]
         assert memory.get(bob.id).content == BOB  # type: ignore[union-attr]
+        assert graph.item(item.id).content == {"text": ERASED}  # type: ignore[union-attr]
+        assert graph.item(bobs.id).content == {"text": BOB}  # type: ignore[union-attr]
     Projector(location, every_records=1).run(until_caught_up=True, max_seconds=60)
 
-    needles = {"alice's key": alice_key, "the card's text": TOKEN.encode()}
+    needles = {
+        "alice's key": alice_key,
+        "the card's text": TOKEN.encode(),
+        "alice's item's text": GRAPH_TOKEN.encode(),
+    }
     deadline = returned + BOUND_S
     # A quick look at the log's own topics until they are clean, then at every byte.
     while left := _found_on_disk(dirs, needles, topics):
@@ -258,6 +271,50 @@ def test_erase_leaves_no_key_nor_plaintext_anywhere_within_the_bound(
         assert reader.get(card.id).content == ERASED  # type: ignore[union-attr]
         assert reader.get(bob.id).content == BOB  # type: ignore[union-attr]
         assert reader.replay().erasure_of(card.id) is not None
+    with MemexStore.open(location) as graph_reader:
+        assert graph_reader.item(item.id).content == {"text": ERASED}  # type: ignore[union-attr]
+        assert graph_reader.item(bobs.id).content == {"text": BOB}  # type: ignore[union-attr]
+
+
+def _graph_item(store: MemexStore, scope: str, content: dict[str, Any]) -> Any:
+    return store.create(
+        scope=scope,
+        kind="observation",
+        content=content,
+        author="agent:a",
+        source_kind="user_explicit",
+        authority=0.8,
+    )
+
+
+def test_graph_content_on_kafka_is_sealed_read_back_and_erased(
+    location: str, kafka_bootstrap: str, unique_name: str
+) -> None:
+    Memory(location, encrypt=True).close()
+    with MemexStore.open(location) as store:
+        item = _graph_item(store, "carol", {"text": f"carol's {GRAPH_TOKEN}", "n": 7})
+        store.update(item.id, {"content": {"more": GRAPH_TOKEN}}, author="agent:a")
+        other = _graph_item(store, "dan", {"text": BOB})
+    stored = read_topic_values(kafka_bootstrap, unique_name)
+    assert all(GRAPH_TOKEN.encode() not in value for _, value in stored)
+    with MemexStore.open(location) as reader, Memory(location, create=False) as memory:
+        # another process opens it with the key store
+        assert reader.item(item.id).content == {  # type: ignore[union-attr]
+            "text": f"carol's {GRAPH_TOKEN}",
+            "n": 7,
+            "more": GRAPH_TOKEN,
+        }
+        receipt = memory.erase("carol", "asked")  # graph content only
+        assert isinstance(receipt, GraphErasure) and receipt.items == (item.id,)
+        assert receipt.seqs == (0, 1)
+        assert receipt.leaf_hashes == tuple(leaf_hash(v).hex() for _, v in stored[:2])
+        erased = {"text": ERASED, "n": ERASED, "more": ERASED}
+        assert reader.item(item.id).content == erased  # type: ignore[union-attr]
+        with pytest.raises(UnknownSubjectError):
+            memory.erase("carol", "again")
+    with MemexStore.open(location) as fresh:
+        assert fresh.item(item.id).content == erased  # type: ignore[union-attr]
+        assert fresh.item(other.id).content == {"text": BOB}  # type: ignore[union-attr]
 
 
 def test_the_receipt_names_leaf_hashes_of_the_stored_records(

@@ -15,6 +15,7 @@ from schemas.crypto.envelope import (
     open_sealed,
     parse,
     seal,
+    seal_convergent,
 )
 
 EVENT = uuid.UUID("00000000-0000-4000-8000-000000000001")
@@ -40,6 +41,26 @@ def test_each_seal_has_its_own_data_key() -> None:
     a, _ = _sealed("same", key)
     b, _ = _sealed("same", key)
     assert a.split(":")[2] != b.split(":")[2]  # wrapped data keys differ
+
+
+def test_a_convergent_seal_is_the_same_for_the_same_value_binding_and_key() -> None:
+    key, key_id = new_key(), new_key_id()
+
+    def sealed(
+        text: str, event_id: uuid.UUID = EVENT, field: str = "content", k: bytes = key
+    ) -> str:
+        return seal_convergent(text, event_id=event_id, field=field, key_id=key_id, key=k)
+
+    token = sealed("card 4111")
+    assert token == sealed("card 4111") and "4111" not in token
+    assert open_sealed(parse(token), event_id=EVENT, field="content", key=key) == "card 4111"
+    # Anything else changed, it differs: the value, the event, the field, the key.
+    others = [sealed("card 4112"), sealed("card 4111", OTHER), sealed("card 4111", field="t")]
+    others.append(sealed("card 4111", k=new_key()))
+    assert len({token, *others}) == 5
+    assert len({t.split(":")[2] for t in [token, *others]}) == 5  # wrapped data keys too
+    with pytest.raises(SealedError, match="does not open"):
+        open_sealed(parse(token), event_id=OTHER, field="content", key=key)
 
 
 @pytest.mark.parametrize(
