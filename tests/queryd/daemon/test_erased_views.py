@@ -12,11 +12,14 @@ import pytest
 from daemon_support import in_process
 from fastapi.testclient import TestClient
 
+from producers.memex_log_store import LogGraphs
+from producers.memex_store import MemexStore
 from producers.memory import Memory
 from queryd.daemon import log_name
 from schemas.audit import Message
 
 CARD = "card 4111111111111111"
+ADDRESS = "12 Rue Quelconque"
 
 
 @dataclass(frozen=True)
@@ -26,6 +29,8 @@ class ErasedLog:
     kept_id: str
     recall_id: str
     erasure_seq: int
+    erased_item: str
+    kept_item: str
 
 
 @pytest.fixture(scope="module")
@@ -37,11 +42,29 @@ def erased_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, ErasedLog
             Message(speaker="bob", content="tea and card games", session_id="s-bob")
         )
         recall, _ = memory.recall("card", actor="agent:support")
+        graph = MemexStore(backend=LogGraphs(memory.log))
+        items = [
+            graph.create(
+                scope=scope,
+                kind="fact",
+                content={"text": text},
+                author="agent:support",
+                source_kind="user_explicit",
+                authority=0.5,
+            )
+            for scope, text in (("s-alice", ADDRESS), ("s-bob", "likes tea"))
+        ]
         erasure = memory.erase("s-alice", "gdpr art. 17", requested_by="dpo")
         assert [m.id for m in memory.replay().visible_messages] == [kept.id]
     assert erasure.seq is not None
     return location, ErasedLog(
-        log_name(location), str(erased.id), str(kept.id), str(recall.id), erasure.seq
+        log_name(location),
+        str(erased.id),
+        str(kept.id),
+        str(recall.id),
+        erasure.seq,
+        items[0].id,
+        items[1].id,
     )
 
 
@@ -85,8 +108,24 @@ def test_answers_name_the_erasure_and_never_the_plaintext(
     assert appeared[log.erased_id]["erasure"]["reason"] == "gdpr art. 17"
     answers["diff"] = str(diff)
 
+    erased_item = client.get(f"{base}/graph/items/{log.erased_item}").json()["item"]
+    assert erased_item["content"] == {"text": "[erased]"}
+    assert erased_item["scope"] == "s-alice"
+    kept_item = client.get(f"{base}/graph/items/{log.kept_item}").json()["item"]
+    assert kept_item["content"] == {"text": "likes tea"}
+    items = client.post(f"{base}/graph/items/query", json={}).json()
+    assert len(items["items"]) == 2
+    answers["items"] = str(items)
+    ids = [log.erased_item, log.kept_item]
+    export = client.post(f"{base}/graph/export_slice", json={"memory_ids": ids})
+    assert export.status_code == 200, export.text
+    exported = export.json()["slice"]["memories"]
+    assert {m["id"] for m in exported} == {log.erased_item, log.kept_item}
+    answers["export"] = export.text
+
     for what, text in answers.items():
         assert CARD not in text, f"{what} holds the erased plaintext"
+        assert ADDRESS not in text, f"{what} holds the erased item's plaintext"
 
 
 def test_pages_say_erased_and_never_the_plaintext(
