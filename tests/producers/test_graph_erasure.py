@@ -14,6 +14,7 @@ from producers.logs.sqlite import LOG_FILE
 from producers.memex_log_store import LogGraphs
 from producers.memex_store import MemexStore
 from producers.memory import Memory
+from projector.memex_topic import memex_envelopes
 from projector.record_fold import LogState, empty_state, fold_record
 from schemas.audit import ERASED, Erasure, Message
 from schemas.codec import decode_record
@@ -240,3 +241,19 @@ def test_a_graph_receipt_on_a_log_without_encryption_is_refused(tmp_path: Path) 
             memory.log.append([_graph_receipt({**payload, "reason": "r"})])
         assert len(_stored(path)) == 1
         assert store.item(item.id).content == {"text": CARD}  # type: ignore[union-attr]
+
+
+def test_the_derived_memex_topic_gets_the_erasure_as_an_update(log_dir: Path) -> None:
+    # What the projector publishes to LOG.memex for the receipt's graph half: the seed's
+    # own memory.update, every content value "[erased]".
+    with MemexStore.open(str(log_dir)) as store, Memory(log_dir) as memory:
+        item = _item(store, "ana", {"text": CARD, "n": 1})
+        memory.erase("ana", "asked")
+    state = empty_state()
+    envelopes: list[dict[str, Any]] = []
+    for seq, data in _stored(log_dir):
+        before = state
+        state, lifecycle = fold_record(state, seq, data, erasable=True)
+        envelopes = memex_envelopes(before, state, seq, decode_record(data), lifecycle)
+    assert [(e["type"], e["payload"]["item_id"]) for e in envelopes] == [("memory.update", item.id)]
+    assert envelopes[0]["payload"]["partial"]["content"] == {"text": ERASED, "n": ERASED}
