@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from projector.graph.state import GraphState
 from projector.record_fold import LogState
 from schemas.audit import ERASED, Document, Erasure, Message
-from schemas.codec import decode_record, encode_record
+from schemas.codec import decode_record
 from schemas.crypto.envelope import (
     SealedError,
     is_sealed,
@@ -47,14 +47,13 @@ from schemas.crypto.graph_erasure import GraphErasure
 from schemas.crypto.subjects import CONTENT_FIELD, subject_of
 from schemas.errors import DecodeError
 from schemas.evidence.merkle import leaf_hash
-from schemas.limits import MAX_RECORD_BYTES, check_record_size
 from schemas.records import OPERATION_NAMESPACE, GraphEnvelope, Record
 from schemas.signing import is_signed, split_signed
 
 __all__ = [
     "KeyStore",
     "seal_record",
-    "seal_encoded",
+    "seal_records",
     "open_record",
     "sealed_key_id",
     "sealed_values",
@@ -134,28 +133,22 @@ def is_erase_content(record: Record) -> bool:
     )
 
 
-def seal_encoded(
+def seal_records(
     keys: KeyStore,
     records: Sequence[Record],
-    encoded: list[bytes],
     check_erasure: Callable[[Record], None],
     graph: GraphState | None = None,
-) -> list[bytes]:
-    """The stored bytes of an encrypted log's `records` (`encoded` as written unsealed):
-    content sealed (`seal_record`; `graph`: the graph at the seal), each receipt (an
-    Erasure, or its graph half) first passed to `check_erasure` (which raises unless it
-    tells the truth). Shared by both logs.
-    `RecordTooLargeError` when sealing grows a record past the limit."""
-    out = list(encoded)
+) -> list[Record]:
+    """The records as an encrypted log stores them: content sealed (`seal_record`;
+    `graph`: the graph at the seal), each receipt (an Erasure, or its graph half) first
+    passed to `check_erasure` (which raises unless it tells the truth). Shared by both
+    logs, which encode what this returns (once: the unsealed form is never encoded)."""
     subjects = _Subjects(graph)
-    for i, record in enumerate(records):
+    out = []
+    for record in records:
         if type(record) is Erasure or is_erase_content(record):
             check_erasure(record)
-        sealed = seal_record(keys, record, subjects)
-        if sealed is not record:
-            data = out[i] = encode_record(sealed)
-            if len(data) > MAX_RECORD_BYTES:
-                check_record_size(record, data)  # sealed, it grew past the limit
+        out.append(seal_record(keys, record, subjects))
     return out
 
 

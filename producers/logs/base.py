@@ -192,10 +192,12 @@ def prepare(
     *,
     erasable: bool = False,
     agent: NoteSigner | None = None,
+    seal: Callable[[list[Record]], list[Record]] | None = None,
 ) -> tuple[list[Record], list[bytes], T]:
     """Run `build`, check its records against `state` and encode them (shared by logs);
     with an `agent` key, the records are stamped with its name and checked as signed by it
-    (their bytes are signed by `sign_encoded`, after any sealing).
+    (their bytes are signed by `sign_encoded`, after any sealing). `seal`: an encrypted
+    log's sealing (`producers.keys.cipher.seal_records`): the bytes are the sealed records'.
 
     Raises what the fold would refuse, or `RecordTooLargeError`; nothing is appended then.
     """
@@ -208,7 +210,7 @@ def prepare(
         signer=None if agent is None else agent.name,
         signer_key=None if agent is None else agent.verifier.key_id,
     )
-    return records, encode_records(records), value
+    return records, encode_records(records if seal is None else seal(records)), value
 
 
 def fold_lifecycle(

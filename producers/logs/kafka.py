@@ -88,7 +88,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka import Message as KafkaMessage
 from confluent_kafka.admin import AdminClient
 
-from producers.keys.cipher import SealedError, check_receipt, open_record, seal_encoded
+from producers.keys.cipher import SealedError, check_receipt, open_record, seal_records
 from producers.keys.kafka_keys import KafkaKeyStore, create_keys_topic, keys_topic_exists
 from producers.logs.adapters import register_opener
 from producers.logs.base import (
@@ -873,11 +873,16 @@ class KafkaLog:
             self._wait_inflight()
             self._fold_until(self.end_offset())
             agent = agent or self._agent
+            erasable = self.keys is not None
             records, encoded, value = prepare(
-                self._state, build, erasable=self.keys is not None, agent=agent
+                self._state,
+                build,
+                erasable=erasable,
+                agent=agent,
+                seal=self._sealed if erasable else None,
             )
             # sealed, then signed: the signature covers the stored (sealed) bytes
-            encoded = sign_encoded(agent, self._state, records, self._sealed(records, encoded))
+            encoded = sign_encoded(agent, self._state, records, encoded)
             return self._publish_and_fold(records, encoded), value
 
     def _publish_and_fold(self, records: list[Record], encoded: list[bytes]) -> list[Appended]:
@@ -1137,9 +1142,8 @@ class KafkaLog:
             agent = self._agent
             records = stamp_actor(records, agent)
             self._check(records)
-            encoded = sign_encoded(
-                agent, self._state, records, self._sealed(records, encode_records(records))
-            )
+            stored = records if self.keys is None else self._sealed(records)
+            encoded = sign_encoded(agent, self._state, records, encode_records(stored))
             return self._start(records, encoded, future, then, track=True)
 
     def append(self, records: Sequence[Record]) -> list[Appended]:
@@ -1296,13 +1300,12 @@ class KafkaLog:
 
     # --- encryption and erasure (producers.keys, producers.erasure) ---------------------
 
-    def _sealed(self, records: list[Record], encoded: list[bytes]) -> list[bytes]:
-        """The bytes to produce: on an encrypted log, content sealed under keys that are
-        durable in the key store before this returns, and an Erasure refused unless it tells
+    def _sealed(self, records: list[Record]) -> list[Record]:
+        """The records to produce, of an encrypted log: content sealed under keys that are
+        durable in the key store before this returns, and a receipt refused unless it tells
         the truth (`check_receipt`). Under `_lock`."""
         keys = self.keys
-        if keys is None:
-            return encoded
+        assert keys is not None
         if any(
             isinstance(r, Message | Document) or (type(r) is GraphEnvelope and content_slots(r))
             for r in records
@@ -1311,10 +1314,9 @@ class KafkaLog:
             # sealed under its destroyed key (its tombstones are read first).
             keys.refresh()
         state = self._state
-        return seal_encoded(
+        return seal_records(
             keys,
             records,
-            encoded,
             lambda receipt: check_receipt(keys, state, receipt, self.stored_records),
             state.graph,
         )

@@ -40,6 +40,7 @@ import time
 import weakref
 import zlib
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from os import PathLike
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -49,7 +50,7 @@ from producers.keys.cipher import (
     SealedError,
     check_receipt,
     open_record,
-    seal_encoded,
+    seal_records,
 )
 from producers.keys.sqlite_keys import SqliteKeyStore
 from producers.logs.adapters import register_opener
@@ -607,9 +608,10 @@ class SqliteLog:
                 erasable = self.keys is not None
                 # The caller's errors as-is.
                 agent = agent or self._agent
-                records, encoded, value = prepare(state, build, erasable=erasable, agent=agent)
-                if erasable:
-                    encoded = self._sealed(state, records, encoded)
+                seal = partial(self._sealed, state) if erasable else None
+                records, encoded, value = prepare(
+                    state, build, erasable=erasable, agent=agent, seal=seal
+                )
                 encoded = sign_encoded(agent, state, records, encoded)
                 signer = None if agent is None else agent.name
                 first = state.next_seq
@@ -716,19 +718,15 @@ class SqliteLog:
             self._contended = False
             self._free_runs = 0
 
-    def _sealed(self, state: LogState, records: list[Record], encoded: list[bytes]) -> list[bytes]:
-        """The stored bytes of an encrypted log's records: content sealed, keys created
-        in this transaction (`producers.keys`). An Erasure is refused unless it tells the
-        truth: the keys of what it names are gone in this transaction, and its leaf hashes
-        are those of their stored records."""
+    def _sealed(self, state: LogState, records: list[Record]) -> list[Record]:
+        """An encrypted log's records as stored: content sealed, keys created in this
+        transaction (`producers.keys`). A receipt is refused unless it tells the truth:
+        the keys of what it names are gone in this transaction, and its leaf hashes are
+        those of their stored records."""
         keys = self.keys
         assert keys is not None
-        return seal_encoded(
-            keys,
-            records,
-            encoded,
-            lambda receipt: self._check_receipt(state, receipt),
-            state.graph,
+        return seal_records(
+            keys, records, lambda receipt: self._check_receipt(state, receipt), state.graph
         )
 
     def _check_receipt(self, state: LogState, receipt: Record) -> None:

@@ -97,10 +97,10 @@ def seal(plaintext: str, *, event_id: UUID, field: str, key_id: str, key: bytes)
     if len(key) != KEY_BYTES:
         raise SealedError(f"subject key: expected {KEY_BYTES} bytes, got {len(key)}")
     aad = _aad(event_id, field)
-    data_key = secrets.token_bytes(KEY_BYTES)
-    wrap_nonce = secrets.token_bytes(_NONCE)
+    # One read of the OS's random source for the data key and both nonces.
+    fresh = secrets.token_bytes(KEY_BYTES + 2 * _NONCE)
+    data_key, wrap_nonce, nonce = fresh[:KEY_BYTES], fresh[KEY_BYTES:-_NONCE], fresh[-_NONCE:]
     wrapped = wrap_nonce + AESGCM(key).encrypt(wrap_nonce, data_key, aad)
-    nonce = secrets.token_bytes(_NONCE)
     sealed = nonce + AESGCM(data_key).encrypt(nonce, plaintext.encode(), aad)
     return f"{PREFIX}{key_id}:{_b64(wrapped)}:{_b64(sealed)}"
 
