@@ -7,6 +7,7 @@ assigns it), session_id, source and actor. The four kinds are told apart by `kin
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID, uuid4
@@ -30,6 +31,7 @@ __all__ = [
     "Recall",
     "Deletion",
     "Erasure",
+    "check_leaf_hashes",
     "ERASED",
     "AnyAuditEvent",
     "Event",
@@ -142,14 +144,18 @@ class Erasure(BaseEvent):
 
     @model_validator(mode="after")
     def _hashes_match(self) -> Erasure:
-        if len(self.leaf_hashes) != len(self.erased):
-            raise ValueError(
-                f"leaf_hashes: {len(self.leaf_hashes)} given for {len(self.erased)} erased events"
-            )
-        for value in self.leaf_hashes:
-            if not _LEAF_HASH.match(value):
-                raise ValueError(f"leaf_hashes: {value!r} is not 64 lowercase hex digits")
+        check_leaf_hashes(self.leaf_hashes, len(self.erased), "erased events")
         return self
+
+
+def check_leaf_hashes(leaf_hashes: Sequence[str], count: int, of: str) -> None:
+    """ValueError unless `leaf_hashes` are `count` Merkle leaf hashes (64 lowercase hex
+    digits each), one for each of `of` (a receipt's check of its own shape)."""
+    if len(leaf_hashes) != count:
+        raise ValueError(f"leaf_hashes: {len(leaf_hashes)} given for {count} {of}")
+    for value in leaf_hashes:
+        if not _LEAF_HASH.match(value):
+            raise ValueError(f"leaf_hashes: {value!r} is not 64 lowercase hex digits")
 
 
 ContentEvent = Message | Document

@@ -12,15 +12,15 @@ reader alike, so the state says what the log says.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from schemas.audit import check_leaf_hashes
+
 __all__ = ["GraphErasure"]
 
-_LEAF_HASH = re.compile(r"[0-9a-f]{64}")
 _NonEmpty = Annotated[str, StringConstraints(min_length=1)]
 
 
@@ -40,13 +40,7 @@ class GraphErasure(BaseModel):
 
     @model_validator(mode="after")
     def _hashes_match(self) -> GraphErasure:
-        if len(self.leaf_hashes) != len(self.seqs):
-            raise ValueError(
-                f"leaf_hashes: {len(self.leaf_hashes)} given for {len(self.seqs)} seqs"
-            )
-        for value in self.leaf_hashes:
-            if not _LEAF_HASH.fullmatch(value):
-                raise ValueError(f"leaf_hashes: {value!r} is not 64 lowercase hex digits")
+        check_leaf_hashes(self.leaf_hashes, len(self.seqs), "seqs")
         return self
 
     def to_payload(self) -> dict[str, Any]:

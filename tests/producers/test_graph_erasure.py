@@ -4,13 +4,11 @@ erased with its subject (`producers.keys.cipher`, `producers.erasure`,
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from producers.logs.sqlite import LOG_FILE
 from producers.memex_log_store import LogGraphs
 from producers.memex_store import MemexStore
 from producers.memory import Memory
@@ -25,26 +23,11 @@ from schemas.errors import EncryptionError, UnknownSubjectError
 from schemas.evidence.merkle import leaf_hash
 from schemas.graph.items import MemoryItem
 from schemas.records import OPERATION_NAMESPACE, GraphEnvelope
+from tests.producers.test_erasure import _found, _stored
 
 CARD = "card 4111111111111111 expires 12/29"
 ADDRESS = "12 Rue Quelconque, Paris"
 TEA = "bob likes green tea"
-
-
-def _files(path: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(path.iterdir()) if p.is_file()}
-
-
-def _found(path: Path, needle: bytes) -> list[str]:
-    return [name for name, data in _files(path).items() if needle in data]
-
-
-def _stored(path: Path) -> list[tuple[int, bytes]]:
-    conn = sqlite3.connect(path / LOG_FILE)
-    try:
-        return conn.execute("SELECT seq, record FROM events ORDER BY seq").fetchall()
-    finally:
-        conn.close()
 
 
 def _item(store: MemexStore, scope: str, content: dict[str, Any], **extra: Any) -> MemoryItem:

@@ -37,6 +37,7 @@ from schemas.crypto.envelope import parse
 from schemas.crypto.graph_erasure import GraphErasure
 from schemas.errors import EncryptionError, UnknownSubjectError
 from schemas.evidence.merkle import leaf_hash
+from tests.producers.test_graph_erasure import _item as _graph_item
 from tests.projector.test_projector_kafka import read_topic
 
 pytestmark = pytest.mark.kafka
@@ -274,17 +275,6 @@ def test_erase_leaves_no_key_nor_plaintext_anywhere_within_the_bound(
     with MemexStore.open(location) as graph_reader:
         assert graph_reader.item(item.id).content == {"text": ERASED}  # type: ignore[union-attr]
         assert graph_reader.item(bobs.id).content == {"text": BOB}  # type: ignore[union-attr]
-
-
-def _graph_item(store: MemexStore, scope: str, content: dict[str, Any]) -> Any:
-    return store.create(
-        scope=scope,
-        kind="observation",
-        content=content,
-        author="agent:a",
-        source_kind="user_explicit",
-        authority=0.8,
-    )
 
 
 def test_graph_content_on_kafka_is_sealed_read_back_and_erased(
