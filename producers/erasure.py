@@ -34,7 +34,13 @@ from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
 from typing import Protocol
 
-from producers.keys.cipher import KeyStore, sealed_key_id, sealed_values, stored_record
+from producers.keys.cipher import (
+    KeyStore,
+    erased_items,
+    sealed_key_id,
+    sealed_values,
+    stored_record,
+)
 from producers.logs.base import Log
 from projector.record_fold import LogState
 from schemas.audit import Document, Erasure, Message, utc_now
@@ -139,10 +145,12 @@ def _receipt(
 
 
 def _graph_content(
-    erasing: ErasingLog, key_id: str, last_seq: int | None
+    erasing: ErasingLog, key_id: str, state: LogState
 ) -> tuple[list[int], dict[int, bytes], list[str]]:
-    """The seqs and stored bytes of the graph records up to `last_seq` holding content
-    sealed under `key_id`, and the items whose content it is (in log order, each once).
+    """The seqs and stored bytes of the graph records of `state`'s log holding content
+    sealed under `key_id`, and the items whose content it is (in log order, each once):
+    the items the records name, and the copies of imported ones an import made under new
+    ids (`erased_items`) that `state` holds.
 
     A scan of the log: a graph item's content is found by the key that sealed it, whatever
     its item's subject became since, so an erasure never misses content of its subject. The
@@ -150,18 +158,21 @@ def _graph_content(
     seqs: list[int] = []
     stored: dict[int, bytes] = {}
     items: dict[str, None] = {}
+    last_seq = state.last_seq
     if last_seq is None:
         return seqs, stored, []
     needle = key_id.encode()
+    held = state.graph.items
     for seq, data in erasing.records(0, timeout=30.0):
         if data is not None and needle in data:
             record = stored_record(data)
             if type(record) is GraphEnvelope:
-                named = [slot.item_id for slot, _, k in sealed_values(record) if k == key_id]
-                if named:
+                named = {slot.item_id for slot, _, k in sealed_values(record) if k == key_id}
+                found = erased_items(record, lambda k: k == key_id)
+                if found:
                     seqs.append(seq)
                     stored[seq] = data
-                    items.update(dict.fromkeys(i for i in named if i is not None))
+                    items.update(dict.fromkeys(i for i in found if i in named or i in held))
         if seq >= last_seq:
             break
     return seqs, stored, list(items)
@@ -232,11 +243,7 @@ def erase_subject(
         # The graph's content of the subject: sealed under its shared key (on Kafka
         # destroyed already, before this state was read).
         graph_key = shared_before if apart else keys.shared_key_id(subject)
-        graph = (
-            ([], {}, [])
-            if graph_key is None
-            else _graph_content(erasing, graph_key, state.last_seq)
-        )
+        graph = ([], {}, []) if graph_key is None else _graph_content(erasing, graph_key, state)
         events = [e for e in _content(state) if subject_of(e) == subject]
         seqs: list[int] = [e.seq for e in events]  # type: ignore[misc]
         stored = erasing.stored_records(seqs) if events else {}

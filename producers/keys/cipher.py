@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from itertools import islice
 from typing import Any, Protocol
 
 from projector.graph.state import GraphState
+from projector.graph.transplant import reid_candidates
 from projector.record_fold import LogState
 from schemas.audit import ERASED, Document, Erasure, Message
 from schemas.codec import decode_record
@@ -57,6 +59,7 @@ __all__ = [
     "open_record",
     "sealed_key_id",
     "sealed_values",
+    "erased_items",
     "stored_record",
     "is_erase_content",
     "check_receipt",
@@ -173,13 +176,50 @@ def sealed_values(envelope: GraphEnvelope) -> Iterator[tuple[ContentSlot, str, s
                 yield slot, key, parse(value).key_id
 
 
+# How many of the ids an import could mint for a re-id'd item a receipt may name: the
+# first is minted unless taken, the next ones only after clashes of 74 hashed bits.
+REID_CANDIDATES = 4
+
+
+def erased_items(
+    envelope: GraphEnvelope, erased: Callable[[str], bool], reids: int = REID_CANDIDATES
+) -> list[str]:
+    """The items whose content `envelope` holds sealed under a key `erased` says is gone:
+    each slot's item, and for an imported item the first `reids` ids an import re-id'ing
+    it would mint (`reid_candidates`: the import decided at fold time whether it did, and
+    the copy holds the same content)."""
+    found: dict[str, None] = {}
+    for slot, _, key_id in sealed_values(envelope):
+        if slot.item_id is None or not erased(key_id):
+            continue
+        found[slot.item_id] = None
+        if slot.path[:2] == ("slice", "memories") and reids:
+            item: Any = envelope.payload
+            for step in slot.path[:-1]:
+                item = item[step]
+            created_at = item.get("created_at")
+            try:
+                candidates = reid_candidates(
+                    slot.item_id, created_at if isinstance(created_at, int) else None
+                )
+                found.update(dict.fromkeys(islice(candidates, reids)))
+            except ValueError:  # neither created_at nor a UUIDv7 id: never re-id'd
+                pass
+    return list(found)
+
+
 def _open_value(keys: KeyStore, slot: ContentSlot, key: str, value: Any) -> Any:
     if not (isinstance(value, str) and is_sealed(value)):
         return value  # written before the log was encrypted
     sealed = parse(value)
     subject_key = keys.key(sealed.key_id)
     if subject_key is None:
-        return ERASED
+        # Its key is destroyed: folded sealed, as the projector folds it. An import that
+        # compares this item then decides as it did before the erasure (sealed values are
+        # convergent: equal plaintexts, equal sealed texts), so a reader folding the log
+        # after an erasure reaches the state readers reached before it. The erasure's
+        # receipt, later in the log, turns the item's values into ERASED.
+        return value
     event_id, field = binding(slot, key)
     plain = open_sealed(sealed, event_id=event_id, field=field, key=subject_key)
     try:
@@ -287,9 +327,7 @@ def _check_graph_receipt(
             raise ValueError(f"{what}: seq {seq} does not decode: {exc}") from None
         if type(record) is not GraphEnvelope:
             raise ValueError(f"{what}: seq {seq} is not a graph record")
-        gone = [
-            slot.item_id for slot, _, key_id in sealed_values(record) if keys.key(key_id) is None
-        ]
+        gone = erased_items(record, lambda key_id: keys.key(key_id) is None)
         if not gone:
             raise ValueError(
                 f"{what}: seq {seq} holds no content sealed under a destroyed key; erase with "

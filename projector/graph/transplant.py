@@ -11,7 +11,7 @@ through their graphs' create commands or a whole-entity replacement.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal, NamedTuple, TypeVar
 
 from pydantic import BaseModel
@@ -26,7 +26,7 @@ from schemas.graph.intents import IntentCreate, IntentUpdate
 from schemas.graph.tasks import TaskCreate, TaskUpdate
 from schemas.graph.transplant import ImportBucket, ImportOptions, ImportReport, MemexExport
 
-__all__ = ["ImportResult", "import_slice", "derive_reid"]
+__all__ = ["ImportResult", "import_slice", "derive_reid", "reid_candidates"]
 
 M = TypeVar("M", bound=BaseModel)
 Action = Literal["create", "update", "skip", "conflict", "reid"]
@@ -50,6 +50,15 @@ def derive_reid(original: str, created_at: int | None, taken: Callable[[str], bo
     The 74 "random" bits are a hash of the original id (and a counter on a clash), so the
     same import into the same state mints the same ids: a fold that replays it agrees.
     """
+    for new_id in reid_candidates(original, created_at):
+        if not taken(new_id):
+            return new_id
+    raise AssertionError("unreachable: the candidates never end")  # pragma: no cover
+
+
+def reid_candidates(original: str, created_at: int | None) -> Iterator[str]:
+    """The ids `derive_reid` tries for `original`, in order (endless): the first one not
+    taken is the one it mints."""
     ts = created_at if created_at is not None else safe_extract_timestamp(original)
     if ts is None:
         raise ValueError(f'Cannot re-id "{original}": provide created_at or use a UUIDv7 id')
@@ -66,9 +75,7 @@ def derive_reid(original: str, created_at: int | None, taken: Callable[[str], bo
             | (rand & ((1 << 62) - 1))  # rand_b, 62 bits
         )
         h = f"{value:032x}"
-        new_id = f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
-        if not taken(new_id):
-            return new_id
+        yield f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
         counter += 1
 
 

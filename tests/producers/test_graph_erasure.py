@@ -240,3 +240,35 @@ def test_the_derived_memex_topic_gets_the_erasure_as_an_update(log_dir: Path) ->
         envelopes = memex_envelopes(before, state, seq, decode_record(data), lifecycle)
     assert [(e["type"], e["payload"]["item_id"]) for e in envelopes] == [("memory.update", item.id)]
     assert envelopes[0]["payload"]["partial"]["content"] == {"text": ERASED, "n": ERASED}
+
+
+def test_an_erasure_keeps_import_decisions_and_erases_re_ided_copies(log_dir: Path) -> None:
+    # An import re-id'd a changed copy of ana's item (its content sealed under ana's key).
+    # After the erasure: the copy is erased too; a reader folding the log afresh decides the
+    # import as before (its sealed values compared, their key gone), so live and fresh
+    # readers and the keyless fold hold the same items.
+    memory = Memory(log_dir)
+    store = MemexStore(backend=LogGraphs(memory.log))
+    card = _item(store, "ana", {"text": CARD})
+    exported = store.export_slice(memory_ids=[card.id]).model_dump(mode="json")
+    exported["memories"][0]["content"]["text"] = ADDRESS
+    report = store.import_slice(
+        exported, skip_existing_ids=True, shallow_compare_existing=True, re_id_on_difference=True
+    )
+    [copy] = [i for i in report.created.memories if i != card.id]
+    assert store.item(copy).content == {"text": ADDRESS}  # type: ignore[union-attr]
+    live = MemexStore.open(str(log_dir))
+    assert live.item(copy).content == {"text": ADDRESS}  # type: ignore[union-attr]
+
+    receipt = memory.erase("ana", "asked")
+    assert isinstance(receipt, GraphErasure) and set(receipt.items) == {card.id, copy}
+    fresh = MemexStore.open(str(log_dir))
+    for reader in (store, live, fresh):
+        assert set(reader.state().graph.items) == {card.id, copy}
+        assert reader.item(copy).content == {"text": ERASED}  # type: ignore[union-attr]
+        assert reader.item(card.id).content == {"text": ERASED}  # type: ignore[union-attr]
+        assert "Quelconque" not in reader.dumps() and "4111" not in reader.dumps()
+    assert _shape(_keyless(log_dir)) == _shape(fresh.state())
+    for reader in (live, fresh):
+        reader.close()
+    memory.close()
