@@ -45,7 +45,8 @@ from producers.logs.base import Log
 from projector.record_fold import LogState
 from schemas.audit import Document, Erasure, Message, utc_now
 from schemas.codec import decode_record
-from schemas.crypto.graph_content import ERASE_CONTENT
+from schemas.crypto.envelope import is_sealed, parse
+from schemas.crypto.graph_content import ERASE_CONTENT, item_subject
 from schemas.crypto.graph_erasure import GraphErasure
 from schemas.crypto.subjects import subject_of
 from schemas.errors import EncryptionError, UnknownSubjectError
@@ -144,31 +145,45 @@ def _receipt(
     )
 
 
+def _unreadable_keys(state: LogState, subject: str) -> set[str]:
+    """The keys, destroyed already, of values that `subject`'s items still hold sealed: no
+    receipt named them (a Kafka erase that failed between destroying the key and appending
+    the receipt). A reader folds a value sealed when its key is gone, so they show here."""
+    found: set[str] = set()
+    for item in state.graph.items.values():
+        if item_subject({"id": item.id, "scope": item.scope, "meta": item.meta}) != subject:
+            continue
+        for value in item.content.values():
+            if isinstance(value, str) and is_sealed(value):
+                found.add(parse(value).key_id)
+    return found
+
+
 def _graph_content(
-    erasing: ErasingLog, key_id: str, state: LogState
+    erasing: ErasingLog, key_ids: set[str], state: LogState
 ) -> tuple[list[int], dict[int, bytes], list[str]]:
     """The seqs and stored bytes of the graph records of `state`'s log holding content
-    sealed under `key_id`, and the items whose content it is (in log order, each once):
+    sealed under one of `key_ids`, and the items whose content it is (in log order, each once):
     the items the records name, and the copies of imported ones an import made under new
     ids (`erased_items`) that `state` holds.
 
     A scan of the log: a graph item's content is found by the key that sealed it, whatever
     its item's subject became since, so an erasure never misses content of its subject. The
-    key id is in a sealed value's text, so only records holding it are decoded."""
+    key id is in a sealed value's text, so only records holding one are decoded."""
     seqs: list[int] = []
     stored: dict[int, bytes] = {}
     items: dict[str, None] = {}
     last_seq = state.last_seq
     if last_seq is None:
         return seqs, stored, []
-    needle = key_id.encode()
+    needles = [k.encode() for k in key_ids]
     held = state.graph.items
     for seq, data in erasing.records(0, timeout=30.0):
-        if data is not None and needle in data:
+        if data is not None and any(needle in data for needle in needles):
             record = stored_record(data)
             if type(record) is GraphEnvelope:
-                named = {slot.item_id for slot, _, k in sealed_values(record) if k == key_id}
-                found = erased_items(record, lambda k: k == key_id)
+                named = {slot.item_id for slot, _, k in sealed_values(record) if k in key_ids}
+                found = erased_items(record, key_ids.__contains__)
                 if found:
                     seqs.append(seq)
                     stored[seq] = data
@@ -242,8 +257,11 @@ def erase_subject(
         at = now or utc_now()
         # The graph's content of the subject: sealed under its shared key (on Kafka
         # destroyed already, before this state was read).
+        graph_keys = _unreadable_keys(state, subject)
         graph_key = shared_before if apart else keys.shared_key_id(subject)
-        graph = ([], {}, []) if graph_key is None else _graph_content(erasing, graph_key, state)
+        if graph_key is not None:
+            graph_keys.add(graph_key)
+        graph = _graph_content(erasing, graph_keys, state) if graph_keys else ([], {}, [])
         events = [e for e in _content(state) if subject_of(e) == subject]
         seqs: list[int] = [e.seq for e in events]  # type: ignore[misc]
         stored = erasing.stored_records(seqs) if events else {}

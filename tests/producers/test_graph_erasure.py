@@ -272,3 +272,29 @@ def test_an_erasure_keeps_import_decisions_and_erases_re_ided_copies(log_dir: Pa
     for reader in (live, fresh):
         reader.close()
     memory.close()
+
+
+def test_content_whose_key_is_gone_without_a_receipt_is_named_by_the_next_erase(
+    log_dir: Path,
+) -> None:
+    # What a Kafka erase that failed between destroying the key and appending the receipt
+    # leaves: ana's key gone, no receipt. A reader shows the sealed text (never plaintext);
+    # the next erase of ana names the item, and it reads "[erased]".
+    with MemexStore.open(str(log_dir)) as store:
+        item = _item(store, "ana", {"text": CARD})
+    with Memory(log_dir) as memory:
+        keys = memory.log.keys  # type: ignore[attr-defined]
+        gone = keys.shared_key_id("ana")
+
+        def destroy(state: LogState) -> tuple[list[Any], None]:
+            assert keys.delete([gone]) == 1
+            return [], None
+
+        memory.log.transact(destroy)
+    with Memory(log_dir) as memory:
+        store = MemexStore(backend=LogGraphs(memory.log))
+        text = store.item(item.id).content["text"]  # type: ignore[index]
+        assert parse(text).key_id == gone and "4111" not in text
+        receipt = memory.erase("ana", "asked again")
+        assert isinstance(receipt, GraphErasure) and receipt.items == (item.id,)
+        assert store.item(item.id).content == {"text": ERASED}  # type: ignore[union-attr]
