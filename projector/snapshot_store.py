@@ -351,7 +351,11 @@ def hydrate(chunks: Sequence[Chunk]) -> LogState:
             elif seq in erasures:
                 continue
             elif seq > since:
-                graph = fold_record(graph.with_(authorship=auth), seq, entry[2]).state
+                # erasable: a raw entry is a record the fold accepted, the graph half of an
+                # erasure receipt included (accepted only on a log that encrypts).
+                graph = fold_record(
+                    graph.with_(authorship=auth), seq, entry[2], erasable=True
+                ).state
                 auth = graph.authorship
                 if graph.rejections:  # the fold is deterministic: this does not happen
                     rejections.extend(graph.rejections)

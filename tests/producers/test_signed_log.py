@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 
 from producers.logs.sqlite import LOG_FILE, record_checksum
+from producers.memex_log_store import LogGraphs
+from producers.memex_store import MemexStore
 from producers.memory import Memory
 from projector.authorship import AuthorshipError, enrol_record
 from projector.record_fold import LogState, Rejection
@@ -477,6 +479,14 @@ def test_a_signed_encrypted_log_seals_then_signs_and_erases(memory_location: str
         assert signed.signer == "agent:alice"
         stored = decode_record_bytes(signed.inner)
         assert stored.content.startswith("msenc1:")  # type: ignore[union-attr]
+        item = MemexStore(backend=LogGraphs(writer.log)).create(
+            scope="ana",
+            kind="fact",
+            content={"text": "ana's card 4111"},
+            author="agent:alice",
+            source_kind="user_explicit",
+            authority=0.5,
+        )
         erasure = writer.erase("ana", "asked", requested_by="ana")
         assert erasure.erased == (card.id,) and erasure.actor == "agent:alice"
     with Memory(memory_location, create=False) as reader:
@@ -484,7 +494,16 @@ def test_a_signed_encrypted_log_seals_then_signs_and_erases(memory_location: str
         assert not state.rejections, state.rejections
         assert reader.get(card.id).content == ERASED  # type: ignore[union-attr]
         assert reader.get(kept.id).content == "tea"  # type: ignore[union-attr]
+        # the graph half of the receipt, signed too, and folded
+        assert state.graph.items[item.id].content == {"text": ERASED}
         assert split_signed(list(reader.log.records(0, timeout=1))[-1][1]).signer == "agent:alice"
+    # Its receipts (the Erasure, its graph half) are folded, not refused, by the check
+    # of authorship as by every reader.
+    from producers.authorship import verify_authorship
+
+    report = verify_authorship(memory_location, [admin.verifier])
+    assert report.ok and not report.refused, report.refused
+    assert report.other_rejections == 0 and report.signed_records == report.size
     if memory_location.startswith("kafka://"):
         from projector.service import Projector
 
