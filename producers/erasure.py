@@ -45,7 +45,7 @@ from producers.logs.base import Log
 from projector.record_fold import LogState
 from schemas.audit import Document, Erasure, Message, utc_now
 from schemas.codec import decode_record
-from schemas.crypto.envelope import is_sealed, parse
+from schemas.crypto.envelope import SealedError, is_sealed, parse
 from schemas.crypto.graph_content import ERASE_CONTENT, item_subject
 from schemas.crypto.graph_erasure import GraphErasure
 from schemas.crypto.subjects import subject_of
@@ -145,17 +145,24 @@ def _receipt(
     )
 
 
-def _unreadable_keys(state: LogState, subject: str) -> set[str]:
+def _unreadable_keys(state: LogState, subject: str, keys: KeyStore) -> set[str]:
     """The keys, destroyed already, of values that `subject`'s items still hold sealed: no
     receipt named them (a Kafka erase that failed between destroying the key and appending
-    the receipt). A reader folds a value sealed when its key is gone, so they show here."""
+    the receipt). A reader folds a value sealed when its key is gone, so they show here.
+    A value that only looks sealed (a user's text, or a copy of a sealed value whose key
+    lives) names no key here."""
     found: set[str] = set()
     for item in state.graph.items.values():
         if item_subject({"id": item.id, "scope": item.scope, "meta": item.meta}) != subject:
             continue
         for value in item.content.values():
             if isinstance(value, str) and is_sealed(value):
-                found.add(parse(value).key_id)
+                try:
+                    key_id = parse(value).key_id
+                except SealedError:
+                    continue
+                if key_id not in found and keys.key(key_id) is None:
+                    found.add(key_id)
     return found
 
 
@@ -257,7 +264,7 @@ def erase_subject(
         at = now or utc_now()
         # The graph's content of the subject: sealed under its shared key (on Kafka
         # destroyed already, before this state was read).
-        graph_keys = _unreadable_keys(state, subject)
+        graph_keys = _unreadable_keys(state, subject, keys)
         graph_key = shared_before if apart else keys.shared_key_id(subject)
         if graph_key is not None:
             graph_keys.add(graph_key)

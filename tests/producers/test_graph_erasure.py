@@ -298,3 +298,16 @@ def test_content_whose_key_is_gone_without_a_receipt_is_named_by_the_next_erase(
         receipt = memory.erase("ana", "asked again")
         assert isinstance(receipt, GraphErasure) and receipt.items == (item.id,)
         assert store.item(item.id).content == {"text": ERASED}  # type: ignore[union-attr]
+
+
+def test_text_that_only_looks_sealed_does_not_stop_an_erase(log_dir: Path) -> None:
+    # A user's values that look like sealed text: malformed, or a copy of another
+    # subject's sealed value (its key alive). Neither makes the erase fail or reach bob.
+    with MemexStore.open(str(log_dir)) as store, Memory(log_dir) as memory:
+        bobs = _item(store, "bob", {"text": TEA})
+        copied = decode_record(_stored(log_dir)[0][1]).payload["item"]["content"]["text"]  # type: ignore[union-attr]
+        item = _item(store, "ana", {"a": "msenc1:not-sealed", "b": copied, "c": CARD})
+        receipt = memory.erase("ana", "asked")
+        assert isinstance(receipt, GraphErasure) and receipt.items == (item.id,)
+        assert store.item(item.id).content == dict.fromkeys("abc", ERASED)  # type: ignore[union-attr]
+        assert store.item(bobs.id).content == {"text": TEA}  # type: ignore[union-attr]
