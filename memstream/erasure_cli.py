@@ -92,7 +92,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "encrypted log and append an Erasure receipt; prints the receipt as JSON.",
     )
     erase.add_argument("location", help="the log (a path or kafka:// URL)")
-    erase.add_argument("--subject", required=True, help="the data subject: a session id")
+    erase.add_argument(
+        "--subject",
+        required=True,
+        help="the data subject: a session id (messages, documents), or a graph item's "
+        "meta.subject or scope",
+    )
     erase.add_argument("--reason", required=True, help="why (kept in the receipt)")
     erase.add_argument("--requested-by", default=None, help="who asked (kept in the receipt)")
     erase.add_argument("--actor", default=None, help="who erases (kept in the receipt)")

@@ -195,3 +195,27 @@ def test_the_projectors_retention_sweeper_erases_as_its_agent_on_a_signed_log(
             assert not sweeper.erasures and "not signed" in str(sweeper.last_error)
     with Memory(path, create=False) as reader:
         assert reader.get(due.id).content == ERASED  # type: ignore[union-attr]
+
+
+def test_erase_of_a_subject_with_graph_content_only_prints_the_graph_receipt(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from producers.memex_store import MemexStore
+
+    path = tmp_path / "graph"
+    Memory(path, encrypt=True).close()
+    with MemexStore.open(str(path)) as store:
+        item = store.create(
+            scope="carol",
+            kind="fact",
+            content={"text": CARD},
+            author="agent:a",
+            source_kind="user_explicit",
+            authority=0.5,
+        )
+    assert main(["erase", str(path), "--subject", "carol", "--reason", "asked"]) == 0
+    receipt = json.loads(capsys.readouterr().out)
+    assert receipt["subject"] == "carol" and receipt["items"] == [item.id]
+    assert receipt["erasure_id"] is None and CARD not in json.dumps(receipt)
+    with MemexStore.open(str(path)) as reader:
+        assert reader.item(item.id).content == {"text": ERASED}  # type: ignore[union-attr]
