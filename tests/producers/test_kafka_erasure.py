@@ -630,3 +630,34 @@ def test_appends_racing_an_erase_of_their_subject(location: str) -> None:
         f"destroyed key, read erased), {len(after)} after (readable); the erase took "
         f"{returned - began:.2f} s"
     )
+
+
+def test_the_projector_folds_sealed_graph_content_as_readers_fold_it(location: str) -> None:
+    # The projector holds no key and folds items sealed; an import it decides must make
+    # the items readers make, before and after an erasure, and after a resume from its
+    # snapshot (tests/producers/test_graph_erasure.py checks the fold alone).
+    Memory(location, encrypt=True).close()
+    with MemexStore.open(location) as store, Memory(location, create=False) as memory:
+        card = _graph_item(store, "erin", {"text": f"erin's {GRAPH_TOKEN}"})
+        same = _graph_item(store, "erin", {"text": BOB})
+        exported = store.export_slice(memory_ids=[card.id, same.id]).model_dump(mode="json")
+        exported["memories"][0]["content"]["text"] = "changed"  # card: re-id'd; same: skipped
+        store.import_slice(
+            exported,
+            skip_existing_ids=True,
+            shallow_compare_existing=True,
+            re_id_on_difference=True,
+        )
+        before = set(store.state().graph.items)
+        assert len(before) == 3
+        projected = Projector(location, every_records=1).run(until_caught_up=True, max_seconds=60)
+        assert not projected.rejections and set(projected.graph.items) == before
+        assert GRAPH_TOKEN not in str(projected.graph.items[card.id].content)
+        memory.erase("erin", "asked")
+    projected = Projector(location, every_records=1).run(until_caught_up=True, max_seconds=60)
+    with MemexStore.open(location) as fresh:
+        assert set(fresh.state().graph.items) == before == set(projected.graph.items)
+        assert not projected.rejections, projected.rejections
+        for item_id in before:
+            assert fresh.item(item_id).content == {"text": ERASED}  # type: ignore[union-attr]
+            assert projected.graph.items[item_id].content == {"text": ERASED}
