@@ -201,18 +201,12 @@ def test_erase_of_a_subject_with_graph_content_only_prints_the_graph_receipt(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from producers.memex_store import MemexStore
+    from tests.producers.test_graph_erasure import _item
 
     path = tmp_path / "graph"
     Memory(path, encrypt=True).close()
     with MemexStore.open(str(path)) as store:
-        item = store.create(
-            scope="carol",
-            kind="fact",
-            content={"text": CARD},
-            author="agent:a",
-            source_kind="user_explicit",
-            authority=0.5,
-        )
+        item = _item(store, "carol", {"text": CARD})
     assert main(["erase", str(path), "--subject", "carol", "--reason", "asked"]) == 0
     receipt = json.loads(capsys.readouterr().out)
     assert receipt["subject"] == "carol" and receipt["items"] == [item.id]
