@@ -46,7 +46,7 @@ from projector.record_fold import LogState
 from schemas.audit import Document, Erasure, Message, utc_now
 from schemas.codec import decode_record
 from schemas.crypto.envelope import SealedError, is_sealed, parse
-from schemas.crypto.graph_content import ERASE_CONTENT, item_subject
+from schemas.crypto.graph_content import ERASE_CONTENT, subject_of_item
 from schemas.crypto.graph_erasure import GraphErasure
 from schemas.crypto.subjects import subject_of
 from schemas.errors import EncryptionError, UnknownSubjectError
@@ -153,7 +153,7 @@ def _unreadable_keys(state: LogState, subject: str, keys: KeyStore) -> set[str]:
     lives) names no key here."""
     found: set[str] = set()
     for item in state.graph.items.values():
-        if item_subject({"id": item.id, "scope": item.scope, "meta": item.meta}) != subject:
+        if subject_of_item(item) != subject:
             continue
         for value in item.content.values():
             if isinstance(value, str) and is_sealed(value):

@@ -68,7 +68,7 @@ from projector.graph.tasks import TaskState, create_task_state
 from projector.lifecycle import Lifecycle
 from schemas.audit import ERASED, BaseEvent, Erasure
 from schemas.codec import MAX_JSON_DEPTH, decode_record
-from schemas.crypto.graph_content import ERASE_CONTENT
+from schemas.crypto.graph_content import ERASE_CONTENT, is_erase_content
 from schemas.crypto.graph_erasure import GraphErasure
 from schemas.errors import (
     CorruptLogError,
@@ -327,14 +327,6 @@ def _audit_lifecycle(seq: int, event: AuditEvent) -> Lifecycle:
     return Lifecycle(seq, "audit", f"{event.kind}.appended", event)
 
 
-def _is_erase_content(record: Record) -> bool:
-    return (
-        type(record) is GraphEnvelope
-        and record.type == ERASE_CONTENT
-        and record.namespace == OPERATION_NAMESPACE
-    )
-
-
 def _not_erasable(record: Erasure | GraphEnvelope) -> EncryptionError:
     return EncryptionError(
         f"erasure {record.id}: this log is not encrypted, so no content of it can be erased"
@@ -407,7 +399,7 @@ def apply_record(
         )
     if not isinstance(record, GraphEnvelope):
         raise DecodeError(f"seq {seq}: not a record: {type(record).__name__}")
-    if not erasable and _is_erase_content(record):
+    if not erasable and is_erase_content(record):
         raise _not_erasable(record)
     states = GraphStates(state.graph, state.intents, state.tasks)
     (graph, intents, tasks), events, value = _apply_envelope(states, record, state.graph_seq)
@@ -581,7 +573,7 @@ def check_records(
     """
     if not erasable:
         for record in records:
-            if type(record) is Erasure or _is_erase_content(record):
+            if type(record) is Erasure or is_erase_content(record):
                 raise _not_erasable(record)  # type: ignore[arg-type]
     if (
         state.authorship is not None

@@ -38,18 +38,20 @@ from schemas.crypto.envelope import (
     seal_convergent,
 )
 from schemas.crypto.graph_content import (
-    ERASE_CONTENT,
     ContentSlot,
     binding,
     content_slots,
+    is_erase_content,
     item_subject,
     map_content,
+    subject_of_item,
+    value_at,
 )
 from schemas.crypto.graph_erasure import GraphErasure
 from schemas.crypto.subjects import CONTENT_FIELD, subject_of
 from schemas.errors import DecodeError
 from schemas.evidence.merkle import leaf_hash
-from schemas.records import OPERATION_NAMESPACE, GraphEnvelope, Record
+from schemas.records import GraphEnvelope, Record
 from schemas.signing import is_signed, split_signed
 
 __all__ = [
@@ -61,7 +63,6 @@ __all__ = [
     "sealed_values",
     "erased_items",
     "stored_record",
-    "is_erase_content",
     "check_receipt",
 ]
 
@@ -99,7 +100,7 @@ class _Subjects:
         item = self.graph.items.get(item_id) if self.graph is not None else None
         if item is None:  # the fold refuses an update of an unknown item: any key will do
             return item_subject({"id": item_id})
-        return item_subject({"id": item.id, "scope": item.scope, "meta": item.meta})
+        return subject_of_item(item)
 
 
 def _seal_envelope(keys: KeyStore, envelope: GraphEnvelope, subjects: _Subjects) -> GraphEnvelope:
@@ -125,15 +126,6 @@ def seal_record(keys: KeyStore, record: Record, subjects: _Subjects | None = Non
     key_id, key = keys.key_for(subject_of(record), own)
     token = seal(getattr(record, field), event_id=record.id, field=field, key_id=key_id, key=key)
     return record.model_copy(update={field: token})
-
-
-def is_erase_content(record: Record) -> bool:
-    """Whether `record` is the graph half of an erasure receipt."""
-    return (
-        type(record) is GraphEnvelope
-        and record.type == ERASE_CONTENT
-        and record.namespace == OPERATION_NAMESPACE
-    )
 
 
 def seal_records(
@@ -168,10 +160,7 @@ def sealed_key_id(record: Record) -> str | None:
 def sealed_values(envelope: GraphEnvelope) -> Iterator[tuple[ContentSlot, str, str]]:
     """(slot, content key, key id) of each sealed content value `envelope` carries."""
     for slot in content_slots(envelope):
-        content: Any = envelope.payload
-        for step in slot.path:
-            content = content[step]
-        for key, value in content.items():
+        for key, value in value_at(envelope.payload, slot.path).items():
             if isinstance(value, str) and is_sealed(value):
                 yield slot, key, parse(value).key_id
 
@@ -194,10 +183,7 @@ def erased_items(
             continue
         found[slot.item_id] = None
         if slot.path[:2] == ("slice", "memories") and reids:
-            item: Any = envelope.payload
-            for step in slot.path[:-1]:
-                item = item[step]
-            created_at = item.get("created_at")
+            created_at = value_at(envelope.payload, slot.path[:-1]).get("created_at")
             try:
                 candidates = reid_candidates(
                     slot.item_id, created_at if isinstance(created_at, int) else None

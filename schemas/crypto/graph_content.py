@@ -21,12 +21,12 @@ Pure: no keys, no I/O. The key store's half is `producers.keys.cipher`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from functools import lru_cache
 from typing import Any, NamedTuple
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from schemas.crypto.subjects import EVENT_SUBJECT_PREFIX
-from schemas.records import OPERATION_NAMESPACE, GraphEnvelope
+from schemas.graph.items import MemoryItem
+from schemas.records import OPERATION_NAMESPACE, GraphEnvelope, Record
 
 __all__ = [
     "ContentSlot",
@@ -35,6 +35,9 @@ __all__ = [
     "content_slots",
     "map_content",
     "item_subject",
+    "subject_of_item",
+    "is_erase_content",
+    "value_at",
     "binding",
 ]
 
@@ -73,17 +76,26 @@ def item_subject(item: Mapping[str, Any]) -> str:
     return f"{ITEM_SUBJECT_PREFIX}{item.get('id')}"
 
 
+def subject_of_item(item: MemoryItem) -> str:
+    """`item_subject` of an item in a graph state."""
+    return item_subject({"id": item.id, "scope": item.scope, "meta": item.meta})
+
+
+def is_erase_content(record: Record) -> bool:
+    """Whether `record` is the graph half of an erasure receipt (`GraphErasure`)."""
+    return (
+        type(record) is GraphEnvelope
+        and record.type == ERASE_CONTENT
+        and record.namespace == OPERATION_NAMESPACE
+    )
+
+
 def binding(slot: ContentSlot, key: str) -> tuple[UUID, str]:
     """What a sealed content value is bound to (`seal`'s event id and field): the item and
     the content key, so a value moved to another item or key does not open. Not the
     envelope: the same value of the same item seals alike in any envelope, which keeps
     comparisons of sealed items exact (`schemas.crypto.envelope.seal_convergent`)."""
-    return _item_uuid(slot.item_id or ""), f"content:{key}"
-
-
-@lru_cache(maxsize=4096)
-def _item_uuid(item_id: str) -> UUID:
-    return uuid5(NAMESPACE_URL, f"memstream:item:{item_id}")
+    return uuid5(NAMESPACE_URL, f"memstream:item:{slot.item_id or ''}"), f"content:{key}"
 
 
 def _item_slot(item: Mapping[str, Any], path: tuple[Step, ...]) -> ContentSlot:
@@ -133,7 +145,8 @@ def content_slots(envelope: GraphEnvelope) -> list[ContentSlot]:
     return []
 
 
-def _get(value: Any, path: tuple[Step, ...]) -> Any:
+def value_at(value: Any, path: tuple[Step, ...]) -> Any:
+    """What `path` (a slot's, or a prefix of it) leads to in `value` (a payload)."""
     for step in path:
         value = value[step]
     return value
@@ -164,7 +177,7 @@ def map_content(
         return envelope
     payload = envelope.payload
     for slot in slots:
-        content = _get(payload, slot.path)
+        content = value_at(payload, slot.path)
         new = {key: transform(slot, key, value) for key, value in content.items()}
         payload = _set(payload, slot.path, new)
     return envelope.model_copy(update={"payload": payload})

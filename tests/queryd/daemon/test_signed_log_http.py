@@ -86,6 +86,13 @@ def _recall(client: TestClient, token: str, **body: str) -> httpx.Response:
     )
 
 
+def _refused_for_its_agent_key(answer: httpx.Response, says: str) -> None:
+    """A 403 naming the agent key as what is missing, its message saying `says`."""
+    assert answer.status_code == 403, answer.text
+    assert answer.json()["detail"]["missing"] == "agent_key"
+    assert says in answer.json()["message"]
+
+
 def test_an_http_recall_on_a_signed_log_is_signed_as_the_tokens_agent(tmp_path: Path) -> None:
     location = str(tmp_path / "signed-db")
     keys = tmp_path / "agent-keys"
@@ -118,20 +125,14 @@ def test_an_http_recall_on_a_signed_log_is_signed_as_the_tokens_agent(tmp_path: 
     bare = dataclasses.replace(FAST, tokens=tokens, tokens_refresh=0.1)
     with _served(location, bare) as c:
         before = head()
-        answer = _recall(c, as_alice)
-        assert answer.status_code == 403, answer.text
-        assert answer.json()["detail"]["missing"] == "agent_key"
-        assert "holds no agent keys" in answer.json()["message"]
+        _refused_for_its_agent_key(_recall(c, as_alice), "holds no agent keys")
         assert head() == before
 
     keyed = dataclasses.replace(bare, agent_keys=str(keys))
     with _served(location, keyed) as c:
         before = head()
         # bob has no key file: refused, nothing appended
-        answer = _recall(c, as_bob)
-        assert answer.status_code == 403, answer.text
-        assert answer.json()["detail"]["missing"] == "agent_key"
-        assert "holds no key of agent 'agent:bob'" in answer.json()["message"]
+        _refused_for_its_agent_key(_recall(c, as_bob), "holds no key of agent 'agent:bob'")
         # carol's file holds bob's key: refused (503, the file named only in queryd's log)
         answer = _recall(c, as_carol)
         assert answer.status_code == 503, answer.text
