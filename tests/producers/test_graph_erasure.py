@@ -4,11 +4,14 @@ erased with its subject (`producers.keys.cipher`, `producers.erasure`,
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from producers.keys.cipher import open_record
+from producers.logs.sqlite import LOG_FILE, record_checksum
 from producers.memex_log_store import LogGraphs
 from producers.memex_store import MemexStore
 from producers.memory import Memory
@@ -16,10 +19,10 @@ from projector.memex_topic import memex_envelopes
 from projector.record_fold import LogState, empty_state, fold_record
 from schemas.audit import ERASED, Erasure, Message
 from schemas.codec import decode_record
-from schemas.crypto.envelope import parse
+from schemas.crypto.envelope import SealedError, parse
 from schemas.crypto.graph_content import ERASE_CONTENT
 from schemas.crypto.graph_erasure import GraphErasure
-from schemas.errors import EncryptionError, UnknownSubjectError
+from schemas.errors import CorruptLogError, EncryptionError, UnknownSubjectError
 from schemas.evidence.merkle import leaf_hash
 from schemas.graph.items import MemoryItem
 from schemas.records import OPERATION_NAMESPACE, GraphEnvelope
@@ -311,3 +314,29 @@ def test_text_that_only_looks_sealed_does_not_stop_an_erase(log_dir: Path) -> No
         assert isinstance(receipt, GraphErasure) and receipt.items == (item.id,)
         assert store.item(item.id).content == dict.fromkeys("abc", ERASED)  # type: ignore[union-attr]
         assert store.item(bobs.id).content == {"text": TEA}  # type: ignore[union-attr]
+
+
+def test_a_changed_byte_in_sealed_graph_content_is_corruption(log_dir: Path) -> None:
+    # Someone who can write the file changes one character of a sealed value: every reader
+    # refuses the log, naming the record, rather than serving altered content.
+    with MemexStore.open(str(log_dir)) as store:
+        _item(store, "ana", {"text": CARD})
+    conn = sqlite3.connect(log_dir / LOG_FILE)
+    data = conn.execute("SELECT record FROM events WHERE seq = 0").fetchone()[0]
+    stored = decode_record(data)
+    assert isinstance(stored, GraphEnvelope)
+    # Moved to another item, a sealed value does not open (it is bound to its item).
+    moved = {**stored.payload, "item": {**stored.payload["item"], "id": "another-item"}}
+    with Memory(log_dir, create=False) as reader, pytest.raises(SealedError, match="not open"):
+        open_record(reader.log.keys, stored.model_copy(update={"payload": moved}))  # type: ignore[attr-defined]
+    body = stored.payload["item"]["content"]["text"].rsplit(":", 1)[1]
+    forged_body = body[:4] + ("A" if body[4] != "A" else "B") + body[5:]
+    forged = data.replace(body.encode(), forged_body.encode())
+    conn.execute("DROP TRIGGER events_append_only_u")
+    conn.execute(
+        "UPDATE events SET record = ?, crc = ? WHERE seq = 0", (forged, record_checksum(0, forged))
+    )
+    conn.commit()
+    conn.close()
+    with pytest.raises(CorruptLogError, match="seq 0: the sealed content does not open"):
+        MemexStore.open(str(log_dir))
