@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -126,6 +126,58 @@ def _parse_row(row: dict[str, Any], index: int) -> AnyEvent:
     return _without_seq(event)
 
 
+class _RowChecks:
+    """`parse_rows`'s checks, one row at a time in the rows' order: the seqs must run 0, 1,
+    2, ... as audit-ready-memory assigns them (a gap means records were lost), and every
+    row must parse. `bad(where, reason)` raises or records a skip."""
+
+    def __init__(self, bad: Callable[[str, str], None]) -> None:
+        self.bad = bad
+        self.events: list[SourceEvent] = []
+        self.seen: set[int] = set()
+        self.expected = 0
+
+    def row(
+        self, index: int, row: dict[str, Any], found: AnyEvent | CorruptSourceError | None
+    ) -> None:
+        """Check the row at `index`; `found` is its parsed event (None: parse it here)."""
+        seq = row.get("seq")
+        if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+            self.bad(_where(row, index), f"seq is {seq!r}, not a non-negative integer")
+            return
+        if seq in self.seen:
+            self.bad(_where(row, index), f"seq {seq} appears twice")
+            return
+        self.seen.add(seq)
+        expected = self.expected
+        if seq != expected:
+            gap = f"seq {expected}" if seq == expected + 1 else f"seqs {expected} to {seq - 1}"
+            self.bad(gap, f"missing: the source jumps from seq {expected - 1} to seq {seq}")
+        self.expected = seq + 1
+        try:
+            if found is None:
+                event = _parse_row(row, index)
+            elif isinstance(found, CorruptSourceError):
+                raise found
+            else:
+                event = found
+        except CorruptSourceError as exc:
+            text = str(exc)
+            where = _where(row, index)
+            self.bad(where, text[len(where) + 2 :] if text.startswith(where) else text)
+            return
+        self.events.append(SourceEvent(seq, event, len(row["payload"])))
+
+
+def _skipper(skip_bad: bool, source: str, skips: list[Skip]) -> Callable[[str, str], None]:
+    def bad(where: str, reason: str) -> None:
+        if not skip_bad:
+            raise CorruptSourceError(f"{source}: {where}: {reason}")
+        skips.append(Skip(where, reason))
+
+    return bad
+
+
 def parse_rows(
     rows: Sequence[dict[str, Any]],
     *,
@@ -139,18 +191,12 @@ def parse_rows(
     were lost. Raises `CorruptSourceError` naming the first bad record, unless `skip_bad`:
     then each is left out and reported.
     """
-    events: list[SourceEvent] = []
     skips: list[Skip] = []
-    seen: set[int] = set()
-
-    def bad(where: str, reason: str) -> None:
-        if not skip_bad:
-            raise CorruptSourceError(f"{source}: {where}: {reason}")
-        skips.append(Skip(where, reason))
-
+    checks = _RowChecks(_skipper(skip_bad, source, skips))
     with no_cyclic_gc():  # 100k events are 100k acyclic models: no cycle hunting
-        _parse_all(rows, parsed, events, seen, bad)
-    return events, skips
+        for index, row in enumerate(rows):
+            checks.row(index, row, None if parsed is None else parsed[index])
+    return checks.events, skips
 
 
 def _try_parse(row: dict[str, Any], index: int) -> AnyEvent | CorruptSourceError:
@@ -160,55 +206,78 @@ def _try_parse(row: dict[str, Any], index: int) -> AnyEvent | CorruptSourceError
         return exc
 
 
+@dataclass
+class _Checked:
+    """The source read and checked: its rows in seq order, each row's parsed event (or why
+    it does not parse), and, when the rows came in seq order, what `parse_rows` and
+    `check_source` say of them (checked while the reader read on)."""
+
+    rows: list[dict[str, Any]]
+    parsed: list[AnyEvent | CorruptSourceError]
+    checked: tuple[list[SourceEvent], list[Skip], list[SourceEvent], list[Skip]] | None = None
+
+
+class _InOrder:
+    """`parse_rows` then `check_source` on rows as they arrive, while they arrive in seq
+    order (as the engine reads a database written in order): the importer checks a batch
+    while the reader reads the next. A row out of order, or an error, ends it (`broken`):
+    the rows are then sorted and checked whole after the read, as before, so the read's
+    own failures and the checks' errors come as they always did."""
+
+    def __init__(self, skip_bad: bool, source: str) -> None:
+        self.row_skips: list[Skip] = []
+        self.rows = _RowChecks(_skipper(skip_bad, source, self.row_skips))
+        self.events = _EventChecks(skip_bad, source)
+        self.broken = False
+
+    def batch(
+        self, start: int, pairs: Sequence[tuple[dict[str, Any], AnyEvent | CorruptSourceError]]
+    ) -> None:
+        if self.broken:
+            return
+        expected = self.rows.expected
+        for offset, (row, _) in enumerate(pairs):
+            seq = row.get("seq")
+            if seq != expected + offset or isinstance(seq, bool):
+                self.broken = True
+                return
+        done = len(self.rows.events)
+        try:
+            for offset, (row, found) in enumerate(pairs):
+                self.rows.row(start + offset, row, found)
+            for item in self.rows.events[done:]:
+                self.events.event(item)
+        except CorruptSourceError:
+            self.broken = True
+
+    def result(self) -> tuple[list[SourceEvent], list[Skip], list[SourceEvent], list[Skip]]:
+        return self.rows.events, self.row_skips, self.events.kept, self.events.skips
+
+
 def read_source(
     path: str | Path,
 ) -> tuple[list[dict[str, Any]], list[AnyEvent | CorruptSourceError]]:
     """The source's rows in seq order, each with its parsed event (or why it does not
     parse), parsed batch by batch while the reader process reads the next batch: the
     `rows` and `parsed` that `parse_rows` takes."""
+    checked = _read_checked(path, None)
+    return checked.rows, checked.parsed
+
+
+def _read_checked(path: str | Path, in_order: _InOrder | None) -> _Checked:
     pairs: list[tuple[dict[str, Any], AnyEvent | CorruptSourceError]] = []
     with no_cyclic_gc():
         for batch in iter_memory_event_batches(path):
             start = len(pairs)
             pairs += [(row, _try_parse(row, start + i)) for i, row in enumerate(batch)]
-        pairs.sort(key=lambda pair: seq_order(pair[0]))
-    return [row for row, _ in pairs], [event for _, event in pairs]
-
-
-def _parse_all(
-    rows: Sequence[dict[str, Any]],
-    parsed: Sequence[AnyEvent | CorruptSourceError] | None,
-    events: list[SourceEvent],
-    seen: set[int],
-    bad: Any,
-) -> None:
-    expected = 0
-    for index, row in enumerate(rows):
-        seq = row.get("seq")
-        if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
-            bad(_where(row, index), f"seq is {seq!r}, not a non-negative integer")
-            continue
-        if seq in seen:
-            bad(_where(row, index), f"seq {seq} appears twice")
-            continue
-        seen.add(seq)
-        if seq != expected:
-            gap = f"seq {expected}" if seq == expected + 1 else f"seqs {expected} to {seq - 1}"
-            bad(gap, f"missing: the source jumps from seq {expected - 1} to seq {seq}")
-        expected = seq + 1
-        try:
-            if parsed is None:
-                event = _parse_row(row, index)
-            elif isinstance(found := parsed[index], CorruptSourceError):
-                raise found
-            else:
-                event = found
-        except CorruptSourceError as exc:
-            text = str(exc)
-            where = _where(row, index)
-            bad(where, text[len(where) + 2 :] if text.startswith(where) else text)
-            continue
-        events.append(SourceEvent(seq, event, len(row["payload"])))
+            if in_order is not None:
+                in_order.batch(start, pairs[start:])
+        if in_order is None or in_order.broken:
+            pairs.sort(key=lambda pair: seq_order(pair[0]))
+    checked = _Checked([row for row, _ in pairs], [event for _, event in pairs])
+    if in_order is not None and not in_order.broken:
+        checked.checked = in_order.result()
+    return checked
 
 
 def _check_size(item: SourceEvent) -> None:
@@ -217,6 +286,33 @@ def _check_size(item: SourceEvent) -> None:
     keyed) but for a few bytes; only events whose JSON comes near the limit are encoded."""
     if item.size * 4 + 4096 > MAX_RECORD_BYTES:
         check_record_size(item.event, encode_record(item.event))
+
+
+class _EventChecks:
+    """`check_source`'s checks, one event at a time in seq order."""
+
+    def __init__(self, skip_bad: bool, source: str) -> None:
+        self.skip_bad, self.source = skip_bad, source
+        self.kept: list[SourceEvent] = []
+        self.skips: list[Skip] = []
+        # Checked as one batch on an empty log (what `check_records` does), then folded
+        # at once: a state per event would cost more than the check.
+        self.empty = MemoryState()
+        self.before: dict[UUID, AnyEvent] = {}
+
+    def event(self, item: SourceEvent) -> None:
+        event = item.event
+        try:
+            check_append(self.empty, event, self.before)
+            _check_size(item)
+        except (ValueError, TypeError) as exc:
+            where = f"seq {item.seq} (id {event.id})"
+            if not self.skip_bad:
+                raise CorruptSourceError(f"{self.source}: {where}: {exc}") from None
+            self.skips.append(Skip(where, str(exc)))
+            return
+        self.before[event.id] = event
+        self.kept.append(item)
 
 
 def check_source(
@@ -228,27 +324,11 @@ def check_source(
     the source, an event over the record size limit: `CorruptSourceError` unless
     `skip_bad` (then the events that depend on a skipped one are skipped in turn).
     """
-    kept: list[SourceEvent] = []
-    skips: list[Skip] = []
+    checks = _EventChecks(skip_bad, source)
     with no_cyclic_gc():
-        # Checked as one batch on an empty log (what `check_records` does), then folded
-        # at once: a state per event would cost more than the check.
-        empty = MemoryState()
-        before: dict[UUID, AnyEvent] = {}
         for item in events:
-            event = item.event
-            try:
-                check_append(empty, event, before)
-                _check_size(item)
-            except (ValueError, TypeError) as exc:
-                where = f"seq {item.seq} (id {event.id})"
-                if not skip_bad:
-                    raise CorruptSourceError(f"{source}: {where}: {exc}") from None
-                skips.append(Skip(where, str(exc)))
-                continue
-            before[event.id] = event
-            kept.append(item)
-    return kept, skips
+            checks.event(item)
+    return checks.kept, checks.skips
 
 
 def source_state(kept: Sequence[SourceEvent]) -> MemoryState:
@@ -395,13 +475,17 @@ def import_audit_ready_memory(
     clock = time.perf_counter()
     # Read and parsed together: the reader process reads a batch while this one parses
     # the one before (given `rows`, they are parsed here).
-    parsed = None
+    parsed = checked = None
     if rows is None:
-        rows, parsed = read_source(path)
+        read = _read_checked(path, _InOrder(skip_bad, source))
+        rows, parsed, checked = read.rows, read.parsed, read.checked
     report.read = len(rows)
     report.timings["read"] = -clock + (clock := time.perf_counter())
-    events, skips = parse_rows(rows, skip_bad=skip_bad, source=source, parsed=parsed)
-    kept, check_skips = check_source(events, skip_bad=skip_bad, source=source)
+    if checked is None:
+        events, skips = parse_rows(rows, skip_bad=skip_bad, source=source, parsed=parsed)
+        kept, check_skips = check_source(events, skip_bad=skip_bad, source=source)
+    else:  # checked as it was read
+        events, skips, kept, check_skips = checked
     report.skipped = skips + check_skips
     with Memory(location) as memory:
         refuse_signed(memory.log, location)

@@ -37,7 +37,14 @@ from producers.importers.errors import (
     UnsupportedSourceError,
 )
 
-__all__ = ["run_reader", "stream_reader", "serve_answer", "serve_stream", "answer_limit"]
+__all__ = [
+    "run_reader",
+    "stream_reader",
+    "serve_answer",
+    "serve_stream",
+    "answer_limit",
+    "JsonText",
+]
 
 # The errors a child may answer with, by name; any other name is a failed reader.
 _ERRORS: dict[str, type[Exception]] = {
@@ -229,6 +236,12 @@ def _message(line: bytes, output: IO[bytes], what: str) -> tuple[str, Any]:
     raise ReaderFailedError(f"{what}: the reader answered with something that is not an answer")
 
 
+class JsonText(str):
+    """A part that is JSON text already (an engine serialized it): `serve_stream` sends it
+    as it is, rather than parse it only to write it again. The parent parses every line
+    whatever the child sends, so the text is checked there as any part is."""
+
+
 def serve_answer(argv: list[str], work: Callable[[list[str]], Any]) -> int:
     """The child's half of `run_reader`: run ``work(args)`` (argv is ``[FD]``, args the
     JSON list on stdin) and write its value, or its importer error, to FD as JSON. Returns
@@ -251,7 +264,7 @@ def serve_stream(argv: list[str], work: Callable[[list[str]], Generator[Any, Non
         parts = work(args)
         try:
             while True:
-                out.write(_line({"part": next(parts)}))
+                out.write(_part(next(parts)))
                 out.flush()
         except StopIteration as end:
             answer: dict[str, Any] = {"ok": end.value}
@@ -266,6 +279,17 @@ def _line(message: dict[str, Any]) -> bytes:
     # newline inside a line; a value JSON has no form for is written as a marker the
     # caller's checks refuse.
     return json.dumps(message, ensure_ascii=True, default=_unreadable).encode("ascii") + b"\n"
+
+
+def _part(value: Any) -> bytes:
+    if isinstance(value, JsonText):
+        if "\n" not in value:  # a line is one message
+            try:
+                return b'{"part":' + value.encode("utf-8") + b"}\n"
+            except UnicodeEncodeError:  # a lone surrogate: only JSON's escapes carry it
+                pass
+        value = json.loads(value)  # written again, on one line, in ASCII
+    return _line({"part": value})
 
 
 def _unreadable(value: object) -> dict[str, str]:

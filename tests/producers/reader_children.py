@@ -34,6 +34,26 @@ def main(argv: list[str]) -> None:
         os.write(fd, b'{"part": [{"seq": 0}]}\n{"ok": 2}\n')
     elif mode == "after":  # a line after the answer
         os.write(fd, b'{"ok": 1}\n{"part": []}\n')
+    elif mode == "text":  # parts sent as the engine's JSON text (`JsonText`)
+        from producers.importers.reader_process import JsonText, _part
+
+        for text in TEXTS:
+            os.write(fd, _part(JsonText(text)))
+        os.write(fd, b'{"ok": 4}\n')
+    elif mode == "bad-text":  # engine text that is not JSON: the parent refuses it
+        from producers.importers.reader_process import JsonText, _part
+
+        os.write(fd, _part(JsonText('[{"seq": 0}, ')) + b'{"ok": 1}\n')
+
+
+# JSON texts as an engine may write them: ASCII, UTF-8, a lone surrogate (a Java string
+# may hold one), pretty-printed over several lines.
+TEXTS = [
+    '[{"seq": 0, "payload": "plain"}]',
+    '[{"seq": 1, "payload": "caf\u00e9 \u2603"}]',
+    '[{"seq": 2, "payload": "half \ud800 pair"}]',
+    '[\n  {"seq": 3,\n   "payload": "line\\nbreak"}\n]',
+]
 
 
 if __name__ == "__main__":

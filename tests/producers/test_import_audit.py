@@ -259,3 +259,63 @@ def test_without_the_import_extra_the_error_says_what_to_install(seed_db, tmp_pa
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert "pip install 'memstream[import]'" in done.stdout, done.stderr[-1000:]
     _nothing_appended(tmp_path / "log")
+
+
+def _checked_while_read(
+    rows: list[dict[str, Any]], batch: int, *, skip_bad: bool
+) -> tuple[Any, ...] | None:
+    """What the importer's checks say of `rows` fed in batches as the reader sends them
+    (None: they stopped, the rows being out of seq order)."""
+    from producers.importers.audit import _InOrder, _try_parse
+
+    in_order = _InOrder(skip_bad, "src")
+    for start in range(0, len(rows), batch):
+        part = rows[start : start + batch]
+        in_order.batch(start, [(r, _try_parse(r, start + i)) for i, r in enumerate(part)])
+    return None if in_order.broken else in_order.result()
+
+
+def _checked_after(rows: list[dict[str, Any]], *, skip_bad: bool) -> tuple[Any, ...]:
+    from producers.importers.audit import check_source, parse_rows
+
+    events, skips = parse_rows(rows, skip_bad=skip_bad, source="src")
+    kept, more = check_source(events, skip_bad=skip_bad, source="src")
+    return events, skips, kept, more
+
+
+def test_checks_made_while_reading_equal_the_checks_after_it(seed_db, seed_view):  # type: ignore[no-untyped-def]
+    """Rows checked batch by batch as they arrive in seq order give the same events and
+    skips as the two passes over all rows. Rows out of order, or an error, stop the checks
+    while reading (None): the importer then sorts and checks all rows after the read, and
+    raises what the two passes raise."""
+    from tests.producers.seed_sources import audit_rows
+
+    rows = audit_rows(seed_db)
+    recall = next(e for e in seed_view["events"] if e["kind"] == "recall")
+    unknown = {
+        **json.loads(rows[recall["seq"]]["payload"]),
+        "recalled": ["00000000-0000-4000-8000-000000000001"],
+    }
+    damaged = {
+        "clean": rows,
+        "garbage payload": [{**r, "payload": "garbage"} if r["seq"] == 5 else r for r in rows],
+        "recall of an unknown id": [
+            {**r, "payload": json.dumps(unknown)} if r["seq"] == recall["seq"] else r for r in rows
+        ],
+    }
+    for name, case in damaged.items():
+        for skip_bad in (False, True):
+            for batch in (1, 3, len(rows)):
+                got = _checked_while_read(case, batch, skip_bad=skip_bad)
+                if name != "clean" and not skip_bad:
+                    assert got is None, (name, batch)
+                    with pytest.raises(CorruptSourceError):
+                        _checked_after(case, skip_bad=False)
+                    continue
+                want = _checked_after(case, skip_bad=skip_bad)
+                assert got == want, (name, skip_bad, batch)
+                assert bool(want[1] or want[3]) == (name != "clean"), name  # damage seen
+    swapped = [rows[1], rows[0], *rows[2:]]
+    assert _checked_while_read(swapped, 3, skip_bad=False) is None
+    gap = rows[:3] + rows[4:]
+    assert _checked_while_read(gap, 2, skip_bad=True) is None

@@ -96,6 +96,27 @@ def test_a_reader_that_streams_parts_then_more_after_its_answer() -> None:
         run_reader(CHILD, ["miscount"], limit=1000, what="source S")
 
 
+def test_parts_sent_as_the_engines_json_text_arrive_as_that_json() -> None:
+    """A `JsonText` part goes out as it is when it is one line of UTF-8, and written again
+    when it is not (a lone surrogate, several lines); the parent parses each line, so text
+    that is not JSON is refused there."""
+    import json
+
+    from tests.producers.reader_children import TEXTS
+
+    parts = stream_reader(CHILD, ["text"], limit=10_000, what="source S")
+    got = []
+    try:
+        while True:
+            got.append(next(parts))
+    except StopIteration as end:
+        assert end.value == 4
+    assert got == [json.loads(text) for text in TEXTS]
+    assert got[2][0]["payload"] == "half \ud800 pair"
+    with pytest.raises(ReaderFailedError, match="answer is not JSON"):
+        list(stream_reader(CHILD, ["bad-text"], limit=1000, what="source S"))
+
+
 def _message() -> Any:
     from schemas.audit import Message
 
