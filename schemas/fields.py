@@ -15,6 +15,9 @@ from typing import Any
 MAX_SHARED = 1024
 _BY_NAMES: dict[tuple[frozenset[str], str | None], set[str]] = {}
 _BY_KEYS: dict[tuple[str, ...], set[str]] = {}
+# The ids of the shared sets (each held by a cache above for the life of the process, so
+# an id names one set): a set already shared is known without hashing its names.
+_SHARED_IDS: set[int] = set()
 _setattr = object.__setattr__
 
 
@@ -26,12 +29,15 @@ def shared_fields_set(names: Set[str], plus: str | None = None) -> set[str]:
         shared = set(names) if plus is None else {*names, plus}
         if len(_BY_NAMES) < MAX_SHARED:
             _BY_NAMES[key] = shared
+            _SHARED_IDS.add(id(shared))
     return shared
 
 
 def share_fields_set(model: Any) -> None:
     """Point a frozen model's fields set at the shared one equal to it."""
     fields = model.__pydantic_fields_set__
+    if id(fields) in _SHARED_IDS:
+        return
     shared = shared_fields_set(fields)
     if shared is not fields:
         _setattr(model, "__pydantic_fields_set__", shared)
@@ -46,6 +52,7 @@ def share_fields_set_by_keys(model: Any, source_keys: tuple[str, ...]) -> None:
         if len(_BY_KEYS) >= MAX_SHARED:
             return
         shared = _BY_KEYS[source_keys] = model.__pydantic_fields_set__
+        _SHARED_IDS.add(id(shared))
     _setattr(model, "__pydantic_fields_set__", shared)
 
 
