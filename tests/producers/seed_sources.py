@@ -157,6 +157,28 @@ def write_json(path: Path, value: Any) -> Path:
     return path
 
 
+def read_batches(path: Path, size: int, *, public: bool) -> list[Any]:
+    """The reader's batches of the database at `path` (`size` rows each), read as the
+    reader process reads them, or (`public`) through the engine's public `ResultSet`
+    reading, as an engine build without the bridge is read; in a child process."""
+    return _in_child("batches", str(path), str(size), "public" if public else "bridge")  # type: ignore[no-any-return]
+
+
+def _batches(path: Path, size: int, public: bool) -> list[Any]:
+    from producers.importers import arcadedb_source
+
+    if public:
+        arcadedb_source._row_batcher = lambda: None  # type: ignore[assignment]
+    reading = arcadedb_source.read_rows_here(path, size)
+    batches = []
+    try:
+        while True:
+            batches.append(json.loads(next(reading)))
+    except StopIteration as end:
+        assert end.value == sum(map(len, batches)), end.value
+    return batches
+
+
 def _serve(args: list[str]) -> Any:
     command, path, *rest = args
     if command == "write":
@@ -165,6 +187,8 @@ def _serve(args: list[str]) -> Any:
         return _sql(Path(path), *rest)
     if command == "view":
         return _seed_view(Path(path), json.loads(rest[0]))
+    if command == "batches":
+        return _batches(Path(path), int(rest[0]), rest[1] == "public")
     raise ValueError(f"unknown command {command!r}")
 
 

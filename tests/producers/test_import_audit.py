@@ -319,3 +319,19 @@ def test_checks_made_while_reading_equal_the_checks_after_it(seed_db, seed_view)
     assert _checked_while_read(swapped, 3, skip_bad=False) is None
     gap = rows[:3] + rows[4:]
     assert _checked_while_read(gap, 2, skip_bad=True) is None
+
+
+def test_the_engines_public_reading_gives_the_same_batches(seed_db):  # type: ignore[no-untyped-def]
+    """The reader takes the engine's JSON batches from arcadedb-embedded's bridge; a build
+    without it is read through the public `iter_json_batches`: the same rows, in the same
+    batches, the last one short."""
+    from tests.producers.seed_sources import audit_rows, read_batches
+
+    bridge = read_batches(seed_db, 7, public=False)
+    assert bridge == read_batches(seed_db, 7, public=True)
+    assert all(len(b) == 7 for b in bridge[:-1]) and 0 < len(bridge[-1]) <= 7
+    rows = sorted((r for b in bridge for r in b), key=lambda r: r["seq"])
+    assert rows == audit_rows(seed_db)
+    # a last batch that is full: the next one is empty, and ends the reading
+    whole = read_batches(seed_db, len(rows), public=False)
+    assert [len(b) for b in whole] == [len(rows)]
