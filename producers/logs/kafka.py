@@ -385,6 +385,19 @@ def _fatal(exc: BaseException) -> KafkaError | None:
     return None
 
 
+def _fatal_cause(producer: Producer) -> KafkaError | None:
+    """The fatal error behind a generic "Local: Fatal error", which `produce()` raises once
+    the producer has failed for good (a broker that refused it an id, say): poll raises
+    the error itself, with its cause, once it serves the event (up to 0.1 s)."""
+    try:
+        producer.poll(0.1)
+    except Exception as exc:
+        cause = _fatal(exc)
+        if cause is not None and cause.code() != KafkaError._FATAL:
+            return cause
+    return None
+
+
 _MAX_GAPS = 100
 # Own acknowledged records kept (their bytes) for folding without a fetch, at most this
 # many bytes: a process that only appends and never reads does not grow without bound;
@@ -780,6 +793,8 @@ class KafkaLog:
         """Retire a producer that raised: what it held gets an unknown outcome, and the
         next append creates a new producer (a fatal librdkafka error is for good)."""
         error = _fatal(exc)
+        if error is not None and error.code() == KafkaError._FATAL:
+            error = _fatal_cause(producer) or error
         with self._dr_lock:
             if producer is not self._producer:
                 return  # retired already

@@ -222,7 +222,13 @@ def test_agent_cannot_write_a_log_not_granted(
     _no_secret(secured, str(raised.value), caplog.text)
 
 
-def test_reader_cannot_append(secured: Secured, as_user, caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize("idle", [0.0, 2.0])
+def test_reader_cannot_append(
+    secured: Secured, as_user, caplog: pytest.LogCaptureFixture, idle: float
+) -> None:
+    """A reader's append is refused as not authorized, whether it comes at once or after
+    its producer has already failed in the background (the broker refused it a producer
+    id: `produce()` then says only "Local: Fatal error", and the cause is asked for)."""
     as_user("alice")
     with Memory(secured.location(LOG, "alice")) as memory:
         memory.add_message(message("so the log exists"))
@@ -230,6 +236,7 @@ def test_reader_cannot_append(secured: Secured, as_user, caplog: pytest.LogCaptu
     as_user("bob")
     caplog.set_level(logging.DEBUG)
     with Memory(secured.location(LOG, "bob"), create=False) as memory:
+        time.sleep(idle)
         attempt = message("a reader writing", actor="bob")
         with pytest.raises(AppendFailedError) as raised:
             memory.add_message(attempt)
