@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 from uuid import UUID, uuid4
 
 from pydantic import (
@@ -77,13 +77,21 @@ class BaseEvent(BaseModel):
         """
         if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
             raise ValueError(f"seq: expected a non-negative integer, got {seq!r}")
-        copy = object.__new__(type(self))
+        return self.with_field("seq", seq)
+
+    def with_field(self, name: str, value: object) -> Self:
+        """The same event with field `name` set to `value`, unvalidated: what
+        `model_copy(update={name: value})` gives, built directly (see `with_seq`)."""
         values = self.__dict__.copy()
-        values["seq"] = seq
+        if name not in values:  # every field has a value in __dict__
+            raise ValueError(f"{type(self).__name__} has no field {name!r}")
+        values[name] = value
+        fields = self.__pydantic_fields_set__
+        if name not in fields:
+            fields = shared_fields_set(fields, name)
+        copy = object.__new__(type(self))
         object.__setattr__(copy, "__dict__", values)
-        object.__setattr__(
-            copy, "__pydantic_fields_set__", shared_fields_set(self.__pydantic_fields_set__, "seq")
-        )
+        object.__setattr__(copy, "__pydantic_fields_set__", fields)
         object.__setattr__(copy, "__pydantic_extra__", None)
         object.__setattr__(copy, "__pydantic_private__", None)
         return copy

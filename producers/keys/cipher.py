@@ -125,7 +125,7 @@ def seal_record(keys: KeyStore, record: Record, subjects: _Subjects | None = Non
     own = str(record.id) if record.retain_until is not None else None
     key_id, key = keys.key_for(subject_of(record), own)
     token = seal(getattr(record, field), event_id=record.id, field=field, key_id=key_id, key=key)
-    return record.model_copy(update={field: token})
+    return record.with_field(field, token)
 
 
 def seal_records(
@@ -239,7 +239,7 @@ def open_record(keys: KeyStore, record: Record) -> Record:
         plain = ERASED
     else:
         plain = open_sealed(sealed, event_id=record.id, field=field, key=key)
-    return record.model_copy(update={field: plain})
+    return record.with_field(field, plain)
 
 
 def stored_record(data: bytes) -> Record:

@@ -1,19 +1,29 @@
-"""The sealed form of a content field: envelope encryption, a data key per event.
+"""The sealed form of a content field, bound to its event and field.
 
 A content field (a message's `content`, a document's `text`) of an encrypted log is
-stored as the text ``msenc1:<key id>:<wrapped data key>:<sealed content>``:
+stored as the text ``msenc2:<key id>:<sealed content>``:
 
-- ``key id``: 32 hex digits naming the key that wraps the data key (a data subject's key,
-  held by the key store; `producers.keys`), never the subject itself;
-- ``wrapped data key``: base64url (no padding) of a 12-byte nonce and AES-256-GCM of the
-  event's own 32-byte data key under the subject key;
-- ``sealed content``: base64url of a 12-byte nonce and AES-256-GCM of the UTF-8 content
-  under the data key.
+- ``key id``: 32 hex digits naming the key it is sealed under (a data subject's key, held
+  by the key store; `producers.keys`), never the subject itself;
+- ``sealed content``: base64url (no padding) of a random 12-byte nonce and AES-256-GCM of
+  the UTF-8 content under the subject key.
 
-Both are bound (associated data) to the event's id and the field's name, so a sealed value
-moved to another event or field does not open. Destroying the subject key makes every data
-key it wrapped, and so the content, unrecoverable, while the stored bytes (the Merkle
-leaves) stay exactly as they were.
+A graph item's content value (`seal_convergent`), and an event's content in logs written
+before 4 December, is ``msenc1:<key id>:<wrapped data key>:<sealed content>``: the content
+under a data key of its own, itself wrapped (nonce and AES-256-GCM) by the subject key.
+Both forms open here (`parse`, `open_sealed`).
+
+Each is bound (associated data) to the event's id and the field's name, so a sealed value
+moved to another event or field does not open; the associated data of the two forms
+differ (``msenc2`` starts with its name), so a part of one form never opens as the other.
+Destroying the subject key makes the content unrecoverable, while the stored bytes (the
+Merkle leaves) stay exactly as they were.
+
+Why a direct seal for events: a data key per event made every encrypted append wrap a
+key (a second AES-GCM, a second base64 part) for nothing a reader needs: erasure destroys
+the subject key either way, and stored records are never re-wrapped. Random 96-bit nonces
+keep AES-GCM safe for up to 2**32 seals under one key (NIST SP 800-38D), far more events
+than one subject (a session, an event) holds.
 """
 
 from __future__ import annotations
@@ -32,6 +42,7 @@ from schemas.errors import MemstreamError
 
 __all__ = [
     "PREFIX",
+    "WRAPPED_PREFIX",
     "KEY_BYTES",
     "SealedError",
     "Sealed",
@@ -44,7 +55,10 @@ __all__ = [
     "open_sealed",
 ]
 
-PREFIX = "msenc1:"
+PREFIX = "msenc2:"  # what `seal` writes
+WRAPPED_PREFIX = "msenc1:"  # what `seal_convergent` writes, and `seal` did before
+_PREFIXES = (PREFIX, WRAPPED_PREFIX)
+_DIRECT_AAD = b"msenc2\x00"
 KEY_BYTES = 32
 _NONCE = 12
 _TAG = 16
@@ -60,6 +74,8 @@ class SealedError(MemstreamError, ValueError):
 
 
 class Sealed(NamedTuple):
+    """A parsed sealed value: `wrapped_key` is empty in the direct form (``msenc2``)."""
+
     key_id: str
     wrapped_key: bytes
     ciphertext: bytes
@@ -74,7 +90,7 @@ def new_key_id() -> str:
 
 
 def is_sealed(value: str) -> bool:
-    return value.startswith(PREFIX)
+    return value.startswith(_PREFIXES)
 
 
 def _b64(data: bytes) -> str:
@@ -93,23 +109,19 @@ def _aad(event_id: UUID, field: str) -> bytes:
 
 
 def seal(plaintext: str, *, event_id: UUID, field: str, key_id: str, key: bytes) -> str:
-    """`plaintext` sealed under a fresh data key, itself wrapped by `key` (named `key_id`)."""
+    """`plaintext` sealed under `key` (named `key_id`), in the direct form."""
     if len(key) != KEY_BYTES:
         raise SealedError(f"subject key: expected {KEY_BYTES} bytes, got {len(key)}")
-    aad = _aad(event_id, field)
-    # One read of the OS's random source for the data key and both nonces.
-    fresh = secrets.token_bytes(KEY_BYTES + 2 * _NONCE)
-    data_key, wrap_nonce, nonce = fresh[:KEY_BYTES], fresh[KEY_BYTES:-_NONCE], fresh[-_NONCE:]
-    wrapped = wrap_nonce + AESGCM(key).encrypt(wrap_nonce, data_key, aad)
-    sealed = nonce + AESGCM(data_key).encrypt(nonce, plaintext.encode(), aad)
-    return f"{PREFIX}{key_id}:{_b64(wrapped)}:{_b64(sealed)}"
+    nonce = secrets.token_bytes(_NONCE)
+    sealed = AESGCM(key).encrypt(nonce, plaintext.encode(), _DIRECT_AAD + _aad(event_id, field))
+    return f"{PREFIX}{key_id}:{_b64(nonce + sealed)}"
 
 
 def seal_convergent(plaintext: str, *, event_id: UUID, field: str, key_id: str, key: bytes) -> str:
-    """`plaintext` sealed as `seal` seals it, in the same format (`open_sealed` opens it),
-    but deterministically: the data key and the wrapping nonce are one HMAC-SHA512 of the
-    binding and the plaintext under `key`, so the same plaintext of the same field of the
-    same event under the same key always seals to the same text.
+    """`plaintext` sealed in the wrapped form (`open_sealed` opens it), deterministically:
+    the data key and the wrapping nonce are one HMAC-SHA512 of the binding and the
+    plaintext under `key`, so the same plaintext of the same field of the same event under
+    the same key always seals to the same text.
 
     Why: a fold that holds no key (the projector) compares sealed values where a reader
     compares plaintexts (a graph import skips items identical to existing ones); equal
@@ -125,25 +137,31 @@ def seal_convergent(plaintext: str, *, event_id: UUID, field: str, key_id: str, 
     data_key, wrap_nonce = derived[:KEY_BYTES], derived[KEY_BYTES : KEY_BYTES + _NONCE]
     wrapped = wrap_nonce + AESGCM(key).encrypt(wrap_nonce, data_key, aad)
     sealed = _FIXED_NONCE + AESGCM(data_key).encrypt(_FIXED_NONCE, data, aad)
-    return f"{PREFIX}{key_id}:{_b64(wrapped)}:{_b64(sealed)}"
+    return f"{WRAPPED_PREFIX}{key_id}:{_b64(wrapped)}:{_b64(sealed)}"
 
 
 def parse(value: str) -> Sealed:
-    """The parts of a sealed value; SealedError naming what is wrong."""
+    """The parts of a sealed value (either form); SealedError naming what is wrong."""
     if len(value) > _MAX_SEALED:
         raise SealedError(f"sealed value of {len(value)} characters; at most {_MAX_SEALED}")
-    if not value.startswith(PREFIX):
+    prefix = next((p for p in _PREFIXES if value.startswith(p)), None)
+    if prefix is None:
         raise SealedError(f"not a sealed value (expected the prefix {PREFIX!r})")
-    parts = value[len(PREFIX) :].split(":")
-    if len(parts) != 3:
-        raise SealedError(f"sealed value: expected 3 parts after {PREFIX!r}, got {len(parts)}")
-    key_id, wrapped_text, sealed_text = parts
+    parts = value[len(prefix) :].split(":")
+    count = 2 if prefix == PREFIX else 3
+    if len(parts) != count:
+        raise SealedError(
+            f"sealed value: expected {count} parts after {prefix!r}, got {len(parts)}"
+        )
+    key_id, *rest = parts
     if len(key_id) != _KEY_ID_HEX or any(c not in "0123456789abcdef" for c in key_id):
         raise SealedError(f"sealed value: key id {key_id[:40]!r} is not {_KEY_ID_HEX} hex digits")
-    wrapped = _unb64(wrapped_text, "the wrapped data key")
-    if len(wrapped) != _NONCE + KEY_BYTES + _TAG:
-        raise SealedError(f"sealed value: wrapped data key of {len(wrapped)} bytes")
-    ciphertext = _unb64(sealed_text, "the sealed content")
+    wrapped = b""
+    if prefix == WRAPPED_PREFIX:
+        wrapped = _unb64(rest[0], "the wrapped data key")
+        if len(wrapped) != _NONCE + KEY_BYTES + _TAG:
+            raise SealedError(f"sealed value: wrapped data key of {len(wrapped)} bytes")
+    ciphertext = _unb64(rest[-1], "the sealed content")
     if len(ciphertext) < _NONCE + _TAG:
         raise SealedError(f"sealed value: sealed content of {len(ciphertext)} bytes")
     return Sealed(key_id, wrapped, ciphertext)
@@ -154,6 +172,11 @@ def open_sealed(sealed: Sealed, *, event_id: UUID, field: str, key: bytes) -> st
     not open (another key, another event or field, changed bytes)."""
     aad = _aad(event_id, field)
     try:
+        if not sealed.wrapped_key:  # the direct form
+            plain = AESGCM(key).decrypt(
+                sealed.ciphertext[:_NONCE], sealed.ciphertext[_NONCE:], _DIRECT_AAD + aad
+            )
+            return plain.decode()
         data_key = AESGCM(key).decrypt(
             sealed.wrapped_key[:_NONCE], sealed.wrapped_key[_NONCE:], aad
         )

@@ -325,3 +325,33 @@ def test_an_erasure_on_a_log_without_encryption_is_refused(log_dir: Path) -> Non
     state = fold_log(list(enumerate(records)))
     assert [(r.seq, r.error) for r in state.rejections] == [(1, "EncryptionError")]
     assert state.memory.get(card.id).content == CARD  # type: ignore[union-attr]
+
+
+def test_content_sealed_in_the_wrapped_form_still_opens_and_erases(
+    log_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Logs written before 4 December hold event content in the wrapped form (``msenc1``,
+    a data key per event wrapped by the subject key); the direct form (``msenc2``) came
+    after. A log holding both reads each back and erases both with their subject."""
+    from producers.keys import cipher
+    from schemas.crypto.envelope import seal_convergent
+
+    with Memory(log_dir, encrypt=True) as memory:
+        with monkeypatch.context() as patch:
+            patch.setattr(cipher, "seal", seal_convergent)  # the wrapped form's layout
+            old = memory.add_message(Message(speaker="user", content=CARD, session_id="alice"))
+        new = memory.add_message(Message(speaker="user", content=SECRET_DOC, session_id="alice"))
+    stored = {decode_record(data).id: decode_record(data) for _, data in _stored(log_dir)}
+    assert stored[old.id].content.startswith("msenc1:")  # type: ignore[union-attr]
+    assert stored[new.id].content.startswith("msenc2:")  # type: ignore[union-attr]
+    with Memory(log_dir, create=False) as reader:
+        assert reader.get(old.id).content == CARD  # type: ignore[union-attr]
+        assert reader.get(new.id).content == SECRET_DOC  # type: ignore[union-attr]
+    with Memory(log_dir) as memory:
+        erasure = memory.erase("alice", "request", requested_by="dpo")
+        assert set(erasure.erased) == {old.id, new.id}  # type: ignore[union-attr]
+    with Memory(log_dir, create=False) as reader:
+        assert reader.get(old.id).content == ERASED  # type: ignore[union-attr]
+        assert reader.get(new.id).content == ERASED  # type: ignore[union-attr]
+    for needle in (b"4111111111111111", b"Quelconque"):
+        assert _found(log_dir, needle) == []

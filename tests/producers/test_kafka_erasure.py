@@ -200,7 +200,7 @@ def test_content_is_stored_sealed_and_read_back_plain(
     stored = read_topic_values(kafka_bootstrap, unique_name)
     assert all(TOKEN.encode() not in value for _, value in stored)
     sealed = decode_record(stored[0][1])
-    assert sealed.content.startswith("msenc1:")  # type: ignore[union-attr]
+    assert sealed.content.startswith("msenc2:")  # type: ignore[union-attr]
     # Another process (a reader that never wrote) opens it with the key store.
     with Memory(location, create=False) as reader:
         assert reader.get(card.id).content == CARD  # type: ignore[union-attr]
@@ -208,7 +208,7 @@ def test_content_is_stored_sealed_and_read_back_plain(
         # Encrypted once, encrypted for good: a writer without encrypt=True seals too.
         more = reader.add_message(Message(speaker="user", content=BOB, session_id="bob"))
     stored = read_topic_values(kafka_bootstrap, unique_name)
-    assert decode_record(stored[-1][1]).content.startswith("msenc1:")  # type: ignore[union-attr]
+    assert decode_record(stored[-1][1]).content.startswith("msenc2:")  # type: ignore[union-attr]
     with Memory(location) as again:
         assert again.get(more.id).content == BOB  # type: ignore[union-attr]
 

@@ -478,7 +478,7 @@ def test_a_signed_encrypted_log_seals_then_signs_and_erases(memory_location: str
         signed = split_signed(records[-1][1])
         assert signed.signer == "agent:alice"
         stored = decode_record_bytes(signed.inner)
-        assert stored.content.startswith("msenc1:")  # type: ignore[union-attr]
+        assert stored.content.startswith("msenc2:")  # type: ignore[union-attr]
         item = MemexStore(backend=LogGraphs(writer.log)).create(
             scope="ana",
             kind="fact",

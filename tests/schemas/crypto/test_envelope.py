@@ -8,6 +8,7 @@ import pytest
 
 from schemas.crypto.envelope import (
     PREFIX,
+    WRAPPED_PREFIX,
     SealedError,
     is_sealed,
     new_key,
@@ -36,11 +37,47 @@ def test_round_trip_and_no_plaintext() -> None:
     )
 
 
-def test_each_seal_has_its_own_data_key() -> None:
+def test_each_seal_has_its_own_nonce() -> None:
     key = new_key()
     a, _ = _sealed("same", key)
     b, _ = _sealed("same", key)
-    assert a.split(":")[2] != b.split(":")[2]  # wrapped data keys differ
+    assert a.count(":") == 2 and a.startswith("msenc2:")  # the direct form: no wrapped key
+    assert parse(a).ciphertext[:12] != parse(b).ciphertext[:12]  # nonces differ
+    assert a != b
+
+
+def test_a_part_of_one_form_never_opens_as_the_other() -> None:
+    """The wrapped form's wrapped data key is AES-GCM under the subject key, bound to the
+    event and field, as the direct form's content is: moved into a direct value it must
+    not open (and hand out the data key as if it were content), even were its plaintext
+    text; nor the other way round."""
+    import base64
+
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    key, key_id = new_key(), new_key_id()
+    wrapped = seal_convergent("card 4111", event_id=EVENT, field="content", key_id=key_id, key=key)
+    _, _, wrapped_key, _ = wrapped.split(":")
+    # what the wrapped form's binding seals under the subject key, text this time
+    nonce = bytes(range(12))
+    like_a_wrapped_key = nonce + AESGCM(key).encrypt(nonce, b"k" * 32, EVENT.bytes + b"content")
+    body = base64.urlsafe_b64encode(like_a_wrapped_key).rstrip(b"=").decode()
+    for moved in (wrapped_key, body):
+        with pytest.raises(SealedError, match="does not open"):
+            open_sealed(
+                parse(f"{PREFIX}{key_id}:{moved}"), event_id=EVENT, field="content", key=key
+            )
+    direct = seal("card 4111", event_id=EVENT, field="content", key_id=key_id, key=key)
+    body = direct.split(":")[2]
+    # a direct body as the wrapped key of a wrapped value is not even a wrapped key's size,
+    # and as its content it fails under any data key the wrapped key gives
+    with pytest.raises(SealedError):
+        open_sealed(
+            parse(f"{WRAPPED_PREFIX}{key_id}:{wrapped_key}:{body}"),
+            event_id=EVENT,
+            field="content",
+            key=key,
+        )
 
 
 def test_a_convergent_seal_is_the_same_for_the_same_value_binding_and_key() -> None:
@@ -90,10 +127,15 @@ def test_a_changed_byte_does_not_open() -> None:
     ("value", "message"),
     [
         ("plain text", "not a sealed value"),
-        (PREFIX + "abc", "expected 3 parts"),
-        (PREFIX + "zz:a:b", "key id"),
-        (PREFIX + "0" * 32 + ":!!!:b", "not base64url|wrapped data key of"),
-        (PREFIX + "0" * 32 + ":" + "A" * 80 + ":AA", "sealed content of"),
+        (PREFIX + "abc", "expected 2 parts"),
+        (PREFIX + "a:b:c", "expected 2 parts"),
+        (PREFIX + "zz:a", "key id"),
+        (PREFIX + "0" * 32 + ":!!!", "not base64url|sealed content of"),
+        (PREFIX + "0" * 32 + ":AA", "sealed content of"),
+        (WRAPPED_PREFIX + "abc", "expected 3 parts"),
+        (WRAPPED_PREFIX + "zz:a:b", "key id"),
+        (WRAPPED_PREFIX + "0" * 32 + ":!!!:b", "not base64url|wrapped data key of"),
+        (WRAPPED_PREFIX + "0" * 32 + ":" + "A" * 80 + ":AA", "sealed content of"),
     ],
 )
 def test_malformed_values_are_named(value: str, message: str) -> None:
