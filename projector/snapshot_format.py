@@ -25,7 +25,9 @@ types and per-value bounds are checked in C as it decodes):
   (a reason may quote an id that holds one); ``raw``: each envelope's record bytes;
 - ``vocab``, ``word_counts``, ``word_ids``: the word index's fragment: per content row
   (messages and documents, in seq order) how many words, and the words as indexes into
-  ``vocab``. The postings are derived from them on load, so they cannot disagree;
+  ``vocab``. The postings are derived from them when the index is first read, so they
+  cannot disagree (every count and id is checked on decode; a word of the vocabulary that
+  no row holds gets no posting);
 - ``checkpoint``: None, or JSON text (the standard library's: exact for every value a
   fold holds, NaN and integers of any size included) of ``[seq, graph_seq, items, edges,
   intents, tasks]``, each model as the array of its fields in declaration order.
@@ -41,13 +43,14 @@ import json
 import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from itertools import chain, compress, islice, repeat
+from itertools import chain, compress, repeat
 from operator import eq, ge, gt, is_not, itemgetter, le, sub
 from typing import Annotated, Any, Literal, NamedTuple, get_args
 
 import msgspec
 from msgspec import Meta
 
+from projector.audit.index import WordFragment
 from projector.audit.rows import DELETION, DOCUMENT, FIELDS, KIND, MESSAGE, RECALL, SEQ, Row
 from projector.graph.intents import IntentState
 from projector.graph.pmap import OrderedPMap
@@ -112,8 +115,7 @@ class Decoded(NamedTuple):
     message_rel: list[int]
     document_rel: list[int]
     other_rel: list[int]
-    words_of: dict[int, tuple[str, ...]]
-    postings: dict[str, list[int]]
+    words: WordFragment
     extras: list[tuple[Any, ...]]
     checkpoint: Checkpoint | None
 
@@ -486,7 +488,7 @@ def _decode(data: bytes) -> Decoded:
         for kind in present:
             deque(map(rows.__setitem__, rels[kind], by_kind[kind]), maxlen=0)
 
-    words_of, postings = _words(wire, where, row_seqs, rels)
+    words = _words(wire, where, row_seqs, rels)
     extras = _extras(wire, where, first, kinds, extra_offsets, counts)
     checkpoint = None
     if wire.checkpoint is not None:
@@ -500,16 +502,16 @@ def _decode(data: bytes) -> Decoded:
         message_rel,
         document_rel,
         other_rel,
-        words_of,
-        postings,
+        words,
         extras,
         checkpoint,
     )
 
 
-def _words(
-    wire: _Wire, where: str, row_seqs: list[int], rels: list[list[int]]
-) -> tuple[dict[int, tuple[str, ...]], dict[str, list[int]]]:
+def _words(wire: _Wire, where: str, row_seqs: list[int], rels: list[list[int]]) -> WordFragment:
+    """The chunk's word fragment, checked whole here and built when first read (see
+    `WordFragment`): every count, id and word is checked now, so building it cannot fail
+    and never meets a value these checks did not see."""
     vocab, counts, ids = wire.vocab, wire.word_counts, wire.word_ids
     if rels[RECALL] or rels[DELETION]:
         seqs = list(map(row_seqs.__getitem__, sorted(rels[MESSAGE] + rels[DOCUMENT])))
@@ -519,23 +521,11 @@ def _words(
         raise _fail(where, f"word counts for {len(counts)} of {len(seqs)} content rows")
     if sum(counts) != len(ids):
         raise _fail(where, f"{len(ids)} word ids for {sum(counts)} words")
-    try:
-        found = list(map(vocab.__getitem__, ids))  # the ids are >= 0
-    except IndexError:
-        raise _fail(where, f"word {max(ids)} of {len(vocab)}") from None
-    it = iter(found)
-    words_of = dict(zip(seqs, map(tuple, map(islice, repeat(it), counts)), strict=True))
-    # The postings, derived: each word's seqs in order, as the fold's index holds them, and
-    # never at odds with the rows' words.
-    lists: list[list[int]] = [[] for _ in vocab]
-    pair_seqs = chain.from_iterable(map(repeat, seqs, counts))
-    deque(map(list.append, map(lists.__getitem__, ids), pair_seqs), maxlen=0)
-    if not all(lists):
-        raise _fail(where, "a word of the vocabulary that no row holds")
-    postings = dict(zip(vocab, lists, strict=True))
-    if len(postings) != len(vocab):
+    if ids and max(ids) >= len(vocab):  # the ids are >= 0
+        raise _fail(where, f"word {max(ids)} of {len(vocab)}")
+    if len(set(vocab)) != len(vocab):
         raise _fail(where, "a word twice in the vocabulary")
-    return words_of, postings
+    return WordFragment(seqs, counts, ids, vocab)
 
 
 def _extras(

@@ -58,7 +58,7 @@ from pyrsistent import pvector
 
 from producers.logs.location import KafkaLocation, redact
 from producers.logs.topic_identity import LogIdentity, log_identity
-from projector.audit.index import WordIndex
+from projector.audit.index import WordFragment, WordIndex
 from projector.audit.rows import DOCUMENT, FIELDS, MESSAGE, SEQ, Row, event_of, row_of
 from projector.audit.state import Ledger, MemoryState, no_gc
 from projector.authorship import Authorship, authorize
@@ -147,10 +147,18 @@ class Chunk:
     message_rel: list[int]
     document_rel: list[int]
     other_rel: list[int]
-    words_of: dict[int, tuple[str, ...]]
-    postings: dict[str, list[int]]
+    # The content rows' words: compact as decoded (built when first read), or an index.
+    words: WordFragment | WordIndex
     extras: list[Entry]
     checkpoint: tuple[Any, ...] | None = None
+
+    @property
+    def words_of(self) -> dict[int, tuple[str, ...]]:
+        return self.words.words_of
+
+    @property
+    def postings(self) -> dict[str, list[int]]:
+        return self.words.postings
 
     def cut(self, up_to_seq: int) -> Chunk:
         """This chunk without the seqs after `up_to_seq`."""
@@ -161,11 +169,18 @@ class Chunk:
         def below(rel: list[int]) -> list[int]:
             return rel[: bisect_left(rel, n)]
 
-        postings = {}
-        for word, posting in self.postings.items():
-            kept = posting[: bisect_right(posting, up_to_seq)]
-            if kept:
-                postings[word] = kept
+        words: WordFragment | WordIndex
+        if isinstance(self.words, WordFragment):
+            words = self.words.cut(up_to_seq)
+        else:
+            postings = {}
+            for word, posting in self.postings.items():
+                kept = posting[: bisect_right(posting, up_to_seq)]
+                if kept:
+                    postings[word] = kept
+            words = WordIndex.of(
+                {s: w for s, w in self.words_of.items() if s <= up_to_seq}, postings
+            )
         checkpoint = self.checkpoint
         if checkpoint is not None and checkpoint[0] > up_to_seq:
             checkpoint = None
@@ -176,8 +191,7 @@ class Chunk:
             below(self.message_rel),
             below(self.document_rel),
             below(self.other_rel),
-            {s: w for s, w in self.words_of.items() if s <= up_to_seq},
-            postings,
+            words,
             [e for e in self.extras if e[0] <= up_to_seq],
             checkpoint,
         )
@@ -220,8 +234,7 @@ def build_chunk(
         rels[0],
         rels[1],
         rels[2],
-        words.words_of,
-        words.postings,
+        words,
         extras,
         checkpoint,
     )
@@ -280,8 +293,7 @@ def merge_chunks(chunks: Sequence[Chunk]) -> Chunk:
         rels[0],
         rels[1],
         rels[2],
-        words_of,
-        postings,
+        WordIndex.of(words_of, postings),
         extras,
         checkpoint,
     )
@@ -341,8 +353,7 @@ def hydrate(chunks: Sequence[Chunk]) -> LogState:
                 chunk.message_rel,
                 chunk.document_rel,
                 chunk.other_rel,
-                chunk.words_of,
-                chunk.postings,
+                chunk.words,
             )
         for entry in chunk.extras:
             seq = entry[0]

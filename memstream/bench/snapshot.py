@@ -117,10 +117,21 @@ def _pickled(chunk: Any) -> bytes:
 
 
 def _unpickled(data: bytes) -> Any:
+    from projector.audit.index import WordIndex
     from projector.snapshot_store import Chunk
 
     value = pickle.loads(data)  # noqa: S301 - bytes this process made a moment ago
-    return Chunk(*value[1:])
+    first, last, rows, message_rel, document_rel, other_rel, words_of, postings, *rest = value[1:]
+    return Chunk(
+        first,
+        last,
+        rows,
+        message_rel,
+        document_rel,
+        other_rel,
+        WordIndex.of(words_of, postings),
+        *rest,
+    )
 
 
 def _load(

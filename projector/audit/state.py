@@ -18,7 +18,7 @@ from operator import itemgetter
 from typing import Any, NamedTuple
 from uuid import UUID
 
-from projector.audit.index import WordIndex
+from projector.audit.index import WordFragment, WordIndex
 from projector.audit.rows import Row, event_of
 from schemas.audit import ERASED, Deletion, Document, Erasure, Message, Recall
 from schemas.fields import share_fields_set
@@ -198,14 +198,14 @@ class Ledger:
         message_rel: list[int],
         document_rel: list[int],
         other_rel: list[int],
-        words_of: dict[int, tuple[str, ...]],
-        postings: dict[str, list[int]],
+        words: WordFragment | WordIndex,
     ) -> None:
         """Fold accepted events given as rows (in seq order), in bulk.
 
         `message_rel`/`document_rel`/`other_rel`: the positions in `rows` of the messages,
-        the documents, the recalls and deletions; `words_of`/`postings`: the word index's
-        fragment for these rows (`WordIndex.fragment`). Takes ownership of the lists.
+        the documents, the recalls and deletions; `words`: the words of these rows, a
+        decoded snapshot's fragment (merged into the index when it is first read) or an
+        index of them. Takes ownership of its lists.
         """
         if not rows:
             return
@@ -235,7 +235,10 @@ class Ledger:
         self.document_seqs.extend(map(getseq, document_rel))
         for rel in other_rel:
             self._note(self.event(base + rel))
-        self.index.merge(words_of, postings)
+        if isinstance(words, WordFragment):
+            self.index.defer(words)
+        else:
+            self.index.merge(words.words_of, words.postings)
 
     def branch(self, count: int) -> Ledger:
         """A private ledger holding the first `count` events of this one."""

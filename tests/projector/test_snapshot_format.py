@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -424,6 +425,14 @@ FORGED = {
     "a column one value short": (lambda w: w[5][6].pop(), "content: 0 values for 1 rows"),
     "a word index out of range": (_set((13, 0), 10_000), "word 10000"),
     "word counts that do not add up": (_set((12, 0), 40), "word ids for"),
+    "word counts for another number of rows": (
+        lambda w: w[12].append(0),
+        "word counts for 3 of 2 content rows",
+    ),
+    "a word twice in the vocabulary": (
+        lambda w: w[11].__setitem__(1, w[11][0]),
+        "a word twice in the vocabulary",
+    ),
     "a deletion without targets": (_set((8, 5, 0), b""), "without targets"),
     "ids not 16 bytes each": (_set((7, 6, 0), b"\x01" * 17), "not 16 each"),
     "a seq past 2**63": (_set((2,), 2**64 - 1), "<= 9223372036854775807"),
@@ -482,6 +491,26 @@ def test_the_sample_is_valid_and_every_forgery_starts_from_it() -> None:
     assert chunk.checkpoint is not None and len(chunk.checkpoint[1].items) == 3
     unchanged = msgspec.msgpack.encode(msgspec.msgpack.decode(data))
     assert decode_chunk(unchanged).rows == chunk.rows
+
+
+def test_a_word_no_row_holds_gets_no_posting_and_the_index_is_built_when_read() -> None:
+    """A chunk's words stay compact until the index is first read; then they give the
+    rows' own index. A word of the vocabulary that no row holds (the encoder writes none;
+    a forger may) gets no posting, so it changes nothing."""
+    data, log = _sample()
+    clean = hydrate([decode_chunk(data)])
+    wire = msgspec.msgpack.decode(data)
+    wire[11].append("unheard")
+    forged = decode_chunk(msgspec.msgpack.encode(wire))
+    assert type(forged.words).__name__ == "WordFragment"
+    state = hydrate([forged])
+    assert state.memory.index._pending  # not built by the hydration
+    assert "unheard" not in state.memory.index.postings
+    assert not state.memory.index._pending  # built once read
+    assert state.memory.index.postings == clean.memory.index.postings
+    assert state.memory.index.words_of == clean.memory.index.words_of
+    assert state == fold_log(log)
+    assert "unheard" not in forged.cut(0).postings
 
 
 class _Plant:
@@ -571,3 +600,43 @@ def test_times_at_the_ends_of_datetime_round_trip() -> None:
         copy = decode_chunk(encode_chunk(chunks[0]))
         assert hydrate([copy]).memory.events == clean.memory.events
         assert copy.rows[0][3] in (fmt._MIN_US, fmt._MAX_US)
+
+
+def test_threads_reading_a_hydrated_index_at_once_build_it_once() -> None:
+    """States folded from one log share its index across threads: the first reads of a
+    hydrated index, at once from many threads, merge each chunk's words once."""
+    records = [
+        (seq, encode_record(Message(speaker="s", content=f"word{seq % 7} common n{seq}")))
+        for seq in range(600)
+    ]
+    chunks, _ = _chunks(records, [150, 300, 450])
+    eager = hydrate(chunks)
+    expected = {w: list(p) for w, p in eager.memory.index.postings.items()}
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns within a merge, not only between
+    try:
+        _read_at_once(chunks, expected)
+    finally:
+        sys.setswitchinterval(switch)
+
+
+def _read_at_once(chunks: list[Chunk], expected: dict[str, list[int]]) -> None:
+    import threading
+
+    for _ in range(5):
+        state = hydrate([decode_chunk(encode_chunk(c)) for c in chunks])
+        index = state.memory.index
+        assert len(index._pending) == 4
+        start = threading.Barrier(8)
+        seen: list[dict[str, list[int]]] = []
+
+        def read(index: Any = index, start: Any = start, seen: Any = seen) -> None:
+            start.wait()
+            seen.append({w: list(p) for w, p in index.postings.items()})
+
+        threads = [threading.Thread(target=read) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert seen == [expected] * 8
