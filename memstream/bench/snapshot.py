@@ -121,17 +121,9 @@ def _unpickled(data: bytes) -> Any:
     from projector.snapshot_store import Chunk
 
     value = pickle.loads(data)  # noqa: S301 - bytes this process made a moment ago
-    first, last, rows, message_rel, document_rel, other_rel, words_of, postings, *rest = value[1:]
-    return Chunk(
-        first,
-        last,
-        rows,
-        message_rel,
-        document_rel,
-        other_rel,
-        WordIndex.of(words_of, postings),
-        *rest,
-    )
+    # Format 2 held the index built: (..., words_of, postings, extras, checkpoint).
+    fields = [*value[1:7], WordIndex.of(value[7], value[8]), *value[9:]]
+    return Chunk(*fields)
 
 
 def _load(
