@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import json
 import sys
+from array import array
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import chain, compress, repeat
@@ -525,7 +526,8 @@ def _words(wire: _Wire, where: str, row_seqs: list[int], rels: list[list[int]]) 
         raise _fail(where, f"word {max(ids)} of {len(vocab)}")
     if len(set(vocab)) != len(vocab):
         raise _fail(where, "a word twice in the vocabulary")
-    return WordFragment(seqs, counts, ids, vocab)
+    # Kept until a search reads the index: 4 bytes a word, not an int object each.
+    return WordFragment(seqs, counts, array("I", ids), vocab)
 
 
 def _extras(

@@ -7,7 +7,7 @@ import sys
 import threading
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from itertools import chain, islice, repeat
 from operator import itemgetter
 
@@ -33,7 +33,7 @@ class WordFragment:
     __slots__ = ("seqs", "counts", "ids", "vocab", "_built")
 
     def __init__(
-        self, seqs: list[int], counts: list[int], ids: list[int], vocab: list[str]
+        self, seqs: list[int], counts: list[int], ids: Sequence[int], vocab: list[str]
     ) -> None:
         self.seqs, self.counts, self.ids, self.vocab = seqs, counts, ids, vocab
         self._built: tuple[dict[int, tuple[str, ...]], dict[str, list[int]]] | None = None
