@@ -159,12 +159,10 @@ def test_a_log_without_encryption_says_it_cannot_erase(log_dir: Path) -> None:
         assert memory.get(card.id).content == CARD  # type: ignore[union-attr]
 
 
-def test_a_changed_ciphertext_is_corruption(log_dir: Path) -> None:
-    with Memory(log_dir, encrypt=True) as memory:
-        card = memory.add_message(Message(speaker="user", content=CARD, session_id="alice"))
-    conn = sqlite3.connect(log_dir / LOG_FILE)
-    data = conn.execute("SELECT record FROM events WHERE seq = 0").fetchone()[0]
-    token = decode_record(data).content  # type: ignore[union-attr]
+def _change_sealed(conn: sqlite3.Connection, data: bytes, token: str) -> None:
+    """Change one character of the sealed value `token` in the record at seq 0 (`data`),
+    written past the append-only trigger with a valid checksum, and close `conn`: what
+    someone with the file could do."""
     body = token.rsplit(":", 1)[1]
     forged_body = body[:4] + ("A" if body[4] != "A" else "B") + body[5:]
     forged = data.replace(body.encode(), forged_body.encode())
@@ -174,6 +172,15 @@ def test_a_changed_ciphertext_is_corruption(log_dir: Path) -> None:
     )
     conn.commit()
     conn.close()
+
+
+def test_a_changed_ciphertext_is_corruption(log_dir: Path) -> None:
+    with Memory(log_dir, encrypt=True) as memory:
+        card = memory.add_message(Message(speaker="user", content=CARD, session_id="alice"))
+    conn = sqlite3.connect(log_dir / LOG_FILE)
+    data = conn.execute("SELECT record FROM events WHERE seq = 0").fetchone()[0]
+    token = decode_record(data).content  # type: ignore[union-attr]
+    _change_sealed(conn, data, token)
     opens = rf"seq 0: the sealed content does not open.*{card.id}"
     with pytest.raises(CorruptLogError, match=opens):
         Memory(log_dir, create=False)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from producers.keys.cipher import open_record
-from producers.logs.sqlite import LOG_FILE, record_checksum
+from producers.logs.sqlite import LOG_FILE
 from producers.memex_log_store import LogGraphs
 from producers.memex_store import MemexStore
 from producers.memory import Memory
@@ -26,7 +26,7 @@ from schemas.errors import CorruptLogError, EncryptionError, UnknownSubjectError
 from schemas.evidence.merkle import leaf_hash
 from schemas.graph.items import MemoryItem
 from schemas.records import OPERATION_NAMESPACE, GraphEnvelope
-from tests.producers.test_erasure import _found, _stored
+from tests.producers.test_erasure import _change_sealed, _found, _stored
 
 CARD = "card 4111111111111111 expires 12/29"
 ADDRESS = "12 Rue Quelconque, Paris"
@@ -329,14 +329,6 @@ def test_a_changed_byte_in_sealed_graph_content_is_corruption(log_dir: Path) -> 
     moved = {**stored.payload, "item": {**stored.payload["item"], "id": "another-item"}}
     with Memory(log_dir, create=False) as reader, pytest.raises(SealedError, match="not open"):
         open_record(reader.log.keys, stored.model_copy(update={"payload": moved}))  # type: ignore[attr-defined]
-    body = stored.payload["item"]["content"]["text"].rsplit(":", 1)[1]
-    forged_body = body[:4] + ("A" if body[4] != "A" else "B") + body[5:]
-    forged = data.replace(body.encode(), forged_body.encode())
-    conn.execute("DROP TRIGGER events_append_only_u")
-    conn.execute(
-        "UPDATE events SET record = ?, crc = ? WHERE seq = 0", (forged, record_checksum(0, forged))
-    )
-    conn.commit()
-    conn.close()
+    _change_sealed(conn, data, stored.payload["item"]["content"]["text"])
     with pytest.raises(CorruptLogError, match="seq 0: the sealed content does not open"):
         MemexStore.open(str(log_dir))
