@@ -30,7 +30,12 @@ that never fetches, so it is not queued behind the reading consumer's pending fe
 this process's own acknowledged records are folded from the bytes it produced (what the
 log holds at the offsets their delivery reports give), so read-your-writes needs no fetch.
 Records of others are fetched as ever, each at its seq: an own record is folded from its
-bytes only when the state reaches exactly its seq.
+bytes only when the state reaches exactly its seq. A synchronous append (`append`,
+`transact`) goes further: it sends its batch at once and folds it while the broker
+acknowledges, at the seqs it will get if nothing lands before it (`_speculate`); the
+delivery reports then tell whether that guess was right, and only then is that fold kept
+(`_adopt`), so a read right after the append needs no fold at all. A wrong guess (another
+writer's record came first) is dropped, and the records are folded in place as above.
 
 `submit` is pipelined: it produces and returns a future at once, and the broker's
 acknowledgements resolve the futures (a background thread serves the delivery reports), so
@@ -78,6 +83,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
+from dataclasses import dataclass
 from functools import partial
 from os import PathLike
 from typing import Any, TypeVar, cast
@@ -439,6 +445,23 @@ def _seek(consumer: Consumer, topic: str, offset: int) -> None:
 _ERASURE_LOCK_MS = 60_000
 
 
+# After this many speculative folds in a row guessed wrong seqs (others write between),
+# skip this many appends before guessing again.
+_SPEC_MISSES = 4
+_SPEC_SKIP = 64
+
+
+@dataclass(frozen=True)
+class _Guess:
+    """A batch folded before its acknowledgement (`KafkaLog._speculate`)."""
+
+    base: LogState
+    seqs: list[int]
+    state: LogState
+    lifecycle: dict[int, list[Lifecycle]]
+    errors: dict[int, BaseException]
+
+
 class KafkaLog:
     """A log on a Kafka topic, folded into a `LogState` (hydrated from Redis if it can).
 
@@ -499,6 +522,9 @@ class KafkaLog:
         self._own: dict[int, bytes] = {}
         self._own_bytes = 0
         self._lost_position = False  # a failed read could not rewind: rewind first next time
+        # Speculative folds (`_speculate`): misses in a row, appends left to skip.
+        self._spec_missed = 0
+        self._spec_skip = 0
         self._state = self._hydrate() if hydrate else empty_state()
         self._assign(self._state.next_seq)
         # Own audit appends acknowledged but not folded yet (checked against, see `append`),
@@ -742,14 +768,6 @@ class KafkaLog:
         self._send(delivery, encoded)
         return delivery
 
-    def _produce(self, records: Sequence[Record], encoded: Sequence[bytes]) -> list[int]:
-        """Produce and wait for every acknowledgement (the path of `transact`)."""
-        delivery = self._start(list(records), encoded, None, None, track=False)
-        self._await(delivery)
-        if delivery.error is not None:
-            raise delivery.error
-        return delivery.offsets  # type: ignore[return-value]
-
     def _send(self, delivery: _Delivery, encoded: Sequence[bytes]) -> None:
         producer = delivery.producer
         produce = producer.produce
@@ -903,11 +921,19 @@ class KafkaLog:
     def _publish_and_fold(self, records: list[Record], encoded: list[bytes]) -> list[Appended]:
         if not records:
             return []
-        offsets = self._produce(records, encoded)
-        watch = dict(zip(offsets, records, strict=True))
-        lifecycle: dict[int, list[Lifecycle]] = {}
-        # Fold up to our last record, keeping our records' lifecycle events.
-        errors = self._fold_until(max(offsets) + 1, watch, lifecycle)
+        delivery = self._start(records, encoded, None, None, track=False)
+        guess = self._speculate(delivery, own=0)
+        self._await(delivery)
+        if delivery.error is not None:
+            raise delivery.error
+        offsets = cast(list[int], delivery.offsets)
+        if guess is not None and self._adopt(guess, delivery):
+            lifecycle, errors = guess.lifecycle, guess.errors
+        else:
+            watch = dict(zip(offsets, records, strict=True))
+            lifecycle = {}
+            # Fold up to our last record, keeping our records' lifecycle events.
+            errors = self._fold_until(max(offsets) + 1, watch, lifecycle)
         for seq in offsets:
             if seq in errors:
                 raise errors[seq]
@@ -917,6 +943,56 @@ class KafkaLog:
             stored = events[0].subject if isinstance(record, BaseEvent) and events else record
             appended.append(Appended(seq, stored, events))
         return appended
+
+    def _speculate(self, delivery: _Delivery, own: int) -> _Guess | None:
+        """The state as it will be if the batch just produced lands right after it (no
+        other record before it), folded while the broker acknowledges. Under `_lock`.
+
+        The batch is sent at once (not after ``linger.ms``), then folded from its bytes at
+        the seqs it gets if nothing comes between: exactly what `_fold_until` would fold
+        there. `_adopt` keeps it only if the delivery reports give those very seqs and
+        nothing was folded meanwhile; otherwise it is dropped and the records are folded
+        as ever. None when the seqs cannot be guessed (own records acknowledged and not
+        folded, or other own batches in flight: `own` is how many are this one), or after
+        recent guesses missed (others write between: not worth the work)."""
+        if self._spec_skip > 0:
+            self._spec_skip -= 1
+            return None
+        with self._dr_lock:
+            if self._own or self._outstanding != own or not delivery.encoded:
+                return None
+        self._serve(delivery.producer, 0)  # sent now: the fold below overlaps the trip
+        base = state = self._state
+        watch = dict(
+            zip(
+                range(base.next_seq, base.next_seq + len(delivery.records)),
+                delivery.records,
+                strict=True,
+            )
+        )
+        lifecycle: dict[int, list[Lifecycle]] = {}
+        errors: dict[int, BaseException] = {}
+        try:
+            for seq, data in zip(watch, delivery.encoded, strict=True):
+                state = self._fold_one(state, seq, data, watch, lifecycle, errors)
+        except Exception:  # e.g. a key store that did not answer: fold them later, as ever
+            log.debug("%s: no speculative fold", self.topic, exc_info=True)
+            return None
+        return _Guess(base, list(watch), state, lifecycle, errors)
+
+    def _adopt(self, guess: _Guess, delivery: _Delivery) -> bool:
+        """Take `guess` as the state if it folded the batch at the seqs it got, on the
+        state still held (see `_speculate`). Under `_lock`."""
+        if self._state is not guess.base or delivery.offsets != guess.seqs:
+            self._spec_missed += 1
+            if self._spec_missed >= _SPEC_MISSES:
+                self._spec_missed = 0
+                self._spec_skip = _SPEC_SKIP
+            return False
+        self._spec_missed = 0
+        self._state = guess.state
+        self._prune_pending()
+        return True
 
     def _fold_until(
         self,
@@ -1168,9 +1244,14 @@ class KafkaLog:
         if not records:
             return []
         delivery = self._enqueue(records, None, None)
+        with self._lock:
+            guess = self._speculate(delivery, own=1)
         self._await(delivery)
         if delivery.error is not None:
             raise delivery.error
+        if guess is not None:
+            with self._lock:
+                self._adopt(guess, delivery)
         return delivery.appended
 
     def drain(self) -> None:

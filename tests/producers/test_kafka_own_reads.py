@@ -133,8 +133,10 @@ def test_a_recall_reads_what_another_writer_appended_before_it(location: str) ->
 def test_own_records_past_the_kept_bytes_are_fetched_back(
     location: str, fetches: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """What is kept of own records is bounded; past it, the log is read as any other's."""
+    """What is kept of own records is bounded; past it, the log is read as any other's
+    (here none is folded at its acknowledgement: see the speculative fold's tests)."""
     monkeypatch.setattr(kafka_log, "_OWN_MAX_BYTES", 1)
+    monkeypatch.setattr(KafkaLog, "_speculate", lambda self, delivery, own: None)
     with Memory(location) as memory:
         stored = memory.append_many([Message(speaker="ana", content=f"m{i}") for i in range(5)])
         log = memory.log
@@ -154,3 +156,93 @@ def test_kept_bytes_are_dropped_once_folded(location: str) -> None:
         assert sorted(log._own) == list(range(20))
         assert len(memory.replay().messages) == 20
         assert log._own == {} and log._own_bytes == 0
+
+
+# --- the speculative fold: own records folded while the broker acknowledges -----------------
+
+
+def test_a_synchronous_append_is_folded_by_its_acknowledgement(
+    location: str, fetches: list[int]
+) -> None:
+    """An append's record is in the state when it returns (no read, no fetch), for the
+    audit path and for `transact` (a recall) alike; nothing is kept to fold later."""
+    with Memory(location) as memory:
+        log = memory.log
+        assert isinstance(log, KafkaLog)
+        first = memory.add_message(Message(speaker="ana", content="apples are red"))
+        assert log._state.last_seq == first.seq == 0
+        assert log._state.memory.get(first.id) == first
+        recall, found = memory.recall("apples")
+        assert [m.id for m in found] == [first.id]
+        assert log._state.last_seq == recall.seq == 1
+        assert log._state.memory.get(recall.id) == recall
+        assert log._own == {} and log._pending == {}
+    assert fetches == []
+
+
+@pytest.mark.parametrize("path", ["append", "transact"])
+def test_a_record_landing_before_own_one_drops_the_guess(
+    location: str, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    """Another writer's record lands between the state an append was folded on and its
+    own record: the guessed seqs were wrong, so that fold is dropped and both records are
+    folded in their places from the log (the other one refused: it is garbage)."""
+    real_send = KafkaLog._send
+
+    def send_after_another(self: KafkaLog, delivery: Any, encoded: Any) -> None:
+        _raw_produce(location, [b"a record of another writer"])
+        real_send(self, delivery, encoded)
+
+    with Memory(location) as memory:
+        log = memory.log
+        assert isinstance(log, KafkaLog)
+        first = memory.add_message(Message(speaker="ana", content="first"))
+        monkeypatch.setattr(KafkaLog, "_send", send_after_another)
+        if path == "append":
+            own = memory.add_message(Message(speaker="ana", content="own"))
+        else:
+            own, _ = memory.recall("first")
+        monkeypatch.setattr(KafkaLog, "_send", real_send)
+        assert own.seq == 2  # seq 1 is the other writer's
+        if path == "append":
+            assert log._state.last_seq == 0  # the guess (seq 1) dropped: folded when read
+        state = log.state()
+        assert state.last_seq == 2
+        assert [r.seq for r in state.rejections] == [1]
+        assert state.memory.get(own.id) == own
+        assert [e.seq for e in memory.events()] == [first.seq, own.seq]
+
+
+def test_guesses_that_keep_missing_are_skipped_for_a_while(
+    location: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_send = KafkaLog._send
+
+    def send_after_another(self: KafkaLog, delivery: Any, encoded: Any) -> None:
+        _raw_produce(location, [b"another writer"])
+        real_send(self, delivery, encoded)
+
+    monkeypatch.setattr(KafkaLog, "_send", send_after_another)
+    with Memory(location) as memory:
+        log = memory.log
+        assert isinstance(log, KafkaLog)
+        guesses: list[bool] = []
+        real_speculate = KafkaLog._speculate
+
+        def counted(self: KafkaLog, delivery: Any, own: int) -> Any:
+            guess = real_speculate(self, delivery, own)
+            guesses.append(guess is not None)
+            return guess
+
+        monkeypatch.setattr(KafkaLog, "_speculate", counted)
+        stored = []
+        for i in range(kafka_log._SPEC_MISSES + 2):
+            stored.append(memory.add_message(Message(speaker="ana", content=f"m{i}")))
+            memory.replay()  # folded from the log: nothing of its own left to fold
+        # Each own record came after another writer's: every guess missed, and after
+        # `_SPEC_MISSES` of them no fold is tried until `_SPEC_SKIP` appends have passed.
+        assert guesses == [True] * kafka_log._SPEC_MISSES + [False, False]
+        assert log._spec_skip == kafka_log._SPEC_SKIP - 2
+        state = memory.replay()
+        assert [m.seq for m in state.messages] == [m.seq for m in stored]
+        assert [m.seq for m in stored] == list(range(1, 2 * len(stored), 2))
