@@ -647,11 +647,20 @@ class SqliteLog:
                                 )
                             ],
                         )
-                    # The tree takes the bytes just stored, and is signed in this commit.
-                    self.evidence.extend(encoded)
-                    self.evidence.cut(cursor)
+                    evidence = self.evidence
+                    signing = evidence.signing
+                    if signing:
+                        # The tree takes the bytes just stored, and is signed in this commit.
+                        evidence.extend(encoded)
+                        evidence.cut(cursor)
+
+                    def fold() -> tuple[LogState, list[Appended]]:
+                        if not signing:  # no checkpoint to cut: grown during the fsync
+                            evidence.extend(encoded)
+                        return _fold_appended(state, first, records, erasable, signer)
+
                     folder = self._fold_thread()
-                    folder.start(lambda: _fold_appended(state, first, records, erasable, signer))
+                    folder.start(fold)
                     try:
                         cursor.execute("COMMIT")  # the fsync; the fold runs meanwhile
                     except BaseException:

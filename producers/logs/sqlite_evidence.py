@@ -138,6 +138,11 @@ class SqliteEvidence:
                 self.origin = _origin_text(row[0], self.location)
         return self.origin
 
+    @property
+    def signing(self) -> bool:
+        """Whether `cut` signs a checkpoint (a signing key, and the tables exist)."""
+        return self.signer is not None and self.origin is not None
+
     def cut(self, cursor: sqlite3.Cursor) -> None:
         """Sign the tree as it stands and store the note, in the open transaction; nothing
         without a signing key or before the tables exist."""
