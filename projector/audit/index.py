@@ -80,9 +80,12 @@ class WordIndex:
 
     Fragments taken by `defer` are merged in when `postings` or `words_of` is first read
     (once, under a lock: states folded from one log share their index across threads).
+    Words added one event at a time (`add`, `add_words`) are in `words_of` at once and in
+    `postings` when it is next read: a fold that is never searched (the projector's, which
+    only cuts snapshots from `words_of`) never builds a posting list.
     """
 
-    __slots__ = ("_postings", "_words_of", "_pending", "_lock")
+    __slots__ = ("_postings", "_words_of", "_pending", "_unposted", "_lock")
 
     def __init__(self) -> None:
         self._postings: dict[str, list[int]] = {}
@@ -90,6 +93,9 @@ class WordIndex:
         # (query_words.intersection(words_of[seq])).
         self._words_of: dict[int, tuple[str, ...]] = {}
         self._pending: list[WordFragment] = []
+        # Seqs whose words are in `_words_of` but not yet in `_postings`, in seq order (all
+        # after every pending fragment's: `add_words` merges those first).
+        self._unposted: list[int] = []
         self._lock = threading.Lock()
 
     @classmethod
@@ -101,13 +107,13 @@ class WordIndex:
 
     @property
     def postings(self) -> dict[str, list[int]]:
-        if self._pending:
+        if self._pending or self._unposted:
             self._settle()
         return self._postings
 
     @postings.setter
     def postings(self, value: dict[str, list[int]]) -> None:
-        if self._pending:
+        if self._pending or self._unposted:
             self._settle()
         self._postings = value
 
@@ -127,11 +133,29 @@ class WordIndex:
         # Millions of long-lived lists and tuples at once: no cycle hunting meanwhile (as
         # a hydration builds them, `no_cyclic_gc`).
         with self._lock, no_cyclic_gc():
+            unposted = self._unposted
+            count = len(unposted)  # seqs the writer adds meanwhile wait for the next time
+            if count:
+                self._post(unposted[:count])
+                # Dropped only once posted: a reader that finds none finds every posting.
+                del unposted[:count]
             pending = self._pending
             for fragment in pending:
                 self._merge(*fragment.build())
             # Emptied only once merged: a reader that finds it empty finds every posting.
             self._pending = []
+
+    def _post(self, seqs: list[int]) -> None:
+        """Add `seqs` (increasing, all after every posted one) to the postings."""
+        postings = self._postings
+        words_of = self._words_of
+        for seq in seqs:
+            for word in words_of.get(seq, ()):  # an erased event's words are gone
+                posting = postings.get(word)
+                if posting is None:
+                    postings[word] = [seq]
+                else:
+                    posting.append(seq)
 
     def defer(self, fragment: WordFragment) -> None:
         """Take a fragment whose seqs all follow this index's, to merge when first read."""
@@ -149,13 +173,7 @@ class WordIndex:
         if self._pending:
             self._settle()
         self._words_of[seq] = found
-        postings = self._postings
-        for word in found:
-            posting = postings.get(word)
-            if posting is None:
-                postings[word] = [seq]
-            else:
-                posting.append(seq)
+        self._unposted.append(seq)  # posted when the postings are next read
 
     def prefix(self, up_to_seq: int) -> WordIndex:
         """A copy holding only what was indexed at or before `up_to_seq`."""
@@ -186,7 +204,7 @@ class WordIndex:
 
         Takes ownership of the fragment's lists (they become posting lists here).
         """
-        if self._pending:
+        if self._pending or self._unposted:
             self._settle()
         self._merge(words_of, postings)
 
