@@ -378,8 +378,9 @@ def run(args: argparse.Namespace) -> int:
         f"projection lag p99 at {args.lag_rate:,}/s ({seen:,} events)",
         "-",
         f"{lag99:.1f} ms",
-        "p99 < 100 ms",
-        lag99 < 100,
+        "p99 < 100 ms at 20,000/s sustained",
+        # The goal is at 20,000/s (--lag-rate 20000): a slower run does not show it.
+        lag99 < 100 if args.lag_rate >= 20_000 else None,
     )
     catch_up = restart["events"] / restart["catch_up_s"]
     row(
