@@ -21,6 +21,17 @@ def words(text: str) -> frozenset[str]:
     return frozenset(_WORD.findall(text.lower()))
 
 
+def _post_words(postings: dict[str, list[int]], found: Iterable[tuple[int, Iterable[str]]]) -> None:
+    """Append each (seq, words) pair's seq to its words' posting lists (seqs increasing)."""
+    for seq, ws in found:
+        for word in ws:
+            posting = postings.get(word)
+            if posting is None:
+                postings[word] = [seq]
+            else:
+                posting.append(seq)
+
+
 class WordFragment:
     """The words of some content rows, kept compact until asked for: the rows' seqs
     (increasing), each row's word count, and the words as indexes into `vocab`, all
@@ -147,15 +158,9 @@ class WordIndex:
 
     def _post(self, seqs: list[int]) -> None:
         """Add `seqs` (increasing, all after every posted one) to the postings."""
-        postings = self._postings
         words_of = self._words_of
-        for seq in seqs:
-            for word in words_of.get(seq, ()):  # an erased event's words are gone
-                posting = postings.get(word)
-                if posting is None:
-                    postings[word] = [seq]
-                else:
-                    posting.append(seq)
+        # An erased event's words are gone from `words_of`: it gets no posting.
+        _post_words(self._postings, ((seq, words_of.get(seq, ())) for seq in seqs))
 
     def defer(self, fragment: WordFragment) -> None:
         """Take a fragment whose seqs all follow this index's, to merge when first read."""
@@ -190,13 +195,7 @@ class WordIndex:
         words_of = self.words_of
         found = {seq: words_of[seq] for seq in seqs if seq in words_of}
         postings: dict[str, list[int]] = {}
-        for seq, ws in found.items():
-            for word in ws:
-                posting = postings.get(word)
-                if posting is None:
-                    postings[word] = [seq]
-                else:
-                    posting.append(seq)
+        _post_words(postings, found.items())
         return found, postings
 
     def merge(self, words_of: dict[int, tuple[str, ...]], postings: dict[str, list[int]]) -> None:
