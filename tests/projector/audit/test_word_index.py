@@ -100,3 +100,37 @@ def test_readers_on_other_threads_see_every_seq_added_before_they_asked(
         reader.join()
     assert failures == []
     assert index.postings["common"] == list(range(total))
+
+
+@pytest.mark.parametrize("searched_first", [False, True], ids=["unposted", "posted"])
+def test_an_erased_events_words_reach_no_posting_whenever_it_was_posted(
+    searched_first: bool,
+) -> None:
+    """Erasure against lazy posting: whether the event's words were posted before its
+    Erasure (a search read them) or not yet, afterwards no posting list and no word set
+    holds its seq or a word only it had, and a search for its content finds nothing."""
+    from projector.audit.state import Ledger
+    from schemas.audit import ERASED, Erasure, Message
+
+    ledger = Ledger()
+    card = Message(speaker="alice", content="my card 4111111111111111", seq=0)
+    other = Message(speaker="bob", content="my lunch", seq=1)
+    ledger.append(card)
+    ledger.append(other)
+    if searched_first:
+        assert ledger.index.postings["4111111111111111"] == [0]
+    ledger.append(
+        Erasure(
+            subject="alice",
+            erased=(card.id,),
+            leaf_hashes=("0" * 64,),
+            reason="asked to",
+            seq=2,
+        )
+    )
+    postings = ledger.index.postings
+    assert "4111111111111111" not in postings and "card" not in postings
+    assert all(0 not in posting for posting in postings.values())
+    assert postings["my"] == [1]
+    assert 0 not in ledger.index.words_of
+    assert ledger.event(0).content == ERASED  # type: ignore[union-attr]
