@@ -146,9 +146,10 @@ class SqliteEvidence:
     def cut(self, cursor: sqlite3.Cursor) -> None:
         """Sign the tree as it stands and store the note, in the open transaction; nothing
         without a signing key or before the tables exist."""
-        signer, origin = self.signer, self.origin
-        if signer is None or origin is None:
+        if not self.signing:
             return
+        signer, origin = self.signer, self.origin
+        assert signer is not None and origin is not None  # `signing` says so
         cutter = self._cutter
         if cutter is None or cutter[0] is not signer or cutter[1] != origin:
             cutter = self._cutter = (signer, origin, CheckpointSigner(origin, signer))
