@@ -42,6 +42,7 @@ from typing import Any, cast
 from rich.console import Console
 from rich.table import Table
 
+from memstream.bench.cleanup import drop_logs
 from memstream.bench.kafka import _quantile, _servers
 
 __all__ = ["run", "add_arguments"]
@@ -356,6 +357,7 @@ def _run(
                 p.wait(60)
             except subprocess.TimeoutExpired:
                 p.kill()
+        drop_logs(bootstrap, redis_url, topics)
 
     table = Table(title=f"memstream bench cluster ({count} logs, {where}, acks=all)")
     table.add_column("measured")

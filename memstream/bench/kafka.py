@@ -34,6 +34,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from memstream.bench.cleanup import drop_logs
+
 __all__ = ["run", "add_arguments"]
 
 SINGLE_WRITER = "single writer only"
@@ -311,24 +313,29 @@ def run(args: argparse.Namespace) -> int:
         f"bench kafka on {bootstrap} / {redis_url}: {events:,} events, "
         f"{args.producers} producer processes"
     )
-    big = _location(bootstrap, redis_url, "log")
-    console.print(f"  {args.producers} producers, publish_many ...")
-    rate, appended = bench_producers(big, events, args.producers)
-    console.print(f"  {appended:,} appended at {rate:,.0f}/s, seqs exactly 0..N-1")
-    console.print(f"  {args.producers} producers, publish_async one by one ...")
-    ones = _location(bootstrap, redis_url, "ones")
-    rate_one, appended_one = bench_producers(ones, events // 2, args.producers, batch=1)
-    console.print(f"  {appended_one:,} appended at {rate_one:,.0f}/s, seqs exactly 0..N-1")
-    console.print("  synchronous appends ...")
-    p50, p99 = bench_sync_append(_location(bootstrap, redis_url, "sync"), args.sync_appends)
-    console.print("  recall and replay at the head ...")
-    reads = bench_reads(_location(bootstrap, redis_url, "reads"), args.reads)
-    console.print("  projection lag ...")
-    lag50, lag99, seen = bench_lag(
-        _location(bootstrap, redis_url, "lag"), args.lag_rate, args.lag_seconds
-    )
-    console.print("  projector catch-up and restart ...")
-    restart = bench_restart(big, console)
+    names = ("log", "ones", "sync", "reads", "lag")
+    big, ones, sync, reads_at, lag_at = (_location(bootstrap, redis_url, n) for n in names)
+    try:
+        console.print(f"  {args.producers} producers, publish_many ...")
+        rate, appended = bench_producers(big, events, args.producers)
+        console.print(f"  {appended:,} appended at {rate:,.0f}/s, seqs exactly 0..N-1")
+        console.print(f"  {args.producers} producers, publish_async one by one ...")
+        rate_one, appended_one = bench_producers(ones, events // 2, args.producers, batch=1)
+        console.print(f"  {appended_one:,} appended at {rate_one:,.0f}/s, seqs exactly 0..N-1")
+        console.print("  synchronous appends ...")
+        p50, p99 = bench_sync_append(sync, args.sync_appends)
+        console.print("  recall and replay at the head ...")
+        reads = bench_reads(reads_at, args.reads)
+        console.print("  projection lag ...")
+        lag50, lag99, seen = bench_lag(lag_at, args.lag_rate, args.lag_seconds)
+        console.print("  projector catch-up and restart ...")
+        restart = bench_restart(big, console)
+    finally:
+        # The logs are the run's own (a million records among them): gone with it.
+        from producers.logs.location import parse_kafka_location
+
+        made = (big, ones, sync, reads_at, lag_at)
+        drop_logs(bootstrap, redis_url, [parse_kafka_location(loc).topic for loc in made])
 
     table = Table(title=f"memstream bench kafka ({appended:,}-event log, acks=all)")
     table.add_column("measured")
