@@ -25,6 +25,7 @@ import argparse
 import functools
 import multiprocessing as mp
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -33,6 +34,7 @@ import threading
 import time
 import uuid
 from array import array
+from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -174,15 +176,35 @@ class _Seen:
         self._consumer.close()
 
 
-def _member(pattern: str, group: str, linger_ms: int) -> subprocess.Popen[bytes]:
+def _member(pattern: str, group: str, linger_ms: int, log_path: Path) -> subprocess.Popen[bytes]:
     root = Path(__file__).resolve().parents[2]
-    return subprocess.Popen(
-        [sys.executable, "-m", "memstream", "projector", "run", "--logs-matching", pattern]
-        + ["--group", group, "--commit-linger-ms", str(linger_ms)],
-        env={**os.environ, "PYTHONPATH": str(root)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    with log_path.open("wb") as log_file:  # the child holds its own descriptor
+        return subprocess.Popen(
+            [sys.executable, "-m", "memstream", "projector", "run", "--logs-matching", pattern]
+            + ["--group", group, "--commit-linger-ms", str(linger_ms)],
+            env={**os.environ, "PYTHONPATH": str(root)},
+            stdout=subprocess.DEVNULL,
+            stderr=log_file,
+        )
+
+
+# A projector's warning, told apart from others of its kind by the log it names and the
+# numbers in it: both are dropped to count the kinds.
+_LOG_NAME = re.compile(r"bench-cluster-[0-9a-f]{8}-\d{3}")
+_NUMBER = re.compile(r"\d+")
+
+
+def _warnings(paths: list[Path]) -> list[tuple[int, str]]:
+    """(count, kind) of the warnings and errors in the projectors' logs, most first."""
+    kinds: Counter[str] = Counter()
+    for path in paths:
+        for line in path.read_text(errors="replace").splitlines():
+            level, _, text = line.partition(" memstream")
+            if not level.endswith(("WARNING", "ERROR")):
+                continue
+            text = _NUMBER.sub("N", _LOG_NAME.sub("LOG", text.partition(": ")[2]))
+            kinds[f"{level.rsplit(' ', 1)[-1]} {text[:110]}"] += 1
+    return [(count, kind) for kind, count in kinds.most_common()]
 
 
 def _proc_status(pid: int) -> tuple[float, int]:
@@ -280,7 +302,9 @@ def _run(
     pattern = f"kafka://{bootstrap}/{prefix}-*?redis={redis_url}"
     group = f"{prefix}-group"
     started = time.monotonic()
-    procs = [_member(pattern, group, linger_ms) for _ in range(members)]
+    logs_dir = Path(tempfile.mkdtemp(prefix="memstream-bench-cluster-"))
+    log_paths = [logs_dir / f"projector-{i + 1}.log" for i in range(members)]
+    procs = [_member(pattern, group, linger_ms, path) for path in log_paths]
     seen: _Seen | None = None
     try:
         while None in _owners(redis_url, locations):
@@ -400,6 +424,15 @@ def _run(
         "  (lag: from the writer's acknowledgement to the event read back, committed, from "
         "the lifecycle topic; the machine may be shared with other work)"
     )
+    # What the projectors said went wrong (a tenure ended, a lease not renewed in time):
+    # where the lag and the takeover went when the machine could not keep up.
+    warnings = _warnings(log_paths)
+    console.print(
+        f"  the projectors' logs ({logs_dir}): {sum(c for c, _ in warnings)} warnings and errors"
+        + ("" if warnings else ".")
+    )
+    for count, kind in warnings[:8]:
+        console.print(f"    {count:>5} x {kind}")
     return 0
 
 

@@ -1,0 +1,32 @@
+"""bench cluster counts what its projectors warned of, by kind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memstream.bench.cluster import _warnings
+
+
+def test_warnings_are_counted_by_kind_across_logs_and_numbers(tmp_path: Path) -> None:
+    one, two = tmp_path / "1.log", tmp_path / "2.log"
+    one.write_text(
+        "2026-12-05 03:57:02,781 WARNING memstream.projector: bench-cluster-b72fd471-067: "
+        "lease not renewed in time; publishing paused\n"
+        "2026-12-05 03:57:03,000 INFO memstream.projector: bench-cluster-b72fd471-067: "
+        "resumed from the snapshot at seq 12\n"
+        "2026-12-05 03:57:47,098 ERROR memstream.kafka.client: TXNERR 10 message(s) timed out\n"
+    )
+    two.write_text(
+        "2026-12-05 03:58:02,781 WARNING memstream.projector: bench-cluster-0000aaaa-001: "
+        "lease not renewed in time; publishing paused\n"
+        "2026-12-05 03:58:47,098 ERROR memstream.kafka.client: TXNERR 3 message(s) timed out\n"
+        "a line that is not a log record\n"
+    )
+    assert _warnings([one, two]) == [
+        (2, "WARNING LOG: lease not renewed in time; publishing paused"),
+        (2, "ERROR TXNERR N message(s) timed out"),
+    ]
+    assert (
+        _warnings([tmp_path / "empty.log"] if (tmp_path / "empty.log").touch() is None else [])
+        == []
+    )
