@@ -143,6 +143,7 @@ class _Seen:
         self.first: dict[tuple[int, int], float] = {}
         self.events: set[tuple[int, int, int]] = set()
         self.twice = 0
+        self.repeated: list[tuple[str, int, int]] = []  # the first few read twice
         self._stop = threading.Event()
         self._consumer = Consumer(consumer_conf(bootstrap, **{"isolation.level": "read_committed"}))
         self._consumer.assign([TopicPartition(t, 0, 0) for t in self.index])
@@ -166,6 +167,8 @@ class _Seen:
                 key = (log, seq, index)
                 if key in self.events:
                     self.twice += 1
+                    if len(self.repeated) < 10:
+                        self.repeated.append((str(message.topic()), seq, index))
                     continue
                 self.events.add(key)
                 self.first.setdefault((log, seq), now)
@@ -418,6 +421,9 @@ def _run(
         longest <= 10 if takeovers else None,
     )
     row("lifecycle events read twice", f"{seen.twice if seen else -1}", "0", seen.twice == 0)
+    if seen is not None and seen.repeated:
+        read_twice = ", ".join(f"{t} seq {s} #{i}" for t, s, i in seen.repeated)
+        console.print(f"  read twice (the first {len(seen.repeated)}): {read_twice}")
     row("acknowledged appends without a lifecycle event after 60 s", f"{unseen}", "0", unseen == 0)
     console.print(table)
     console.print(
