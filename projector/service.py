@@ -55,6 +55,7 @@ from producers.keys.kafka_keys import keys_topic_exists
 from producers.logs.kafka_client import (
     DERIVED_PRODUCER_MESSAGE_MAX_BYTES,
     DERIVED_TOPIC_MAX_MESSAGE_BYTES,
+    FOLLOW_FETCH_WAIT_MS,
     KafkaHeaders,
     KafkaLogError,
     client_conf,
@@ -442,11 +443,6 @@ class _Keeper:
 # Audit events from which a hydrated state is frozen for the collector.
 _FREEZE_AT = 100_000
 
-# How long the broker may hold an empty fetch of the log. A fetch is answered as soon as a
-# record arrives, so the wait adds no latency; it only bounds how often an idle log is asked
-# again (every 20 ms, a reader's setting, made a process of 33 logs send 1,650 empty fetches
-# a second, and the broker answer them).
-_FETCH_WAIT_MS = 500
 # How long the loop waits for a record when nothing of its own is pending (no snapshot to
 # cut, no events held): a record still wakes it at once; the wait only bounds the idle
 # rounds (a process of 33 logs woke 3,300 times a second at 10 ms).
@@ -790,7 +786,7 @@ class Projector:
         initialiser = threading.Thread(target=initialise, name="lifecycle-init", daemon=True)
         initialiser.start()
         consumer = Consumer(
-            consumer_conf(self.location.bootstrap, **{"fetch.wait.max.ms": _FETCH_WAIT_MS})
+            consumer_conf(self.location.bootstrap, **{"fetch.wait.max.ms": FOLLOW_FETCH_WAIT_MS})
         )
         tp = TopicPartition(self.location.topic, 0)
         margin = self.lease_ms / 4000  # stop publishing this long before the lease lapses
@@ -1045,7 +1041,7 @@ class Projector:
                     consumer.close()
                     consumer = Consumer(
                         consumer_conf(
-                            self.location.bootstrap, **{"fetch.wait.max.ms": _FETCH_WAIT_MS}
+                            self.location.bootstrap, **{"fetch.wait.max.ms": FOLLOW_FETCH_WAIT_MS}
                         )
                     )
                     consumer.assign([TopicPartition(self.location.topic, 0, 0)])

@@ -110,6 +110,7 @@ from producers.logs.base import (
 from producers.logs.kafka_client import (
     BATCH_HEADER_BYTES,
     DENIED_ERRORS,
+    FOLLOW_FETCH_WAIT_MS,
     PRODUCER_MESSAGE_MAX_BYTES,
     KafkaAuthenticationError,
     KafkaHeaders,
@@ -512,7 +513,10 @@ class KafkaLog:
         # authorization error (no producer id granted) means nothing of it was ever sent.
         self._producer_acked = False
         self._producer: Producer | None = self._new_producer()
-        self._consumer = self._new_consumer(self.topic)
+        # Assigned for the log's life, it prefetches: an idle log is asked rarely.
+        self._consumer = self._new_consumer(
+            self.topic, **{"fetch.wait.max.ms": FOLLOW_FETCH_WAIT_MS}
+        )
         # Watermarks are asked of a consumer that never fetches: the broker answers a
         # connection's requests in order, so asked of `_consumer` they would wait behind
         # its pending fetch (up to fetch.wait.max.ms) on every read.
@@ -630,9 +634,9 @@ class KafkaLog:
                 f"log {self.topic}: cannot create a producer: {error_cause(exc)}"
             ) from None
 
-    def _new_consumer(self, topic: str) -> Consumer:
+    def _new_consumer(self, topic: str, **extra: Any) -> Consumer:
         try:
-            return Consumer(consumer_conf(self.kafka_location.bootstrap))
+            return Consumer(consumer_conf(self.kafka_location.bootstrap, **extra))
         except KafkaException as exc:
             raise KafkaUnavailableError(
                 f"log {topic}: cannot create a consumer: {error_cause(exc)}"
