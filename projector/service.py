@@ -135,17 +135,21 @@ class ProjectorStats:
 
 class _Acks:
     """The lifecycle producer's delivery reports (served by the loop's poll and by commits):
-    the first error, and the topic offset of the last record delivered."""
+    the first error, and the offset of the last record delivered to the lifecycle topic
+    `topic`. The same producer writes the derived topic (LOG.memex), whose offsets are
+    another topic's: a snapshot's lifecycle position taken from one of them could lie past
+    lifecycle records not yet matched, and the next tenure would publish those again."""
 
-    def __init__(self) -> None:
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
         self.error: KafkaError | None = None
         self.last_offset = -1
 
     def report(self, err: KafkaError | None, msg: Any) -> None:
         if err is not None:
             self.error = self.error or err
-        else:
-            self.last_offset = msg.offset()
+        elif msg.topic() == self.topic:
+            self.last_offset = max(self.last_offset, msg.offset())
 
 
 # The kind header of every lifecycle record, made once.
@@ -755,7 +759,7 @@ class Projector:
     ) -> None:
         """Fold and publish while holding the lease; returns when the run is over, raises
         `_EndTenure` when this tenure is."""
-        acks = _Acks()
+        acks = _Acks(self.location.lifecycle_topic)
         # Lifecycle events are latency-bound (subscribers wait on them): a short linger.
         producer = Producer(
             producer_conf(
