@@ -141,9 +141,12 @@ class _Seen:
 
         self.index = {f"{t}.lifecycle": i for i, t in enumerate(topics)}
         self.first: dict[tuple[int, int], float] = {}
-        self.events: set[tuple[int, int, int]] = set()
+        # (log, seq, index) -> the topic offset it was first read at
+        self.events: dict[tuple[int, int, int], int] = {}
         self.twice = 0
-        self.repeated: list[tuple[str, int, int]] = []  # the first few read twice
+        # The first few read twice: (topic, seq, index, first offset, this offset); the same
+        # offset twice is this reader reading again, two offsets a second publication.
+        self.repeated: list[tuple[str, int, int, int, int]] = []
         self._stop = threading.Event()
         self._consumer = Consumer(consumer_conf(bootstrap, **{"isolation.level": "read_committed"}))
         self._consumer.assign([TopicPartition(t, 0, 0) for t in self.index])
@@ -165,12 +168,14 @@ class _Seen:
                 seq = int(cast(bytes, headers[SEQ_HEADER]))
                 index = int(cast(bytes, headers.get(INDEX_HEADER, b"0")))
                 key = (log, seq, index)
+                offset = cast(int, message.offset())
                 if key in self.events:
                     self.twice += 1
                     if len(self.repeated) < 10:
-                        self.repeated.append((str(message.topic()), seq, index))
+                        first = self.events[key]
+                        self.repeated.append((str(message.topic()), seq, index, first, offset))
                     continue
-                self.events.add(key)
+                self.events[key] = offset
                 self.first.setdefault((log, seq), now)
 
     def close(self) -> None:
@@ -422,7 +427,9 @@ def _run(
     )
     row("lifecycle events read twice", f"{seen.twice if seen else -1}", "0", seen.twice == 0)
     if seen is not None and seen.repeated:
-        read_twice = ", ".join(f"{t} seq {s} #{i}" for t, s, i in seen.repeated)
+        read_twice = ", ".join(
+            f"{t} seq {s} #{i} (offsets {a}, {b})" for t, s, i, a, b in seen.repeated
+        )
         console.print(f"  read twice (the first {len(seen.repeated)}): {read_twice}")
     row("acknowledged appends without a lifecycle event after 60 s", f"{unseen}", "0", unseen == 0)
     console.print(table)
