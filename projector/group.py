@@ -16,7 +16,7 @@ protocol:
   expired) has its projector stopped before the group may give it to another member;
 - a member that dies (SIGKILL) stops heartbeating: after `session_timeout_ms` the group
   gives its logs to the others, whose projectors take each log's lease (expired by then:
-  it lives `lease_ms`, the session less 1 s by default) and resume from the
+  it lives `lease_ms`, 3 s by default, shorter than the session) and resume from the
   snapshot. The group decides who should fold a log; what makes a change of owner safe is
   the projector's own fencing, unchanged: the lease in Redis (snapshot writes are refused
   to a projector that does not hold it) and the per-log ``transactional.id`` (the new
@@ -183,12 +183,6 @@ class ProjectorGroup:
         self.heartbeat_ms = heartbeat_ms
         self.stop_timeout_s = stop_timeout_s
         self.projector_options = dict(projector or {})
-        # A member's lease on each of its logs lives as long as it can while still lapsing
-        # before the group gives a dead member's logs to another (the session), so a
-        # successor never waits on it; a process following many logs on a busy machine then
-        # has the most time to renew them all (a 3 s lease lapsed there again and again,
-        # each lapse a restart from the snapshot).
-        self.projector_options.setdefault("lease_ms", max(3_000, session_timeout_ms - 1_000))
         # One admin client for the discovery and every projector of this process.
         self.admin = AdminClient(client_conf(self.bootstrap))
         self.followers: dict[str, _Follower] = {}
