@@ -25,9 +25,11 @@ types and per-value bounds are checked in C as it decodes):
   (a reason may quote an id that holds one); ``raw``: each envelope's record bytes;
 - ``vocab``, ``word_counts``, ``word_ids``: the word index's fragment: per content row
   (messages and documents, in seq order) how many words, and the words as indexes into
-  ``vocab``. The postings are derived from them when the index is first read, so they
-  cannot disagree (every count and id is checked on decode; a word of the vocabulary that
-  no row holds gets no posting);
+  ``vocab``, packed as little-endian unsigned integers of 16 bits when the vocabulary has
+  at most 65,536 words, else 32 (one bytes value: millions of ids decode as one copy, not
+  one integer object each). The postings are derived from
+  them when the index is first read, so they cannot disagree (every count and id is
+  checked on decode; a word of the vocabulary that no row holds gets no posting);
 - ``checkpoint``: None, or JSON text (the standard library's: exact for every value a
   fold holds, NaN and integers of any size included) of ``[seq, graph_seq, items, edges,
   intents, tasks]``, each model as the array of its fields in declaration order.
@@ -80,7 +82,7 @@ __all__ = [
     "decode_checkpoint",
 ]
 
-FORMAT = 3
+FORMAT = 4
 # The kinds of an extra entry: ``(seq, RAW, bytes)``, ``(seq, REJECTED, reason, error)``.
 RAW = -1
 REJECTED = -2
@@ -94,6 +96,17 @@ MAX_STRING = 16 << 20
 MAX_RECORD_BYTES = 16 << 20
 
 _KIND_RAW = 4
+# Word ids are little-endian on the wire; an array holds them in the machine's order.
+_SWAP = sys.byteorder == "big"
+if (array("H").itemsize, array("I").itemsize) != (2, 4):  # so on every CPython platform
+    raise ImportError("snapshot chunks pack word ids as 16- and 32-bit integers")
+
+
+def _id_type(vocabulary: int) -> str:
+    """The array type of a chunk's word ids: 16 bits while they fit, else 32."""
+    return "H" if vocabulary <= 1 << 16 else "I"
+
+
 _KIND_REJECTED = 5
 # datetime's range, in microseconds since 1970-01-01 UTC: a row's times must build one.
 _MIN_US = -62_135_596_800_000_000
@@ -174,7 +187,7 @@ class _Deletions(_Head, array_like=True, forbid_unknown_fields=True):
 
 
 class _Wire(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
-    format: Literal[3]
+    format: Literal[4]
     first: _Seq
     last: _Seq
     kinds: Annotated[bytes, Meta(max_length=MAX_ENTRIES)]
@@ -187,7 +200,7 @@ class _Wire(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
     raw: list[_Record]
     vocab: list[_Text1]
     word_counts: list[_Count]
-    word_ids: list[_Count]
+    word_ids: Annotated[bytes, Meta(max_length=MAX_CHUNK_BYTES)]  # 2 or 4 bytes an id
     checkpoint: Annotated[str, Meta(max_length=MAX_CHUNK_BYTES)] | None
 
 
@@ -295,7 +308,9 @@ def encode(
         raise SnapshotFormatError(f"chunk {first}-{last}: no words for seq {exc}") from None
     vocab = list(dict.fromkeys(chain.from_iterable(found)))
     number = dict(zip(vocab, range(len(vocab)), strict=True))
-    word_ids = list(map(number.__getitem__, chain.from_iterable(found)))
+    word_ids = array(_id_type(len(vocab)), map(number.__getitem__, chain.from_iterable(found)))
+    if _SWAP:
+        word_ids.byteswap()
     value = [
         FORMAT,
         first,
@@ -310,7 +325,7 @@ def encode(
         raw,
         vocab,
         list(map(len, found)),
-        word_ids,
+        word_ids.tobytes(),
         checkpoint,
     ]
     try:
@@ -513,13 +528,19 @@ def _words(wire: _Wire, where: str, row_seqs: list[int], rels: list[list[int]]) 
     """The chunk's word fragment, checked whole here and built when first read (see
     `WordFragment`): every count, id and word is checked now, so building it cannot fail
     and never meets a value these checks did not see."""
-    vocab, counts, ids = wire.vocab, wire.word_counts, wire.word_ids
+    vocab, counts, packed = wire.vocab, wire.word_counts, wire.word_ids
     if rels[RECALL] or rels[DELETION]:
         seqs = list(map(row_seqs.__getitem__, sorted(rels[MESSAGE] + rels[DOCUMENT])))
     else:
         seqs = row_seqs
     if len(counts) != len(seqs):
         raise _fail(where, f"word counts for {len(counts)} of {len(seqs)} content rows")
+    ids = array(_id_type(len(vocab)))
+    if len(packed) % ids.itemsize:
+        raise _fail(where, f"word ids of {len(packed)} bytes, not {ids.itemsize} each")
+    ids.frombytes(packed)
+    if _SWAP:
+        ids.byteswap()
     if sum(counts) != len(ids):
         raise _fail(where, f"{len(ids)} word ids for {sum(counts)} words")
     if ids and max(ids) >= len(vocab):  # the ids are >= 0
@@ -527,7 +548,7 @@ def _words(wire: _Wire, where: str, row_seqs: list[int], rels: list[list[int]]) 
     if len(set(vocab)) != len(vocab):
         raise _fail(where, "a word twice in the vocabulary")
     # Kept until a search reads the index: 4 bytes a word, not an int object each.
-    return WordFragment(seqs, counts, array("I", ids), vocab)
+    return WordFragment(seqs, counts, ids, vocab)
 
 
 def _extras(

@@ -195,7 +195,10 @@ FORGERIES = {
         _first_message(lambda w: w[5][6].__setitem__(0, "x" * (fmt.MAX_STRING + 1))),
         f"length <= {fmt.MAX_STRING}",
     ),
-    "a word index out of range": (lambda w: w[13].__setitem__(0, 10**9), "word 1000000000"),
+    "a word index out of range": (
+        lambda w: w.__setitem__(13, (60_000).to_bytes(2, "little") + w[13][2:]),
+        "word 60000",
+    ),
     "a checkpoint item with a forged score": (
         _in_checkpoint(lambda v: v[2][0].__setitem__(7, 5.0)),
         "MemoryItem.authority",

@@ -423,7 +423,11 @@ FORGED = {
     ),
     "a column of the wrong length": (_set((5, 3), [0, 0]), "source: 2 values for 1 rows"),
     "a column one value short": (lambda w: w[5][6].pop(), "content: 0 values for 1 rows"),
-    "a word index out of range": (_set((13, 0), 10_000), "word 10000"),
+    "a word index out of range": (
+        lambda w: w.__setitem__(13, (10_000).to_bytes(2, "little") + w[13][2:]),
+        "word 10000",
+    ),
+    "word ids not 2 bytes each": (lambda w: w.__setitem__(13, w[13] + b"\x00"), "not 2 each"),
     "word counts that do not add up": (_set((12, 0), 40), "word ids for"),
     "word counts for another number of rows": (
         lambda w: w[12].append(0),
@@ -511,6 +515,36 @@ def test_a_word_no_row_holds_gets_no_posting_and_the_index_is_built_when_read() 
     assert state.memory.index.words_of == clean.memory.index.words_of
     assert state == fold_log(log)
     assert "unheard" not in forged.cut(0).postings
+
+
+@pytest.mark.parametrize("words", [65_535, 65_536])
+def test_word_ids_pack_in_16_bits_up_to_65536_words_and_in_32_beyond(words: int) -> None:
+    """The width of the packed word ids follows the vocabulary: every id round-trips on
+    both sides of the boundary, and the postings equal a fold's."""
+    per = 16  # words a message: few messages, a vocabulary of `words` distinct words
+    log = [
+        (
+            seq,
+            encode_record(
+                Message(
+                    speaker="s", content=" ".join(f"w{k}" for k in range(i, min(i + per, words)))
+                )
+            ),
+        )
+        for seq, i in enumerate(range(0, words, per))
+    ]
+    folded, entries = fold_log([]), []
+    for seq, data in log:
+        folded, events = fold_record(folded, seq, data)
+        entries.append(entry_of(seq, data, events))
+    data = encode_chunk(build_chunk(entries, folded.memory.index))
+    wire = msgspec.msgpack.decode(data)
+    # Each message's words and its speaker's name: the vocabulary is `words` + 1.
+    assert len(wire[11]) == words + 1
+    assert len(wire[13]) == (2 if words + 1 <= 65_536 else 4) * sum(wire[12])
+    state = hydrate([decode_chunk(data)])
+    assert state.memory.index.postings == folded.memory.index.postings
+    assert state.memory.index.words_of == folded.memory.index.words_of
 
 
 class _Plant:
