@@ -55,14 +55,13 @@ from producers.keys.kafka_keys import keys_topic_exists
 from producers.logs.kafka_client import (
     DERIVED_PRODUCER_MESSAGE_MAX_BYTES,
     DERIVED_TOPIC_MAX_MESSAGE_BYTES,
-    FOLLOW_FETCH_WAIT_MS,
     KafkaHeaders,
     KafkaLogError,
     client_conf,
     consume_ready,
-    consumer_conf,
     ensure_topic,
     error_cause,
+    follower_conf,
     producer_conf,
     watermarks,
 )
@@ -789,9 +788,7 @@ class Projector:
 
         initialiser = threading.Thread(target=initialise, name="lifecycle-init", daemon=True)
         initialiser.start()
-        consumer = Consumer(
-            consumer_conf(self.location.bootstrap, **{"fetch.wait.max.ms": FOLLOW_FETCH_WAIT_MS})
-        )
+        consumer = Consumer(follower_conf(self.location.bootstrap))
         tp = TopicPartition(self.location.topic, 0)
         margin = self.lease_ms / 4000  # stop publishing this long before the lease lapses
         committer = _Committer(self, producer, lambda: time.monotonic() < keeper.until - margin)
@@ -1043,11 +1040,7 @@ class Projector:
                 if writer.lost == generation:
                     drain()
                     consumer.close()
-                    consumer = Consumer(
-                        consumer_conf(
-                            self.location.bootstrap, **{"fetch.wait.max.ms": FOLLOW_FETCH_WAIT_MS}
-                        )
-                    )
+                    consumer = Consumer(follower_conf(self.location.bootstrap))
                     consumer.assign([TopicPartition(self.location.topic, 0, 0)])
                     state, first, buffer = empty_state(), 0, []
                     generation += 1

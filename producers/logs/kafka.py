@@ -110,7 +110,6 @@ from producers.logs.base import (
 from producers.logs.kafka_client import (
     BATCH_HEADER_BYTES,
     DENIED_ERRORS,
-    FOLLOW_FETCH_WAIT_MS,
     PRODUCER_MESSAGE_MAX_BYTES,
     KafkaAuthenticationError,
     KafkaHeaders,
@@ -122,6 +121,7 @@ from producers.logs.kafka_client import (
     consumer_conf,
     ensure_topic,
     error_cause,
+    follower_conf,
     producer_conf,
     watermarks,
 )
@@ -514,9 +514,7 @@ class KafkaLog:
         self._producer_acked = False
         self._producer: Producer | None = self._new_producer()
         # Assigned for the log's life, it prefetches: an idle log is asked rarely.
-        self._consumer = self._new_consumer(
-            self.topic, **{"fetch.wait.max.ms": FOLLOW_FETCH_WAIT_MS}
-        )
+        self._consumer = self._new_consumer(self.topic, follow=True)
         # Watermarks are asked of a consumer that never fetches: the broker answers a
         # connection's requests in order, so asked of `_consumer` they would wait behind
         # its pending fetch (up to fetch.wait.max.ms) on every read.
@@ -634,9 +632,12 @@ class KafkaLog:
                 f"log {self.topic}: cannot create a producer: {error_cause(exc)}"
             ) from None
 
-    def _new_consumer(self, topic: str, **extra: Any) -> Consumer:
+    def _new_consumer(self, topic: str, *, follow: bool = False) -> Consumer:
+        """A consumer of this log's cluster; `follow`: one that stays assigned (see
+        `follower_conf`)."""
+        make_conf = follower_conf if follow else consumer_conf
         try:
-            return Consumer(consumer_conf(self.kafka_location.bootstrap, **extra))
+            return Consumer(make_conf(self.kafka_location.bootstrap))
         except KafkaException as exc:
             raise KafkaUnavailableError(
                 f"log {topic}: cannot create a consumer: {error_cause(exc)}"

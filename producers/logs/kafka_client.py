@@ -50,6 +50,8 @@ __all__ = [
     "client_conf",
     "producer_conf",
     "consumer_conf",
+    "follower_conf",
+    "FOLLOW_FETCH_WAIT_MS",
     "consume_ready",
     "ensure_topic",
     "SEQ_HEADER",
@@ -234,6 +236,12 @@ def consumer_conf(bootstrap: str, **extra: Any) -> dict[str, Any]:
         "enable.partition.eof": False,
         **extra,
     }
+
+
+def follower_conf(bootstrap: str, **extra: Any) -> dict[str, Any]:
+    """`consumer_conf` for a consumer that stays assigned to a partition it follows (a
+    log's reader, a projector): an idle partition is fetched every `FOLLOW_FETCH_WAIT_MS`."""
+    return consumer_conf(bootstrap, **{"fetch.wait.max.ms": FOLLOW_FETCH_WAIT_MS, **extra})
 
 
 def _sasl_mechanisms(bootstrap: str, timeout: float = 2.0) -> list[str] | None:
