@@ -41,6 +41,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from producers.keys.kafka_keys import KEYS_SUFFIX
 from producers.logs.kafka_client import client_conf, error_cause
 from producers.logs.kafka_evidence import CHECKPOINTS_SUFFIX
 from producers.logs.location import KafkaLocation, parse_kafka_location
@@ -59,8 +60,8 @@ __all__ = [
 log = logging.getLogger("memstream.projector.group")
 
 DEFAULT_GROUP = "memstream-projectors"
-# The topics memstream derives from a log (never logs themselves).
-DERIVED_SUFFIXES = (".lifecycle", CHECKPOINTS_SUFFIX, MEMEX_TOPIC_SUFFIX)
+# The topics memstream derives from a log (never logs themselves): LOG + one of these.
+DERIVED_SUFFIXES = (".lifecycle", CHECKPOINTS_SUFFIX, MEMEX_TOPIC_SUFFIX, KEYS_SUFFIX)
 _GLOB = re.compile(r"^[A-Za-z0-9._\-*\[\]!]{1,240}$")
 
 

@@ -27,9 +27,9 @@ types and per-value bounds are checked in C as it decodes):
   (messages and documents, in seq order) how many words, and the words as indexes into
   ``vocab``, packed as little-endian unsigned integers of 16 bits when the vocabulary has
   at most 65,536 words, else 32 (one bytes value: millions of ids decode as one copy, not
-  one integer object each). The postings are derived from
-  them when the index is first read, so they cannot disagree (every count and id is
-  checked on decode; a word of the vocabulary that no row holds gets no posting);
+  one integer object each). The postings are derived from them when the index is first
+  read, so they cannot disagree (every count and id is checked on decode; a word of the
+  vocabulary that no row holds gets no posting);
 - ``checkpoint``: None, or JSON text (the standard library's: exact for every value a
   fold holds, NaN and integers of any size included) of ``[seq, graph_seq, items, edges,
   intents, tasks]``, each model as the array of its fields in declaration order.

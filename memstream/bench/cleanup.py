@@ -17,17 +17,12 @@ import redis
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from producers.keys.kafka_keys import KEYS_SUFFIX
 from producers.logs.kafka_client import client_conf
-from producers.logs.kafka_evidence import CHECKPOINTS_SUFFIX
-from projector.memex_topic import MEMEX_TOPIC_SUFFIX
+from projector.group import DERIVED_SUFFIXES
 
 __all__ = ["drop_logs"]
 
 log = logging.getLogger("memstream.bench")
-
-# Every topic memstream derives from a log named LOG is LOG + one of these.
-_DERIVED = (".lifecycle", CHECKPOINTS_SUFFIX, MEMEX_TOPIC_SUFFIX, KEYS_SUFFIX)
 
 
 def drop_logs(bootstrap: str, redis_url: str, logs: Iterable[str], timeout: float = 60.0) -> int:
@@ -37,7 +32,9 @@ def drop_logs(bootstrap: str, redis_url: str, logs: Iterable[str], timeout: floa
     logged, never raised (the run's figures are printed already)."""
     names = list(logs)
     wanted = {
-        name for log_topic in names for name in (log_topic, *(log_topic + s for s in _DERIVED))
+        name
+        for log_topic in names
+        for name in (log_topic, *(log_topic + s for s in DERIVED_SUFFIXES))
     }
     admin = AdminClient(client_conf(bootstrap))
     deleted = 0

@@ -45,7 +45,13 @@ def test_a_pattern_never_matches_derived_or_internal_topics() -> None:
     pattern = LogPattern.parse("kafka://h:1/agents-*?redis=redis://r:2/0")
     assert pattern.matches("agents-7")
     assert not pattern.matches("other-7")
-    for derived in ("agents-7.lifecycle", "agents-7.checkpoints", "agents-7.memex"):
+    # An encrypted log's key store is no log either: never followed, never folded.
+    for derived in (
+        "agents-7.lifecycle",
+        "agents-7.checkpoints",
+        "agents-7.memex",
+        "agents-7.keys",
+    ):
         assert not pattern.matches(derived), derived
     everything = LogPattern.parse("kafka://h:1/*?redis=redis://r:2/0")
     assert not everything.matches("__consumer_offsets")
