@@ -56,6 +56,7 @@ from msgspec import Meta
 from projector.audit.index import WordFragment
 from projector.audit.rows import DELETION, DOCUMENT, FIELDS, KIND, MESSAGE, RECALL, SEQ, Row
 from projector.graph.intents import IntentState
+from projector.graph.native import native
 from projector.graph.pmap import OrderedPMap
 from projector.graph.state import GraphState
 from projector.graph.tasks import TaskState
@@ -350,7 +351,7 @@ def _uuid_ints(blob: bytes) -> tuple[int, ...]:
     return tuple(int.from_bytes(blob[i : i + 16]) for i in range(0, len(blob), 16))
 
 
-def _positions(kinds: bytes, counts: list[int]) -> tuple[list[int], list[list[int]], list[int]]:
+def _positions(kinds: bytes, counts: list[int]) -> tuple[Sequence[int], list[list[int]], list[int]]:
     """(offsets of the rows, per row kind its rows' indexes among the rows, offsets of
     the extras), offsets counted from the chunk's first seq."""
     n = len(kinds)
@@ -361,7 +362,7 @@ def _positions(kinds: bytes, counts: list[int]) -> tuple[list[int], list[list[in
         if present:
             rels[present[0]] = list(range(rows))
         if rows == n:
-            return list(range(n)), rels, []
+            return range(n), rels, []
         row_offsets = list(compress(range(n), map(gt, repeat(4), kinds)))
         return row_offsets, rels, list(compress(range(n), map(le, repeat(4), kinds)))
     row_offsets = []
@@ -452,7 +453,10 @@ def _decode(data: bytes) -> Decoded:
     strings[:] = [None if s is None else sys.intern(s) for s in strings]
 
     row_offsets, rels, extra_offsets = _positions(kinds, counts)
-    row_seqs = list(map(first.__add__, row_offsets))
+    if len(row_offsets) == n:  # no extras (the usual chunk): the seqs are a range
+        row_seqs = list(range(first, last + 1))
+    else:
+        row_seqs = list(map(first.__add__, row_offsets))
     by_kind: list[list[Row]] = []
     for kind, cols in enumerate(columns):
         if not counts[kind]:
@@ -524,6 +528,12 @@ def _decode(data: bytes) -> Decoded:
     )
 
 
+def _max_id(ids: array[int]) -> int:
+    """The largest id (not empty), read in place by the compiled loop when there is one."""
+    top = None if native is None else native.max_index(ids)
+    return max(ids) if top is None else int(top)
+
+
 def _words(wire: _Wire, where: str, row_seqs: list[int], rels: list[list[int]]) -> WordFragment:
     """The chunk's word fragment, checked whole here and built when first read (see
     `WordFragment`): every count, id and word is checked now, so building it cannot fail
@@ -543,7 +553,7 @@ def _words(wire: _Wire, where: str, row_seqs: list[int], rels: list[list[int]]) 
         ids.byteswap()
     if sum(counts) != len(ids):
         raise _fail(where, f"{len(ids)} word ids for {sum(counts)} words")
-    if ids and max(ids) >= len(vocab):  # the ids are >= 0
+    if ids and _max_id(ids) >= len(vocab):  # the ids are >= 0
         raise _fail(where, f"word {max(ids)} of {len(vocab)}")
     if len(set(vocab)) != len(vocab):
         raise _fail(where, "a word twice in the vocabulary")

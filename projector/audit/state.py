@@ -209,28 +209,32 @@ class Ledger:
         """
         if not rows:
             return
-        seqs = list(map(_SEQ, rows))
+        first_seq, last_seq = _SEQ(rows[0]), _SEQ(rows[-1])
+        if last_seq - first_seq + 1 == len(rows):  # increasing, so every seq between
+            seqs: list[int] = list(range(first_seq, last_seq + 1))
+        else:
+            seqs = list(map(_SEQ, rows))
         last = self.last_seq
         if last is not None and seqs[0] <= last:
             raise ValueError(f"out-of-order event: seq {seqs[0]} after seq {last}")
         base = len(self.events)
         self.events.extend(rows)
         self.seqs.extend(seqs)
-        ids = list(map(_ID, rows))
         by_id = self.by_id
-        if by_id.keys().isdisjoint(ids):
-            size = len(by_id)
-            by_id.update(zip(ids, range(base, base + len(rows)), strict=True))
-            if len(by_id) != size + len(rows):  # an id twice in these rows: first one wins
-                for rel in range(len(rows) - 1, -1, -1):
-                    by_id[ids[rel]] = base + rel
-        else:
-            for rel, idi in enumerate(ids):
-                by_id.setdefault(idi, base + rel)
+        size = len(by_id)
+        # Every id new and once (the usual case) when the map grew by one entry a row;
+        # otherwise an id was met before and got overwritten: the first one is put back.
+        by_id.update(zip(map(_ID, rows), range(base, base + len(rows)), strict=True))
+        if len(by_id) != size + len(rows):
+            self._first_ids_again(base)
         shift = base.__add__
         getseq = seqs.__getitem__
-        self.message_pos.extend(map(shift, message_rel))
-        self.message_seqs.extend(map(getseq, message_rel))
+        if len(message_rel) == len(rows):  # every row a message: the positions are a range
+            self.message_pos.extend(range(base, base + len(rows)))
+            self.message_seqs.extend(seqs)
+        else:
+            self.message_pos.extend(map(shift, message_rel))
+            self.message_seqs.extend(map(getseq, message_rel))
         self.document_pos.extend(map(shift, document_rel))
         self.document_seqs.extend(map(getseq, document_rel))
         for rel in other_rel:
@@ -239,6 +243,17 @@ class Ledger:
             self.index.defer(words)
         else:
             self.index.merge(words.words_of, words.postings)
+
+    def _first_ids_again(self, since: int) -> None:
+        """Make `by_id` name the first position of each id again, after the events from
+        `since` on were entered over it (rare: an id that occurs twice in the log)."""
+        by_id = self.by_id
+        for pos in range(since, len(self.events)):
+            event = self.events[pos]
+            by_id.pop(_ID(event) if isinstance(event, tuple) else event.id.int, None)
+        for pos in range(len(self.events)):
+            event = self.events[pos]
+            by_id.setdefault(_ID(event) if isinstance(event, tuple) else event.id.int, pos)
 
     def branch(self, count: int) -> Ledger:
         """A private ledger holding the first `count` events of this one."""

@@ -1,5 +1,6 @@
 /* The inner loops of get_scored_items and of get_items' column sorts, for CPython: score
- * columns, sort indexes by a column, build results.
+ * columns, sort indexes by a column, build results; and the largest of a snapshot chunk's
+ * word ids (max_index).
  *
  * queryd/graph/scoring.py holds the reference of each function in Python and falls back
  * to it whenever this module is missing or a function here returns None (an input it does
@@ -472,7 +473,49 @@ done:
     return result;
 }
 
+/* max_index(ids) -> int | None: the largest value of an array of unsigned 16- or 32-bit
+ * integers (array("H"), array("I") of 4-byte items), read in place; -1 for an empty one.
+ * None for any other buffer (the caller takes Python's max). The snapshot decoder checks
+ * millions of word ids against its vocabulary with it: max() builds an int object each. */
+static PyObject *
+max_index(PyObject *self, PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    const char *format = view.format ? view.format : "B";
+    long long top = -1;
+    int known = 1;
+    if (strcmp(format, "H") == 0 && view.itemsize == 2) {
+        const uint16_t *v = (const uint16_t *)view.buf;
+        Py_ssize_t n = view.len / 2;
+        uint16_t m = 0;
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (v[i] > m)
+                m = v[i];
+        if (n)
+            top = m;
+    }
+    else if ((strcmp(format, "I") == 0 || strcmp(format, "L") == 0) && view.itemsize == 4) {
+        const uint32_t *v = (const uint32_t *)view.buf;
+        Py_ssize_t n = view.len / 4;
+        uint32_t m = 0;
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (v[i] > m)
+                m = v[i];
+        if (n)
+            top = m;
+    }
+    else
+        known = 0;
+    PyBuffer_Release(&view);
+    if (!known)
+        Py_RETURN_NONE;
+    return PyLong_FromLongLong(top);
+}
+
 static PyMethodDef methods[] = {
+    {"max_index", max_index, METH_O, "max_index(ids) -> int | None"},
     {"score_columns", score_columns, METH_VARARGS,
      "score_columns(auth, conv, imp, ts, wa, wc, wi, base, at, interval) -> list | None"},
     {"sort_indexes", sort_indexes, METH_VARARGS,
@@ -483,7 +526,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_native", "The inner loops of get_scored_items and get_items' sorts.", -1, methods,
+    PyModuleDef_HEAD_INIT, "_native", "The inner loops of get_scored_items, get_items' sorts and the snapshot decoder's id check.", -1, methods,
 };
 
 PyMODINIT_FUNC

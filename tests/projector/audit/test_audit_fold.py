@@ -148,3 +148,48 @@ def test_events_share_equal_fields_sets_and_still_copy_with_updates() -> None:
     assert Message(speaker="b", content="y").with_seq(3).__pydantic_fields_set__ is (
         stored.__pydantic_fields_set__
     )
+
+
+def _rows_ledger(batches: list[list[Message]]):
+    """A ledger filled by `extend_rows`, one call per batch (as a hydrate does)."""
+    from projector.audit.index import WordIndex
+    from projector.audit.rows import row_of
+    from projector.audit.state import Ledger
+
+    ledger = Ledger()
+    for batch in batches:
+        rows = [row_of(m.seq, m) for m in batch]
+        ledger.extend_rows(rows, list(range(len(rows))), [], [], WordIndex())
+    return ledger
+
+
+@pytest.mark.parametrize(
+    "shape",
+    ["ids all new", "an id twice in one batch", "an id of an earlier batch", "seqs with gaps"],
+)
+def test_rows_in_bulk_index_every_id_at_its_first_event_as_one_by_one_does(shape: str) -> None:
+    """`extend_rows` takes a batch's ids at C speed and puts the first position back when
+    an id was met before (a log holds such ids only if forged, yet the read must not
+    change): the id map, positions and seqs equal those of folding one by one."""
+    from projector.audit.state import Ledger
+
+    step = 3 if shape == "seqs with gaps" else 1
+    msgs = [Message(speaker="s", content=f"m{k}", seq=k * step) for k in range(12)]
+    if shape == "an id twice in one batch":
+        msgs[5] = msgs[5].model_copy(update={"id": msgs[3].id})
+    if shape == "an id of an earlier batch":
+        msgs[9] = msgs[9].model_copy(update={"id": msgs[1].id})
+        msgs[10] = msgs[10].model_copy(update={"id": msgs[9].id})
+    batches = [msgs[:4], msgs[4:8], msgs[8:]]
+    bulk = _rows_ledger(batches)
+    single = Ledger()
+    for m in msgs:
+        single.append(m)
+    assert bulk.by_id == single.by_id
+    assert bulk.seqs == single.seqs == [m.seq for m in msgs]
+    assert bulk.message_pos == single.message_pos
+    assert bulk.message_seqs == single.message_seqs
+    state = MemoryState(bulk, len(msgs))
+    for m in msgs:
+        first = next(e for e in msgs if e.id == m.id)
+        assert state.get(m.id) == first

@@ -324,3 +324,20 @@ def test_dense_columns_and_the_rows_they_leave_to_python(monkeypatch: pytest.Mon
     assert any(g[0] == "error" for g in got)
     _python_only(monkeypatch)
     assert got == [outcome(s, w) for s in (st, st2) for w in WEIGHTS]
+
+
+@pytest.mark.parametrize("typecode", ["H", "I"])
+def test_the_largest_word_id_is_pythons_max(typecode: str) -> None:
+    """`max_index` (the snapshot decoder's check of word ids against the vocabulary)
+    equals `max` on arrays of 16- and 32-bit ids, and declines other buffers."""
+    from projector.snapshot_format import _max_id
+
+    rng = random.Random(7)
+    top = 0xFFFF if typecode == "H" else 0xFFFFFFFF
+    for n in (1, 2, 7, 1000):
+        ids = array(typecode, (rng.randint(0, top) for _ in range(n)))
+        assert _native.max_index(ids) == max(ids) == _max_id(ids)
+    assert _native.max_index(array(typecode, [top, 0])) == top  # unsigned, not negative
+    assert _native.max_index(array(typecode)) == -1
+    assert _native.max_index(array("d", [1.0])) is None
+    assert _native.max_index(b"\x01\x02") is None
