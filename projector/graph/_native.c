@@ -477,6 +477,18 @@ done:
  * integers (array("H"), array("I") of 4-byte items), read in place; -1 for an empty one.
  * None for any other buffer (the caller takes Python's max). The snapshot decoder checks
  * millions of word ids against its vocabulary with it: max() builds an int object each. */
+/* The largest of `n` items of type T at `buf` into `top` (left at -1 when n is 0). */
+#define MAX_OF(T, buf, n, top)                        \
+    do {                                              \
+        const T *v_ = (const T *)(buf);               \
+        T m_ = 0;                                     \
+        for (Py_ssize_t i_ = 0; i_ < (n); i_++)       \
+            if (v_[i_] > m_)                          \
+                m_ = v_[i_];                          \
+        if (n)                                        \
+            (top) = m_;                               \
+    } while (0)
+
 static PyObject *
 max_index(PyObject *self, PyObject *arg)
 {
@@ -486,26 +498,10 @@ max_index(PyObject *self, PyObject *arg)
     const char *format = view.format ? view.format : "B";
     long long top = -1;
     int known = 1;
-    if (strcmp(format, "H") == 0 && view.itemsize == 2) {
-        const uint16_t *v = (const uint16_t *)view.buf;
-        Py_ssize_t n = view.len / 2;
-        uint16_t m = 0;
-        for (Py_ssize_t i = 0; i < n; i++)
-            if (v[i] > m)
-                m = v[i];
-        if (n)
-            top = m;
-    }
-    else if ((strcmp(format, "I") == 0 || strcmp(format, "L") == 0) && view.itemsize == 4) {
-        const uint32_t *v = (const uint32_t *)view.buf;
-        Py_ssize_t n = view.len / 4;
-        uint32_t m = 0;
-        for (Py_ssize_t i = 0; i < n; i++)
-            if (v[i] > m)
-                m = v[i];
-        if (n)
-            top = m;
-    }
+    if (strcmp(format, "H") == 0 && view.itemsize == 2)
+        MAX_OF(uint16_t, view.buf, view.len / 2, top);
+    else if ((strcmp(format, "I") == 0 || strcmp(format, "L") == 0) && view.itemsize == 4)
+        MAX_OF(uint32_t, view.buf, view.len / 4, top);
     else
         known = 0;
     PyBuffer_Release(&view);
