@@ -473,10 +473,6 @@ done:
     return result;
 }
 
-/* max_index(ids) -> int | None: the largest value of an array of unsigned 16- or 32-bit
- * integers (array("H"), array("I") of 4-byte items), read in place; -1 for an empty one.
- * None for any other buffer (the caller takes Python's max). The snapshot decoder checks
- * millions of word ids against its vocabulary with it: max() builds an int object each. */
 /* The largest of `n` items of type T at `buf` into `top` (left at -1 when n is 0). */
 #define MAX_OF(T, buf, n, top)                        \
     do {                                              \
@@ -489,6 +485,10 @@ done:
             (top) = m_;                               \
     } while (0)
 
+/* max_index(ids) -> int | None: the largest value of an array of unsigned 16- or 32-bit
+ * integers (array("H"), array("I") of 4-byte items), read in place; -1 for an empty one.
+ * None for any other buffer (the caller takes Python's max). The snapshot decoder checks
+ * millions of word ids against its vocabulary with it: max() builds an int object each. */
 static PyObject *
 max_index(PyObject *self, PyObject *arg)
 {
