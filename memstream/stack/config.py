@@ -271,14 +271,6 @@ def render_server_properties(
         "log.retention.ms": "-1",
         "log.retention.bytes": "-1",
     }
-    if cfg.brokers == 1:
-        # One node cannot fail over: fencing its only broker just takes every partition
-        # offline. On a saturated 2-core machine (bench cluster's unpaced writers, 5 Dec)
-        # the controller's events stalled for up to 10 s, past the default 9 s session:
-        # the node fenced itself, every partition had no leader for a second, and the
-        # projectors' open transactions timed out together. A node of a cluster keeps the
-        # default, which is how soon a dead one's partitions move.
-        props["broker.session.timeout.ms"] = "60000"
     if cfg.brokers > 1:
         # A cluster on one shared machine (three JVMs beside the writers, often on 2 cores):
         # with KRaft's defaults (2 s fetch and request timeouts, 1 s elections) a starved

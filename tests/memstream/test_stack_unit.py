@@ -86,8 +86,6 @@ def test_server_properties_single_node_kraft(tmp_path: Path) -> None:
     # The log is the system of record: nothing expires, and logs are created deliberately.
     assert props["log.retention.ms"] == "-1"
     assert props["auto.create.topics.enable"] == "false"
-    # One node has no one to fail over to: a stalled controller must not fence it.
-    assert props["broker.session.timeout.ms"] == "60000"
 
 
 def test_redis_conf_loopback_and_marked(tmp_path: Path) -> None:
@@ -229,7 +227,6 @@ def test_a_cluster_node_renders_its_own_ports_and_the_replicated_shape(tmp_path:
     assert props["offsets.topic.replication.factor"] == "3"
     assert props["transaction.state.log.replication.factor"] == "3"
     assert props["transaction.state.log.min.isr"] == "2"
-    assert "broker.session.timeout.ms" not in props  # a dead node is fenced soon
     assert cfg.bootstrap == "127.0.0.1:31000,127.0.0.1:31002,127.0.0.1:31004"
 
 
