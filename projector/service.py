@@ -153,6 +153,8 @@ class _Acks:
 
 # The kind header of every lifecycle record, made once.
 _ENVELOPE_KIND = (KIND_HEADER, b"envelope")
+# The kind header of a tenure's sweep record (`Projector._sweep`), always aborted.
+_SWEEP_KIND = (KIND_HEADER, b"sweep")
 # Redis write retries back off up to this long.
 _MAX_BACKOFF_S = 5.0
 # A snapshot cut waits this long at most for the commit of its lifecycle events.
@@ -698,6 +700,33 @@ class Projector:
                 f"{self.location.lifecycle_topic}: no watermark: {error_cause(exc)}"
             ) from None
 
+    def _sweep(self, producer: Producer, acks: _Acks) -> None:
+        """End any record an earlier epoch of this transactional id left open on the topics
+        it publishes to, before the tail is read.
+
+        A record whose produce request reached the broker late (the broker stalled, the
+        client gave up on it and aborted) can be appended in no transaction the coordinator
+        knows of: nothing aborts it, and the next commit of this producer id commits it with
+        its own records, beside the event published again by a tenure that could not see
+        it (a broker stopped for 12 s: seq 136 of a log at lifecycle offsets 227 and 228).
+        One record of this epoch on each topic, then an abort: the abort marker ends every
+        open record of the producer id there, and from its record on each partition refuses
+        the earlier epoch. The records are aborted: no committed reader sees them."""
+        topics = (self.location.lifecycle_topic, self.memex.topic)
+        try:
+            producer.begin_transaction()
+            for topic in topics:
+                producer.produce(topic, b"", partition=0, headers=[_SWEEP_KIND])
+            left = producer.flush(30)
+            if left or acks.error is not None:
+                raise _EndTenure(
+                    f"sweeping {', '.join(topics)} failed: "
+                    f"{acks.error or f'{left} record(s) not delivered in 30 s'}"
+                )
+            producer.abort_transaction(30)
+        except KafkaException as exc:
+            raise self._transaction_failed("sweeping the lifecycle topic", exc) from None
+
     def _transaction_failed(self, what: str, exc: KafkaException) -> _EndTenure:
         error = exc.args[0] if exc.args else exc
         if isinstance(error, KafkaError) and error.code() == KafkaError._FENCED:
@@ -852,9 +881,12 @@ class Projector:
                 raise self._transaction_failed("initialising the lifecycle producer", failure)
             if failure is not None:
                 raise failure
-            # The lifecycle topic's end once the predecessor's transaction is aborted.
+            # The lifecycle topic's end once the predecessor's transaction is aborted;
+            # then again once the sweep (its record and marker take offsets) is done.
+            unswept_end = self._lifecycle_end(consumer)
+            self._sweep(producer, acks)
             tail_end = self._lifecycle_end(consumer)
-            if resume_at > tail_end:
+            if resume_at > unswept_end:
                 # The snapshot's lifecycle records are gone (the lifecycle topic was
                 # deleted): fold from seq 0 to publish the whole stream again.
                 log.warning(
@@ -862,7 +894,7 @@ class Projector:
                     "lifecycle position %d; folding the log from seq 0 to publish it "
                     "again",
                     self.location.topic,
-                    tail_end,
+                    unswept_end,
                     resume_at,
                 )
                 self.store.start_epoch(tid)

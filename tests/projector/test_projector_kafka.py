@@ -474,3 +474,51 @@ def test_a_record_whose_lifecycle_event_is_five_times_its_size_is_published(
     big = lifecycle[0][1]
     assert len(big) > 5_000_000
     assert decode_record(big).payload["event"]["content"] == content  # type: ignore[union-attr]
+
+
+def _every_header(bootstrap: str, topic: str) -> list[dict[str, bytes]]:
+    """The headers of every record of a one-partition topic, aborted ones included."""
+    consumer = Consumer(
+        consumer_conf(
+            bootstrap, **{"enable.partition.eof": True, "isolation.level": "read_uncommitted"}
+        )
+    )
+    _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    out: list[dict[str, bytes]] = []
+    deadline = time.monotonic() + 60
+    at_end = high == 0
+    while not at_end and time.monotonic() < deadline:
+        for message in consumer.consume(1000, timeout=0.5):
+            error = message.error()
+            if error is not None:
+                at_end = error.code() == KafkaError._PARTITION_EOF and message.offset() >= high
+                continue
+            out.append(dict(message.headers() or []))
+    consumer.close()
+    assert at_end, f"{topic}: not read to its end"
+    return out
+
+
+def test_each_tenure_first_aborts_a_sweep_record_on_the_topics_it_publishes_to(
+    location: str,
+) -> None:
+    """A tenure's first transaction writes one record to the lifecycle topic and to the
+    derived topic, then aborts: its marker ends any record an earlier epoch left open
+    (one that reached a stalled broker late would otherwise be committed by the next
+    commit, beside its event published again). No committed reader sees a sweep record;
+    every event is still published once."""
+    loc = parse_kafka_location(location)
+    with Memory(location) as memory:
+        memory.append_many([Message(speaker="a", content=f"m{i}") for i in range(5)])
+    Projector(loc).run(until_caught_up=True)
+    with Memory(location) as memory:
+        memory.add_message(Message(speaker="a", content="after"))
+    Projector(loc).run(until_caught_up=True)
+    for topic in (loc.lifecycle_topic, f"{loc.topic}.memex"):
+        kinds = [h.get("memstream.kind") for h in _every_header(loc.bootstrap, topic)]
+        assert kinds.count(b"sweep") == 2, (topic, kinds)  # one a tenure, aborted
+        committed = [h.get("memstream.kind") for _, _, h in read_topic(loc.bootstrap, topic)]
+        assert b"sweep" not in committed, (topic, committed)
+    seqs = [int(h["memstream.seq"]) for _, _, h in read_topic(loc.bootstrap, loc.lifecycle_topic)]
+    assert sorted(seqs) == list(range(6))  # each message's one event, once
