@@ -13,7 +13,9 @@ It folds with the same `fold_record` as every reader, so its state is the log's.
 - publishes each record's lifecycle events exactly once to ``LOG.lifecycle`` (invariant
   11), in Kafka transactions under one ``transactional.id`` per log: a projector taking the
   lease over initialises that id, which aborts its predecessor's open transaction and
-  fences it, so a projector that lost its lease cannot publish (its producer fails). Each
+  fences it, so a projector that lost its lease cannot publish (its producer fails); its
+  first transaction is a sweep, aborted, which also ends a record of an earlier epoch
+  that reached the broker too late for that abort (`Projector._sweep`). Each
   record carries the log's topic id, its lifecycle offset, and its cause's seq and index
   (`producers.logs.lifecycle_topic`). The dedup position comes from the snapshot: it names
   the lifecycle offset of the next event and a topic offset from which every later record
