@@ -29,7 +29,7 @@ from producers.logs.location import KafkaLocation, parse_kafka_location
 from projector.record_fold import fold_log
 from projector.service import Projector
 from projector.snapshot_store import SnapshotStore
-from projector.status import decode_status, status_key
+from projector.status import ProjectorStatus, decode_status, status_key
 from queryd.daemon.lifecycle import sse_frame
 from schemas.codec import KIND_HEADER, encode_record
 from schemas.graph.envelopes import now_iso
@@ -585,9 +585,13 @@ def test_a_redis_outage_pauses_the_projector_which_then_carries_on(
     client = redis.Redis.from_url(own_redis.url)
     try:
         wait_for("the projector", lambda: len(published_events(loc)) == 50)
-        status = wait_for(
-            "its status", lambda: decode_status(client.get(status_key(loc.key_prefix)))
-        )
+
+        def reported(seq: int) -> ProjectorStatus | None:
+            # Written with each renewal (every quarter lease): one may predate the fold.
+            status = decode_status(client.get(status_key(loc.key_prefix)))
+            return status if status is not None and status.published_seq == seq else None
+
+        status = wait_for("its status", lambda: reported(49), timeout=10)
         assert (status.folded_seq, status.published_seq, status.lease_ms) == (49, 49, 1000)
         own_redis.stop()
         time.sleep(2.5)  # more than two lease periods: its lease lapsed
@@ -601,9 +605,7 @@ def test_a_redis_outage_pauses_the_projector_which_then_carries_on(
         wait_for("the projector to carry on", lambda: len(published_events(loc)) == 80)
         clean = fold_log(log_records(loc))
         wait_for("the rebuilt snapshot", lambda: SnapshotStore.connect(loc).load() == clean)
-        status = wait_for(
-            "its status", lambda: decode_status(client.get(status_key(loc.key_prefix)))
-        )
+        status = wait_for("its status", lambda: reported(79), timeout=10)
         assert status.folded_seq == 79 and status.owner == runner.projector.owner
         assert runner.thread.is_alive() and runner.error is None, runner.error
     finally:
