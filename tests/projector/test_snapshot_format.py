@@ -545,6 +545,15 @@ def test_word_ids_pack_in_16_bits_up_to_65536_words_and_in_32_beyond(words: int)
     state = hydrate([decode_chunk(data)])
     assert state.memory.index.postings == folded.memory.index.postings
     assert state.memory.index.words_of == folded.memory.index.words_of
+    if words + 1 > 65_536:
+        # A forged id just past the vocabulary, or the largest 32-bit one (unsigned: the
+        # compiled check must not read it as -1), is refused naming it.
+        vocab = len(wire[11])
+        for forged_id in (vocab, 0xFFFF_FFFF):
+            forged = list(wire)
+            forged[13] = wire[13][:-4] + forged_id.to_bytes(4, "little")
+            with pytest.raises(SnapshotFormatError, match=f"word {forged_id} of {vocab}"):
+                decode_chunk(msgspec.msgpack.encode(forged))
 
 
 class _Plant:
