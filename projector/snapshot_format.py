@@ -127,12 +127,14 @@ class Decoded(NamedTuple):
     first: int
     last: int
     rows: list[Row]
-    message_rel: list[int]
-    document_rel: list[int]
-    other_rel: list[int]
+    message_rel: Sequence[int]
+    document_rel: Sequence[int]
+    other_rel: Sequence[int]
     words: WordFragment
     extras: list[tuple[Any, ...]]
     checkpoint: Checkpoint | None
+    # The rows' seqs, the very int objects the rows hold.
+    seqs: list[int] | None = None
 
 
 # --- the typed layout (msgspec checks these as it decodes) ------------------------------------
@@ -351,16 +353,18 @@ def _uuid_ints(blob: bytes) -> tuple[int, ...]:
     return tuple(int.from_bytes(blob[i : i + 16]) for i in range(0, len(blob), 16))
 
 
-def _positions(kinds: bytes, counts: list[int]) -> tuple[Sequence[int], list[list[int]], list[int]]:
+def _positions(
+    kinds: bytes, counts: list[int]
+) -> tuple[Sequence[int], list[Sequence[int]], list[int]]:
     """(offsets of the rows, per row kind its rows' indexes among the rows, offsets of
     the extras), offsets counted from the chunk's first seq."""
     n = len(kinds)
     rows = n - counts[_KIND_RAW] - counts[_KIND_REJECTED]
     present = [kind for kind in range(4) if counts[kind]]
-    rels: list[list[int]] = [[], [], [], []]
+    rels: list[Sequence[int]] = [[], [], [], []]
     if len(present) <= 1:  # one kind of row (messages, say) among extras: at C speed
         if present:
-            rels[present[0]] = list(range(rows))
+            rels[present[0]] = range(rows)
         if rows == n:
             return range(n), rels, []
         row_offsets = list(compress(range(n), map(gt, repeat(4), kinds)))
@@ -369,13 +373,14 @@ def _positions(kinds: bytes, counts: list[int]) -> tuple[Sequence[int], list[lis
     extra_offsets: list[int] = []
     add_row = row_offsets.append
     add_extra = extra_offsets.append
+    lists: list[list[int]] = [[], [], [], []]
     for offset, kind in enumerate(kinds):
         if kind < 4:
-            rels[kind].append(len(row_offsets))
+            lists[kind].append(len(row_offsets))
             add_row(offset)
         else:
             add_extra(offset)
-    return row_offsets, rels, extra_offsets
+    return row_offsets, [*lists], extra_offsets
 
 
 def decode(data: bytes) -> Decoded:
@@ -404,9 +409,9 @@ def _decode(data: bytes) -> Decoded:
     n = last - first + 1
     if n <= 0 or n > MAX_ENTRIES or len(kinds) != n:
         raise _fail(where, f"{len(kinds)} kinds for {n} seqs (at most {MAX_ENTRIES:,})")
-    if max(kinds) > _KIND_REJECTED:
+    counts = [kinds.count(k) for k in range(_KIND_REJECTED + 1)]
+    if sum(counts) != n:  # a kind past the known ones
         raise _fail(where, f"unknown entry kind {max(kinds)}")
-    counts = [kinds.count(k) for k in range(6)]
     strings = wire.strings
     columns = (wire.messages, wire.documents, wire.recalls, wire.deletions)
     for kind, cols in enumerate(columns):
@@ -514,7 +519,7 @@ def _decode(data: bytes) -> Decoded:
     if wire.checkpoint is not None:
         checkpoint = decode_checkpoint(wire.checkpoint, first, last)
     message_rel, document_rel = rels[MESSAGE], rels[DOCUMENT]
-    other_rel = sorted(rels[RECALL] + rels[DELETION])
+    other_rel = sorted([*rels[RECALL], *rels[DELETION]])
     return Decoded(
         first,
         last,
@@ -525,6 +530,7 @@ def _decode(data: bytes) -> Decoded:
         words,
         extras,
         checkpoint,
+        row_seqs,
     )
 
 
@@ -534,13 +540,15 @@ def _max_id(ids: array[int]) -> int:
     return max(ids) if top is None else int(top)
 
 
-def _words(wire: _Wire, where: str, row_seqs: list[int], rels: list[list[int]]) -> WordFragment:
+def _words(
+    wire: _Wire, where: str, row_seqs: list[int], rels: list[Sequence[int]]
+) -> WordFragment:
     """The chunk's word fragment, checked whole here and built when first read (see
     `WordFragment`): every count, id and word is checked now, so building it cannot fail
     and never meets a value these checks did not see."""
     vocab, counts, packed = wire.vocab, wire.word_counts, wire.word_ids
     if rels[RECALL] or rels[DELETION]:
-        seqs = list(map(row_seqs.__getitem__, sorted(rels[MESSAGE] + rels[DOCUMENT])))
+        seqs = list(map(row_seqs.__getitem__, sorted([*rels[MESSAGE], *rels[DOCUMENT]])))
     else:
         seqs = row_seqs
     if len(counts) != len(seqs):

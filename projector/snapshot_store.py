@@ -144,13 +144,15 @@ class Chunk:
     first: int
     last: int
     rows: list[Row]
-    message_rel: list[int]
-    document_rel: list[int]
-    other_rel: list[int]
+    message_rel: Sequence[int]
+    document_rel: Sequence[int]
+    other_rel: Sequence[int]
     # The content rows' words: compact as decoded (built when first read), or an index.
     words: WordFragment | WordIndex
     extras: list[Entry]
     checkpoint: tuple[Any, ...] | None = None
+    # The rows' seqs (as decoded: the rows' own int objects); None: read from the rows.
+    seqs: list[int] | None = None
 
     @property
     def words_of(self) -> dict[int, tuple[str, ...]]:
@@ -164,9 +166,10 @@ class Chunk:
         """This chunk without the seqs after `up_to_seq`."""
         if up_to_seq >= self.last:
             return self
-        n = bisect_right([r[SEQ] for r in self.rows], up_to_seq)
+        seqs = self.seqs if self.seqs is not None else [r[SEQ] for r in self.rows]
+        n = bisect_right(seqs, up_to_seq)
 
-        def below(rel: list[int]) -> list[int]:
+        def below(rel: Sequence[int]) -> Sequence[int]:
             return rel[: bisect_left(rel, n)]
 
         words: WordFragment | WordIndex
@@ -194,6 +197,7 @@ class Chunk:
             words,
             [e for e in self.extras if e[0] <= up_to_seq],
             checkpoint,
+            seqs[:n],
         )
 
 
@@ -354,6 +358,7 @@ def hydrate(chunks: Sequence[Chunk]) -> LogState:
                 chunk.document_rel,
                 chunk.other_rel,
                 chunk.words,
+                chunk.seqs,
             )
         for entry in chunk.extras:
             seq = entry[0]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from functools import cached_property
@@ -65,7 +65,9 @@ class Ledger:
     ``events`` holds, per position, the event model or its compact row (`rows`): a ledger
     hydrated from a snapshot keeps rows and builds each model on first read, in place.
     The other structures name events by position (their index in ``events``), so building
-    a model never has to update them.
+    a model never has to update them. Rows entered in bulk (`extend_rows`) join the id map
+    `by_id` when it is first read: a reader that never looks an event up by id (a time
+    travel, a search) never pays for the map.
     """
 
     def __init__(self) -> None:
@@ -73,8 +75,11 @@ class Ledger:
         self.events: list[AnyEvent | Row] = []
         self.seqs: list[int] = []
         # UUID.int (cheap to hash, no UUID objects to build at hydrate) -> position of the
-        # first event with that id.
-        self.by_id: dict[int, int] = {}
+        # first event with that id; see `by_id`.
+        self._ids: dict[int, int] = {}
+        # Runs of rows entered in bulk and not in `_ids` yet: (position of the first, rows).
+        self._unindexed: list[tuple[int, list[Row]]] = []
+        self._indexing = threading.Lock()
         self.message_pos: list[int] = []
         self.message_seqs: list[int] = []
         self.document_pos: list[int] = []
@@ -92,6 +97,29 @@ class Ledger:
     @property
     def last_seq(self) -> int | None:
         return self.seqs[-1] if self.seqs else None
+
+    @property
+    def by_id(self) -> dict[int, int]:
+        """UUID.int -> the position of the first event with that id. Rows entered in bulk
+        are added here, on the first read after them (any thread; once)."""
+        if self._unindexed:
+            self._index_rows()
+        return self._ids
+
+    def _index_rows(self) -> None:
+        with self._indexing:
+            ids = self._ids
+            for base, rows in self._unindexed:
+                size = len(ids)
+                # Every id new and once (the usual case) when the map grew by one entry a
+                # row; otherwise an id was met before and got overwritten: the first one is
+                # put back.
+                ids.update(zip(map(_ID, rows), range(base, base + len(rows)), strict=True))
+                if len(ids) != size + len(rows):
+                    self._first_ids_again(base, base + len(rows))
+            # Emptied only once the map holds every run: a reader that finds no runs left
+            # finds them all in the map.
+            self._unindexed = []
 
     def event(self, pos: int) -> AnyEvent:
         """The event at `pos`, its model built now if it was still a row."""
@@ -195,38 +223,34 @@ class Ledger:
     def extend_rows(
         self,
         rows: list[Row],
-        message_rel: list[int],
-        document_rel: list[int],
-        other_rel: list[int],
+        message_rel: Sequence[int],
+        document_rel: Sequence[int],
+        other_rel: Sequence[int],
         words: WordFragment | WordIndex,
+        seqs: list[int] | None = None,
     ) -> None:
         """Fold accepted events given as rows (in seq order), in bulk.
 
         `message_rel`/`document_rel`/`other_rel`: the positions in `rows` of the messages,
         the documents, the recalls and deletions; `words`: the words of these rows, a
         decoded snapshot's fragment (merged into the index when it is first read) or an
-        index of them. Takes ownership of its lists.
+        index of them; `seqs`: the rows' seqs, when known. Takes ownership of its lists.
         """
         if not rows:
             return
-        first_seq, last_seq = _SEQ(rows[0]), _SEQ(rows[-1])
-        if last_seq - first_seq + 1 == len(rows):  # increasing, so every seq between
-            seqs: list[int] = list(range(first_seq, last_seq + 1))
-        else:
-            seqs = list(map(_SEQ, rows))
+        if seqs is None:
+            first_seq, last_seq = _SEQ(rows[0]), _SEQ(rows[-1])
+            if last_seq - first_seq + 1 == len(rows):  # increasing, so every seq between
+                seqs = list(range(first_seq, last_seq + 1))
+            else:
+                seqs = list(map(_SEQ, rows))
         last = self.last_seq
         if last is not None and seqs[0] <= last:
             raise ValueError(f"out-of-order event: seq {seqs[0]} after seq {last}")
         base = len(self.events)
         self.events.extend(rows)
         self.seqs.extend(seqs)
-        by_id = self.by_id
-        size = len(by_id)
-        # Every id new and once (the usual case) when the map grew by one entry a row;
-        # otherwise an id was met before and got overwritten: the first one is put back.
-        by_id.update(zip(map(_ID, rows), range(base, base + len(rows)), strict=True))
-        if len(by_id) != size + len(rows):
-            self._first_ids_again(base)
+        self._unindexed.append((base, rows))
         shift = base.__add__
         getseq = seqs.__getitem__
         if len(message_rel) == len(rows):  # every row a message: the positions are a range
@@ -244,14 +268,14 @@ class Ledger:
         else:
             self.index.merge(words.words_of, words.postings)
 
-    def _first_ids_again(self, since: int) -> None:
-        """Make `by_id` name the first position of each id again, after the events from
-        `since` on were entered over it (rare: an id that occurs twice in the log)."""
-        by_id = self.by_id
-        for pos in range(since, len(self.events)):
+    def _first_ids_again(self, since: int, until: int) -> None:
+        """Make the id map name the first position of each id again, after the events from
+        `since` to `until` were entered over it (rare: an id that occurs twice in the log)."""
+        by_id = self._ids
+        for pos in range(since, until):
             event = self.events[pos]
             by_id.pop(_ID(event) if isinstance(event, tuple) else event.id.int, None)
-        for pos in range(len(self.events)):
+        for pos in range(until):
             event = self.events[pos]
             by_id.setdefault(_ID(event) if isinstance(event, tuple) else event.id.int, pos)
 

@@ -193,3 +193,41 @@ def test_rows_in_bulk_index_every_id_at_its_first_event_as_one_by_one_does(shape
     for m in msgs:
         first = next(e for e in msgs if e.id == m.id)
         assert state.get(m.id) == first
+
+
+def test_ids_entered_in_bulk_are_found_from_many_threads_at_once_and_after_a_fold() -> None:
+    """Rows entered in bulk join the id map when it is first read: threads reading at once
+    all find every event (none reads a map half built), and an event folded one by one
+    afterwards, repeating an id of the rows, leaves the first position named."""
+    import sys
+    import threading
+
+    msgs = [Message(speaker="s", content=f"m{k}", seq=k) for k in range(30_000)]
+    ledger = _rows_ledger([msgs[k : k + 100] for k in range(0, len(msgs), 100)])
+    state = MemoryState(ledger, len(msgs))
+    start = threading.Barrier(8)
+    wrong: list[int] = []
+
+    def read(part: int) -> None:
+        start.wait()
+        for k in range(part, len(msgs), 997):
+            found = state.get(msgs[k].id)
+            if found is None or found.seq != k:
+                wrong.append(k)
+
+    threads = [threading.Thread(target=read, args=(part,)) for part in range(8)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns between the runs of rows being indexed
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert wrong == []
+    assert len(ledger.by_id) == len(msgs)
+    again = msgs[7].model_copy(update={"seq": len(msgs)})
+    folded = fold(state, again)
+    assert folded.get(again.id) == msgs[7]
+    assert ledger.by_id[again.id.int] == 7
