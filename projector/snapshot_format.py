@@ -540,9 +540,7 @@ def _max_id(ids: array[int]) -> int:
     return max(ids) if top is None else int(top)
 
 
-def _words(
-    wire: _Wire, where: str, row_seqs: list[int], rels: list[Sequence[int]]
-) -> WordFragment:
+def _words(wire: _Wire, where: str, row_seqs: list[int], rels: list[Sequence[int]]) -> WordFragment:
     """The chunk's word fragment, checked whole here and built when first read (see
     `WordFragment`): every count, id and word is checked now, so building it cannot fail
     and never meets a value these checks did not see."""
