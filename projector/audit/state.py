@@ -254,7 +254,11 @@ class Ledger:
         shift = base.__add__
         getseq = seqs.__getitem__
         if len(message_rel) == len(rows):  # every row a message: the positions are a range
-            self.message_pos.extend(range(base, base + len(rows)))
+            if seqs[0] == base and seqs[-1] == base + len(rows) - 1:
+                # Each position is its seq (a log of messages only, so far): the same ints.
+                self.message_pos.extend(seqs)
+            else:
+                self.message_pos.extend(range(base, base + len(rows)))
             self.message_seqs.extend(seqs)
         else:
             self.message_pos.extend(map(shift, message_rel))
