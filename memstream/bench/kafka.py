@@ -19,6 +19,7 @@ import gc
 import json
 import multiprocessing as mp
 import os
+import queue
 import statistics
 import subprocess
 import sys
@@ -103,6 +104,40 @@ def _producer(location: str, count: int, batch: int, barrier: Any, out: Any) -> 
         out.put((count, start, end, seqs.tobytes()))
 
 
+# How long the producer processes may take to open the log and build their events.
+_START_S = 300.0
+
+
+def gather(procs: list[Any], out: Any, what: str, patience: float = 3600.0) -> list[Any]:
+    """One result from each process of `procs` (each puts one on `out`). A process that
+    exits before putting its result (a crash, an error) ends the wait at once with
+    SystemExit naming it and its exit code, as does `patience` seconds without a result;
+    the caller stops the others."""
+    results: list[Any] = []
+    waited = 0.0
+    while len(results) < len(procs):
+        try:
+            results.append(out.get(timeout=1.0))
+            waited = 0.0
+            continue
+        except queue.Empty:
+            waited += 1.0
+        check_alive(procs, what, len(results))
+        if waited >= patience:
+            raise SystemExit(f"{what}: no result for {patience:g} s")
+    return results
+
+
+def check_alive(procs: list[Any], what: str, results: int) -> None:
+    """SystemExit naming the first of `procs` that failed (exited non-zero), if one did."""
+    dead = [p for p in procs if p.exitcode not in (None, 0)]
+    if dead:
+        raise SystemExit(
+            f"{what} (pid {dead[0].pid}) exited with code {dead[0].exitcode}; "
+            f"{results} of {len(procs)} results came"
+        )
+
+
 def bench_producers(
     location: str, total: int, processes: int, batch: int = 500
 ) -> tuple[float, int]:
@@ -123,10 +158,19 @@ def bench_producers(
     ]
     for p in procs:
         p.start()
-    barrier.wait()
-    results = [out.get(timeout=3600) for _ in procs]
-    for p in procs:
-        p.join()
+    what = "bench kafka: a producer process"
+    try:
+        try:
+            barrier.wait(timeout=_START_S)
+        except threading.BrokenBarrierError:
+            check_alive(procs, what, 0)
+            raise SystemExit(f"{what} was not ready after {_START_S:g} s") from None
+        results = gather(procs, out, what)
+    finally:
+        for p in procs:
+            if p.exitcode is None:
+                p.kill()
+            p.join()
     wall = max(r[2] for r in results) - min(r[1] for r in results)
     appended = sum(r[0] for r in results)
     seqs = array("q")
