@@ -513,8 +513,10 @@ class KafkaLog:
         # authorization error (no producer id granted) means nothing of it was ever sent.
         self._producer_acked = False
         self._producer: Producer | None = self._new_producer()
-        # Assigned for the log's life, it prefetches: an idle log is asked rarely.
-        self._consumer = self._new_consumer(self.topic, follow=True)
+        # The log's reader of others' records, made at the first read that needs one
+        # (`_follower`); then assigned for the log's life, it prefetches (an idle log is
+        # asked rarely). A process that only appends never fetches its own records back.
+        self._consumer: Consumer | None = None
         # Watermarks are asked of a consumer that never fetches: the broker answers a
         # connection's requests in order, so asked of `_consumer` they would wait behind
         # its pending fetch (up to fetch.wait.max.ms) on every read.
@@ -528,7 +530,6 @@ class KafkaLog:
         self._spec_missed = 0
         self._spec_skip = 0
         self._state = self._hydrate() if hydrate else empty_state()
-        self._assign(self._state.next_seq)
         # Own audit appends acknowledged but not folded yet (checked against, see `append`),
         # and those produced but not acknowledged yet; both guarded by `_dr_lock`.
         self._pending: dict[UUID, BaseEvent] = {}
@@ -674,19 +675,26 @@ class KafkaLog:
 
     # --- reading --------------------------------------------------------------------------
 
-    def _assign(self, seq: int) -> None:
-        """Put the log's consumer at `seq`, dropping whatever it fetched beyond."""
-        tp = TopicPartition(self.topic, 0, seq)
-        try:
-            self._consumer.assign([tp])
-        except KafkaException as exc:
-            raise KafkaUnavailableError(
-                f"log {self.topic}: cannot read from seq {seq}: {error_cause(exc)}"
-            ) from None
+    def _follower(self, seq: int) -> Consumer:
+        """The log's consumer, made and put at `seq` (the state's next) if there is none."""
+        consumer = self._consumer
+        if consumer is None:
+            consumer = self._new_consumer(self.topic, follow=True)
+            try:
+                consumer.assign([TopicPartition(self.topic, 0, seq)])
+            except KafkaException as exc:
+                consumer.close()
+                raise KafkaUnavailableError(
+                    f"log {self.topic}: cannot read from seq {seq}: {error_cause(exc)}"
+                ) from None
+            self._consumer = consumer
+        return consumer
 
     def _rewind(self, seq: int) -> None:
-        """After an error or a gap: back to `seq`, the state's next, so nothing is skipped."""
-        _seek(self._consumer, self.topic, seq)
+        """After an error or a gap: back to `seq`, the state's next, so nothing is skipped
+        (a log without its consumer yet starts it there)."""
+        if self._consumer is not None:
+            _seek(self._consumer, self.topic, seq)
 
     def _watermarks(self, consumer: Consumer, topic: str, doing: str) -> tuple[int, int]:
         try:
@@ -1020,7 +1028,7 @@ class KafkaLog:
         lifecycle = {} if lifecycle is None else lifecycle
         errors: dict[int, BaseException] = {}
         state = self._state
-        consumer = self._consumer
+        consumer: Consumer | None = None
         if self._lost_position:  # the last read failed and could not rewind then
             self._rewind(state.next_seq)
             self._lost_position = False
@@ -1033,6 +1041,8 @@ class KafkaLog:
                     waited_since = time.monotonic()
                 if state.next_seq >= end:
                     break
+                if consumer is None:
+                    consumer = self._follower(state.next_seq)
                 try:
                     messages = consume_ready(consumer, 5000, 0.2)
                 except KafkaException as exc:
@@ -1541,6 +1551,8 @@ class KafkaLog:
             for delivery in left:
                 delivery.abandon("the log was closed before its acknowledgement came")
             for consumer in (self._consumer, self._meta):
+                if consumer is None:
+                    continue
                 try:
                     consumer.close()
                 except Exception:

@@ -63,6 +63,28 @@ def test_own_appends_are_read_without_a_fetch(location: str, fetches: list[int])
     assert fetches == []  # every record was this process's own: nothing fetched back
 
 
+def test_a_process_that_only_appends_has_no_consumer_until_it_reads_others_records(
+    location: str, fetches: list[int]
+) -> None:
+    """A writer's reads of its own records need no fetch, so its log makes no consumer (no
+    client fetching every record back from the broker) until a read needs another's."""
+    with Memory(location) as memory, Memory(location) as other:
+        log = memory.log
+        assert isinstance(log, KafkaLog)
+        mine: list[Any] = [
+            memory.add_message(Message(speaker="ana", content=f"mine {i}")) for i in range(3)
+        ]
+        mine.append(memory.publish_async(Message(speaker="ana", content="mine 3")).result())
+        memory.replay()
+        memory.recall("mine")
+        assert log._consumer is None and fetches == []
+        theirs = other.add_message(Message(speaker="bob", content="theirs"))
+        state = memory.replay()
+        assert log._consumer is not None and fetches
+        assert [m.id for m in state.messages] == [*(m.id for m in mine), theirs.id]
+        assert state.get(theirs.id) == theirs
+
+
 def test_the_logs_end_is_not_asked_of_the_fetching_consumer(location: str) -> None:
     """The broker answers one connection's requests in order: a watermark asked of the
     consumer waits behind its pending fetch (fetch.wait.max.ms) on every read."""
@@ -82,7 +104,7 @@ def test_the_logs_end_is_not_asked_of_the_fetching_consumer(location: str) -> No
             def __getattr__(self, name: str) -> Any:
                 return getattr(self.inner, name)
 
-        real = log._consumer
+        real = log._follower(0)  # made at the first read that needs it: made now
         log._consumer = Watched(real)  # type: ignore[assignment]
         try:
             memory.add_message(Message(speaker="ana", content="one"))
