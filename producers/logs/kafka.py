@@ -128,7 +128,7 @@ from producers.logs.kafka_client import (
 from producers.logs.kafka_evidence import Head, KafkaEvidence
 from producers.logs.lifecycle_topic import follow_lifecycle
 from producers.logs.location import KAFKA_SCHEME, KafkaLocation, parse_kafka_location
-from producers.logs.topic_identity import LogIdentity, admin_for, topic_id
+from producers.logs.topic_identity import LogIdentity, admin_for, partition_end, topic_id
 from projector.authorship import AuthorshipError
 from projector.lifecycle import Lifecycle
 from projector.record_fold import (
@@ -519,8 +519,10 @@ class KafkaLog:
         self._consumer: Consumer | None = None
         # Watermarks are asked of a consumer that never fetches: the broker answers a
         # connection's requests in order, so asked of `_consumer` they would wait behind
-        # its pending fetch (up to fetch.wait.max.ms) on every read.
-        self._meta = self._new_consumer(self.topic)
+        # its pending fetch (up to fetch.wait.max.ms) on every read. Made at the first
+        # read (`_meta_consumer`): a process that only appends needs none.
+        self._meta: Consumer | None = None
+        self._meta_lock = threading.Lock()
         # Own acknowledged records by seq: the bytes the log holds there (`_keep_own`),
         # folded in place of a fetch when the state reaches them. Under `_dr_lock`.
         self._own: dict[int, bytes] = {}
@@ -607,8 +609,13 @@ class KafkaLog:
             store = SnapshotStore.connect(self.kafka_location)
             # Only a snapshot of this topic (its id now), within the partition's end (asked
             # after the snapshot's position was read), is this log's.
-            tid = topic_id(admin_for(self.kafka_location.bootstrap), self.topic)
-            store.identify = lambda: LogIdentity(tid, self.end_offset())
+            admin = admin_for(self.kafka_location.bootstrap)
+            tid = topic_id(admin, self.topic)
+            # Asked of the process's admin client: a log opened only to append makes no
+            # watermark consumer.
+            store.identify = lambda: LogIdentity(
+                tid, partition_end(admin, self.topic, self._read_timeout)
+            )
             loaded = store.load()
         except Exception as exc:  # a cache: without it, the log is folded from seq 0
             log.warning("%s: no snapshot from Redis (%s); folding the log", self.topic, exc)
@@ -707,9 +714,35 @@ class KafkaLog:
             ) from None
         return int(low), int(high)
 
+    def _meta_consumer(self) -> Consumer:
+        """The consumer watermarks are asked of, made at the first call."""
+        meta = self._meta
+        if meta is None:
+            with self._meta_lock:
+                if self._closed:
+                    raise KafkaLogError(f"log {self.topic}: the log is closed")
+                meta = self._meta
+                if meta is None:
+                    meta = self._meta = self._new_consumer(self.topic)
+        return meta
+
     def end_offset(self) -> int:
         """The partition's high watermark: the seq the next record will get."""
-        return self._watermarks(self._meta, self.topic, "cannot find the log's end")[1]
+        meta = self._meta_consumer()
+        return self._watermarks(meta, self.topic, "cannot find the log's end")[1]
+
+    def _end_once(self) -> int:
+        """`end_offset`, asked of the process's shared admin client (for a question asked
+        once, not worth a consumer of this log's own)."""
+        try:
+            return partition_end(
+                admin_for(self.kafka_location.bootstrap), self.topic, self._read_timeout
+            )
+        except MemstreamError as exc:
+            raise KafkaUnavailableError(
+                f"log {self.topic}: cannot find the log's end: no answer from the broker "
+                f"({self.kafka_location.bootstrap}) within {self._read_timeout:g} s: {exc}"
+            ) from None
 
     def head(self) -> int | None:
         """The seq of the log's last record, folded yet or not (None: an empty log): one
@@ -720,7 +753,7 @@ class KafkaLog:
     def _gap(self, topic: str, expected: int, got: int) -> None:
         """A record past `expected` came first: raise if `expected` is gone from the topic
         (records deleted under the log); else the caller goes back to `expected`."""
-        low, _ = self._watermarks(self._meta, topic, f"checking seq {expected}")
+        low, _ = self._watermarks(self._meta_consumer(), topic, f"checking seq {expected}")
         if low > expected:
             raise CorruptLogError(
                 f"log {topic}: seq {expected} is no longer in the topic (it now starts at "
@@ -1194,7 +1227,9 @@ class KafkaLog:
             # Whether the log requires signatures is decided by its first record: read at
             # least that far once, before this writer's first check (one round trip).
             if self._state.last_seq is None:
-                self._fold_until(self.end_offset())
+                # Asked of the process's admin client: a log only appended to makes no
+                # watermark consumer.
+                self._fold_until(self._end_once())
             self._first_read = True
         inflight = self._inflight
         erasable = self.keys is not None
@@ -1550,7 +1585,9 @@ class KafkaLog:
                 left = [d for d in self._open if d.remaining]
             for delivery in left:
                 delivery.abandon("the log was closed before its acknowledgement came")
-            for consumer in (self._consumer, self._meta):
+            with self._meta_lock:  # no watermark consumer made after this
+                consumers = (self._consumer, self._meta)
+            for consumer in consumers:
                 if consumer is None:
                     continue
                 try:

@@ -18,7 +18,14 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from producers.logs.kafka_client import client_conf
 from schemas.errors import LogNotFoundError, MemstreamError
 
-__all__ = ["LogIdentity", "TopicIdentityError", "admin_for", "topic_id", "log_identity"]
+__all__ = [
+    "LogIdentity",
+    "TopicIdentityError",
+    "admin_for",
+    "log_identity",
+    "partition_end",
+    "topic_id",
+]
 
 log = logging.getLogger("memstream.producers.identity")
 
@@ -68,7 +75,11 @@ def admin_for(bootstrap: str) -> AdminClient:
 def log_identity(bootstrap: str, topic: str, timeout: float = _TIMEOUT_S) -> LogIdentity:
     """The log's identity now (two broker round trips: describe, list offsets)."""
     admin = admin_for(bootstrap)
-    tid = topic_id(admin, topic, timeout)
+    return LogIdentity(topic_id(admin, topic, timeout), partition_end(admin, topic, timeout))
+
+
+def partition_end(admin: AdminClient, topic: str, timeout: float = _TIMEOUT_S) -> int:
+    """The end (high watermark) of the log's partition, asked of an admin client."""
     tp = TopicPartition(topic, 0)
     try:
         info = admin.list_offsets({tp: OffsetSpec.latest()}, request_timeout=timeout)[tp].result(
@@ -76,4 +87,4 @@ def log_identity(bootstrap: str, topic: str, timeout: float = _TIMEOUT_S) -> Log
         )
     except KafkaException as exc:
         raise TopicIdentityError(f"log {topic}: no end offset: {exc.args[0]}") from None
-    return LogIdentity(tid, int(info.offset))
+    return int(info.offset)

@@ -67,7 +67,9 @@ def test_a_process_that_only_appends_has_no_consumer_until_it_reads_others_recor
     location: str, fetches: list[int]
 ) -> None:
     """A writer's reads of its own records need no fetch, so its log makes no consumer (no
-    client fetching every record back from the broker) until a read needs another's."""
+    client fetching every record back from the broker) until a read needs another's; and
+    appending asks nothing of the log's end, so a log only appended to makes no client to
+    ask it either."""
     with Memory(location) as memory, Memory(location) as other:
         log = memory.log
         assert isinstance(log, KafkaLog)
@@ -75,8 +77,10 @@ def test_a_process_that_only_appends_has_no_consumer_until_it_reads_others_recor
             memory.add_message(Message(speaker="ana", content=f"mine {i}")) for i in range(3)
         ]
         mine.append(memory.publish_async(Message(speaker="ana", content="mine 3")).result())
+        assert log._meta is None  # nor a client to ask the log's end, until a read
         memory.replay()
         memory.recall("mine")
+        assert log._meta is not None
         assert log._consumer is None and fetches == []
         theirs = other.add_message(Message(speaker="bob", content="theirs"))
         state = memory.replay()
