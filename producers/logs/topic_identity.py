@@ -65,11 +65,24 @@ def topic_id(admin: AdminClient, topic: str, timeout: float = _TIMEOUT_S) -> str
     return value
 
 
-@functools.lru_cache(maxsize=16)
 def admin_for(bootstrap: str) -> AdminClient:
-    """One admin client per cluster for identity look-ups (thread-safe, long-lived): a
-    look-up is then two round trips, not a client's start-up."""
-    return AdminClient(client_conf(bootstrap))
+    """One admin client per cluster and credentials (those of the environment now, see
+    `client_conf`) for look-ups (thread-safe, long-lived): a look-up is then a round trip
+    or two, not a client's start-up; and a process that changes its credentials never asks
+    with the ones it had before."""
+    auth = tuple(
+        sorted(
+            (name, value)
+            for name, value in client_conf(bootstrap).items()
+            if name.startswith(("sasl.", "security."))
+        )
+    )
+    return _admin_for(bootstrap, auth)
+
+
+@functools.lru_cache(maxsize=16)
+def _admin_for(bootstrap: str, auth: tuple[tuple[str, str], ...]) -> AdminClient:
+    return AdminClient({**client_conf(bootstrap), **dict(auth)})
 
 
 def log_identity(bootstrap: str, topic: str, timeout: float = _TIMEOUT_S) -> LogIdentity:

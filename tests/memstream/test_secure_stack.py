@@ -171,6 +171,24 @@ def test_granted_agent_appends_and_reader_reads(secured: Secured, as_user) -> No
         assert any(e.id == stored.id for e in memory.replay().events)
 
 
+def test_a_process_that_changes_its_credentials_asks_with_the_new_ones(
+    secured: Secured, as_user
+) -> None:
+    """Look-ups share one admin client per cluster and credentials: one made before with
+    other credentials (here none, which the SASL listener never lets in) is not the one
+    asked for the log's end at a writer's first append."""
+    from producers.logs.topic_identity import admin_for
+
+    as_user(None)
+    admin_for(secured.bootstrap)
+    as_user("alice")
+    with Memory(secured.location(LOG, "alice")) as memory:
+        started = time.monotonic()
+        stored = memory.add_message(message("asked as alice"))
+        assert stored.seq is not None
+        assert time.monotonic() - started < 5  # no wait on a client that cannot log in
+
+
 def test_client_without_credentials_is_refused(
     secured: Secured, as_user, caplog: pytest.LogCaptureFixture
 ) -> None:
