@@ -502,7 +502,10 @@ class Projector:
         self.owner = uuid.uuid4().hex
         self.stats = ProjectorStats()
         self.state: LogState = empty_state()
-        self._admin = admin or AdminClient(client_conf(self.location.bootstrap))
+        # `is None`, not `or`: a client is falsy (its len() is its queue's, 0 when idle).
+        self._admin = (
+            admin if admin is not None else AdminClient(client_conf(self.location.bootstrap))
+        )
         # The projector reads the log (only writers create logs) and writes its lifecycle.
         ensure_topic(
             self._admin, self.location.topic, self.location.replication_factor, create=False

@@ -326,6 +326,11 @@ def test_a_listed_log_created_later_is_followed_and_stopping_releases_every_leas
         logs.create("later", 4)
         wait_for("the log created later folded", lambda: logs.folded_by(later.topic, me, 3), 60)
         assert group.owned() == sorted([first.topic, later.topic])
+        # Every projector asks the group's one admin client (each client runs threads of
+        # its own; a group of 33 logs made 33 more).
+        projectors = [f.projector for f in group.followers.values()]
+        assert len(projectors) == 2
+        assert all(p is not None and p._admin is group.admin for p in projectors)
     finally:
         halt.set()
         runner.join(60)
