@@ -64,6 +64,7 @@ from producers.logs.kafka_client import (
     ensure_topic,
     error_cause,
     follower_conf,
+    kafka_exception,
     producer_conf,
     watermarks,
 )
@@ -220,8 +221,11 @@ class _Committer:
         """Commit the open transaction now (raises the tenure's end if it fails)."""
         try:
             self._producer.commit_transaction(30)
-        except KafkaException as exc:
-            failure = self._projector._transaction_failed("committing lifecycle events", exc)
+        except (KafkaException, SystemError) as exc:
+            cause = kafka_exception(exc)
+            if cause is None:
+                raise
+            failure = self._projector._transaction_failed("committing lifecycle events", cause)
             with self._cond:
                 self.error = self.error or failure
                 self._cond.notify_all()
@@ -729,8 +733,11 @@ class Projector:
                     f"{acks.error or f'{left} record(s) not delivered in 30 s'}"
                 )
             producer.abort_transaction(30)
-        except KafkaException as exc:
-            raise self._transaction_failed("sweeping the lifecycle topic", exc) from None
+        except (KafkaException, SystemError) as exc:
+            cause = kafka_exception(exc)
+            if cause is None:
+                raise
+            raise self._transaction_failed("sweeping the lifecycle topic", cause) from None
 
     def _transaction_failed(self, what: str, exc: KafkaException) -> _EndTenure:
         error = exc.args[0] if exc.args else exc
@@ -1145,11 +1152,14 @@ class Projector:
                     self.location.topic,
                 )
             self.state = state
-        except KafkaException as exc:
+        except (KafkaException, SystemError) as exc:
             # Anywhere in the tenure (a fatal producer error surfaces on any poll: fenced by a
             # successor, or by this process's own earlier producer still aborting in the
             # background): the tenure ends; the next one's producer fences every earlier one.
-            raise self._transaction_failed("following the log", exc) from None
+            cause = kafka_exception(exc)
+            if cause is None:
+                raise
+            raise self._transaction_failed("following the log", cause) from None
         finally:
             gc.unfreeze()  # the frozen state is garbage now, as far as this run goes
             self._stop_compactor()

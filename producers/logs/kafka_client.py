@@ -47,6 +47,7 @@ __all__ = [
     "auth_error",
     "check_login",
     "error_cause",
+    "kafka_exception",
     "client_conf",
     "producer_conf",
     "consumer_conf",
@@ -115,6 +116,18 @@ class KafkaAuthorizationError(KafkaLogError):
 
 class TopicConfigError(KafkaLogError):
     """A log topic that is not one partition, is compacted, or takes too small messages."""
+
+
+def kafka_exception(exc: BaseException) -> KafkaException | None:
+    """The KafkaException `exc` is, or stands for: confluent-kafka raises a fatal error (a
+    producer fenced, say) from poll, flush or a transaction call, and a delivery callback
+    it runs after that in the same call fails with a SystemError caused by it. None for
+    any other exception."""
+    if isinstance(exc, KafkaException):
+        return exc
+    if isinstance(exc, SystemError) and isinstance(exc.__cause__, KafkaException):
+        return exc.__cause__
+    return None
 
 
 def error_cause(exc: BaseException) -> str:

@@ -522,3 +522,31 @@ def test_each_tenure_first_aborts_a_sweep_record_on_the_topics_it_publishes_to(
         assert b"sweep" not in committed, (topic, committed)
     seqs = [int(h["memstream.seq"]) for _, _, h in read_topic(loc.bootstrap, loc.lifecycle_topic)]
     assert sorted(seqs) == list(range(6))  # each message's one event, once
+
+
+def test_a_sweep_fenced_by_a_successor_ends_the_tenure(location: str) -> None:
+    """A successor's producer fences this one while it sweeps: confluent-kafka raises the
+    fatal error from flush and the delivery callback it runs next fails with a SystemError
+    chained to it. The tenure ends as for any fenced producer (the group then stops the
+    projector), rather than as a crash."""
+    from producers.logs.kafka_client import producer_conf
+    from projector.service import _Acks, _EndTenure
+
+    loc = parse_kafka_location(location)
+    with Memory(location) as memory:
+        memory.add_message(Message(speaker="a", content="one"))
+    projector = Projector(loc)
+    Projector(loc).run(until_caught_up=True)  # the lifecycle and derived topics, in use
+    acks = _Acks(loc.lifecycle_topic)
+
+    def producer() -> Producer:
+        conf = {"on_delivery": acks.report, "transactional.id": projector.transactional_id}
+        made = Producer(producer_conf(loc.bootstrap, **conf))
+        made.init_transactions(30)
+        return made
+
+    mine = producer()
+    projector._sweep(mine, acks)  # a sweep of its own tenure
+    producer()  # a successor: fences `mine`
+    with pytest.raises(_EndTenure, match="another projector took over the log"):
+        projector._sweep(mine, acks)
