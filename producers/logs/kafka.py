@@ -609,13 +609,10 @@ class KafkaLog:
             store = SnapshotStore.connect(self.kafka_location)
             # Only a snapshot of this topic (its id now), within the partition's end (asked
             # after the snapshot's position was read), is this log's.
-            admin = admin_for(self.kafka_location.bootstrap)
-            tid = topic_id(admin, self.topic)
+            tid = topic_id(admin_for(self.kafka_location.bootstrap), self.topic)
             # Asked of the process's admin client: a log opened only to append makes no
             # watermark consumer.
-            store.identify = lambda: LogIdentity(
-                tid, partition_end(admin, self.topic, self._read_timeout)
-            )
+            store.identify = lambda: LogIdentity(tid, self._end_once())
             loaded = store.load()
         except Exception as exc:  # a cache: without it, the log is folded from seq 0
             log.warning("%s: no snapshot from Redis (%s); folding the log", self.topic, exc)
@@ -733,15 +730,15 @@ class KafkaLog:
 
     def _end_once(self) -> int:
         """`end_offset`, asked of the process's shared admin client (for a question asked
-        once, not worth a consumer of this log's own)."""
+        once, at an open or a first append: not worth a consumer of this log's own)."""
         try:
             return partition_end(
                 admin_for(self.kafka_location.bootstrap), self.topic, self._read_timeout
             )
         except MemstreamError as exc:
             raise KafkaUnavailableError(
-                f"log {self.topic}: cannot find the log's end: no answer from the broker "
-                f"({self.kafka_location.bootstrap}) within {self._read_timeout:g} s: {exc}"
+                f"log {self.topic}: cannot find the log's end (broker "
+                f"{self.kafka_location.bootstrap}, waited up to {self._read_timeout:g} s): {exc}"
             ) from None
 
     def head(self) -> int | None:
