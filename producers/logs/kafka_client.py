@@ -188,6 +188,10 @@ def client_conf(
         "bootstrap.servers": bootstrap,
         "logger": _client_log,
         "log_level": 3,
+        # memstream creates its topics itself, with their settings; a client's metadata
+        # request for a topic (a producer's, an admin client's look-up) never creates one,
+        # whatever the broker's auto.create.topics.enable.
+        "allow.auto.create.topics": False,
         **_sasl_conf(username, password),
     }
 

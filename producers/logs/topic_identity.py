@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
@@ -30,6 +33,27 @@ __all__ = [
 log = logging.getLogger("memstream.producers.identity")
 
 _TIMEOUT_S = 30.0
+# One try's wait: a broker that stalls (a paused process, a full queue) then costs one try,
+# not the whole timeout; the next try's metadata request may go to another broker.
+_ATTEMPT_S = 5.0
+_BACKOFF_S = (0.05, 1.0)  # the first pause between tries, and the longest
+# What a partition's new leader, or a broker that knows of no leader yet, answers for a
+# moment after a failover (seen in the cluster tests): asked again.
+_RETRIABLE = frozenset(
+    {
+        KafkaError._TIMED_OUT,
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.OFFSET_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError.FENCED_LEADER_EPOCH,
+        KafkaError.NOT_CONTROLLER,
+    }
+)
+T = TypeVar("T")
 # A topic id as Kafka prints it: 22 characters of URL-safe base64 (16 bytes); checked when
 # read back from Redis or a header, so no other text passes for one.
 MAX_TOPIC_ID_LEN = 64
@@ -49,20 +73,62 @@ class LogIdentity:
 
 def topic_id(admin: AdminClient, topic: str, timeout: float = _TIMEOUT_S) -> str:
     """The topic's id (Kafka's topic UUID, as text). `LogNotFoundError` when there is no
-    such topic, `TopicIdentityError` when the broker does not answer."""
+    such topic, `TopicIdentityError` when the broker does not answer within `timeout`."""
+
+    def describe(wait: float) -> object:
+        futures = admin.describe_topics(TopicCollection([topic]), request_timeout=wait)
+        return futures[topic].result(timeout=wait + 1.0)  # rdkafka's own timeout first
+
     try:
-        description = admin.describe_topics(TopicCollection([topic]), request_timeout=timeout)[
-            topic
-        ].result(timeout=timeout)
-    except KafkaException as exc:
-        error = exc.args[0]
-        if isinstance(error, KafkaError) and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+        description = _asked(admin, topic, timeout, describe)
+    except _Unanswered as exc:
+        if exc.code == KafkaError.UNKNOWN_TOPIC_OR_PART:
             raise LogNotFoundError(f"log {topic}: no such topic on the broker") from None
-        raise TopicIdentityError(f"log {topic}: cannot describe the topic: {error}") from None
-    value = str(description.topic_id) if description.topic_id is not None else ""
+        raise TopicIdentityError(f"log {topic}: cannot describe the topic: {exc}") from None
+    found = getattr(description, "topic_id", None)
+    value = str(found) if found is not None else ""
     if not value or len(value) > MAX_TOPIC_ID_LEN:
         raise TopicIdentityError(f"log {topic}: the broker gave no topic id")
     return value
+
+
+class _Unanswered(Exception):
+    """A question to the brokers that had no answer: the last error, and its code."""
+
+    def __init__(self, text: str, code: int | None) -> None:
+        super().__init__(text)
+        self.code = code
+
+
+def _asked(admin: AdminClient, topic: str, timeout: float, question: Callable[[float], T]) -> T:
+    """`question(wait)`'s answer, asked until `timeout` while the errors are passing ones.
+
+    Each try first asks any live broker for the topic's metadata: an admin client's view of
+    which broker leads a partition, and which is the controller, is otherwise as old as its
+    last request, and a question sent to a broker that has died waits out its whole timeout
+    (seen in a three-node cluster: after its leader was killed, the list-offsets question of
+    a client that had asked before timed out 5 times in 6, once answering offset -1001).
+    Raises `_Unanswered` with the last error."""
+    deadline = time.monotonic() + timeout
+    pause = _BACKOFF_S[0]
+    while True:
+        wait = max(0.001, min(deadline - time.monotonic(), _ATTEMPT_S))
+        try:
+            admin.list_topics(topic, timeout=wait)
+            return question(wait)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            code = error.code() if isinstance(error, KafkaError) else None
+            text = str(error)
+            again = code in _RETRIABLE or (isinstance(error, KafkaError) and error.retriable())
+        except TimeoutError:
+            code, text, again = None, f"no answer within {wait:g} s", True
+        except _Unanswered as exc:  # the question's own check of its answer
+            code, text, again = exc.code, str(exc), True
+        if not again or time.monotonic() + pause >= deadline:
+            raise _Unanswered(text, code)
+        time.sleep(pause)
+        pause = min(pause * 2, _BACKOFF_S[1])
 
 
 def admin_for(bootstrap: str) -> AdminClient:
@@ -92,12 +158,18 @@ def log_identity(bootstrap: str, topic: str, timeout: float = _TIMEOUT_S) -> Log
 
 
 def partition_end(admin: AdminClient, topic: str, timeout: float = _TIMEOUT_S) -> int:
-    """The end (high watermark) of the log's partition, asked of an admin client."""
+    """The end (high watermark) of the log's partition, asked of an admin client.
+    `TopicIdentityError` when the brokers give none within `timeout`."""
     tp = TopicPartition(topic, 0)
+
+    def latest(wait: float) -> int:
+        futures = admin.list_offsets({tp: OffsetSpec.latest()}, request_timeout=wait)
+        offset = int(futures[tp].result(timeout=wait + 1.0).offset)
+        if offset < 0:  # no offset (-1001): not an end, whatever the client says
+            raise _Unanswered(f"the broker gave offset {offset} for the end", None)
+        return offset
+
     try:
-        info = admin.list_offsets({tp: OffsetSpec.latest()}, request_timeout=timeout)[tp].result(
-            timeout=timeout
-        )
-    except KafkaException as exc:
-        raise TopicIdentityError(f"log {topic}: no end offset: {exc.args[0]}") from None
-    return int(info.offset)
+        return _asked(admin, topic, timeout, latest)
+    except _Unanswered as exc:
+        raise TopicIdentityError(f"log {topic}: no end offset: {exc}") from None
