@@ -72,7 +72,7 @@ from producers.logs.kafka_evidence import CheckpointCutter
 from producers.logs.lifecycle_topic import LifecycleTail, lifecycle_headers
 from producers.logs.location import KafkaLocation, parse_kafka_location
 from producers.logs.signing_key import KeySpec, resolve_signer
-from producers.logs.topic_identity import LogIdentity, TopicIdentityError, topic_id
+from producers.logs.topic_identity import LogIdentity, TopicIdentityError, partition_end, topic_id
 from projector.audit.state import no_gc
 from projector.authorship import preverify
 from projector.lease import Lease
@@ -700,6 +700,15 @@ class Projector:
             thread.join(0.05)
             self._compactor = None
 
+    def _lifecycle_held(self) -> int:
+        """The lifecycle topic's high watermark: the offset after its last record,
+        committed, aborted or still open."""
+        try:
+            return partition_end(self._admin, self.location.lifecycle_topic, 30)
+        except TopicIdentityError as exc:
+            # A broker failing over (issue 17): the tenure ends and resumes from the snapshot.
+            raise _EndTenure(f"{self.location.lifecycle_topic}: no end: {exc}") from None
+
     def _lifecycle_end(self, consumer: Consumer) -> int:
         try:
             return watermarks(consumer, self.location.lifecycle_topic, 30)[1]
@@ -893,12 +902,17 @@ class Projector:
                 raise self._transaction_failed("initialising the lifecycle producer", failure)
             if failure is not None:
                 raise failure
-            # The lifecycle topic's end once the predecessor's transaction is aborted;
-            # then again once the sweep (its record and marker take offsets) is done.
-            unswept_end = self._lifecycle_end(consumer)
+            # How far the lifecycle topic holds records at all once the predecessor's
+            # transaction is aborted (its high watermark, open transactions included),
+            # before the sweep's record and marker: below the snapshot's lifecycle
+            # position only when its records are gone. Its last stable offset is no such
+            # measure: a record left open there (a late produce request, another
+            # producer's transaction) holds it back, and a tenure took that for a deleted
+            # topic, folded from seq 0 and published again what lay past the open record.
+            held_end = self._lifecycle_held()
             self._sweep(producer, acks)
             tail_end = self._lifecycle_end(consumer)
-            if resume_at > unswept_end:
+            if resume_at > held_end:
                 # The snapshot's lifecycle records are gone (the lifecycle topic was
                 # deleted): fold from seq 0 to publish the whole stream again.
                 log.warning(
@@ -906,7 +920,7 @@ class Projector:
                     "lifecycle position %d; folding the log from seq 0 to publish it "
                     "again",
                     self.location.topic,
-                    unswept_end,
+                    held_end,
                     resume_at,
                 )
                 self.store.start_epoch(tid)
