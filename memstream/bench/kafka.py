@@ -200,6 +200,48 @@ def bench_sync_append(location: str, count: int) -> tuple[float, float]:
     return _quantile(latencies, 0.5) * 1000, _quantile(latencies, 0.99) * 1000
 
 
+def _appends_per_second(location: str, count: int, *, encrypt: bool, sessions: bool) -> float:
+    from memstream import Memory, Message
+
+    with Memory(location, encrypt=encrypt) as memory:
+        messages = [
+            Message(
+                speaker="agent",
+                content=f"append number {i}",
+                session_id=f"session{i % 8}" if sessions else None,
+            )
+            for i in range(count)
+        ]
+        start = time.perf_counter()
+        for message in messages:
+            memory.add_message(message)
+        return count / (time.perf_counter() - start)
+
+
+ENCRYPTED_TURNS = 3
+
+
+def bench_encrypted_appends(
+    bootstrap: str, redis_url: str, count: int, made: list[str]
+) -> dict[str, list[float]]:
+    """Appends one by one per second on new logs, unencrypted and encrypted (issue 14), in
+    turns (the broker's pace drifts): 8 sessions (a key per session) and no session (a key
+    per event). Each log made is added to `made`."""
+    rates: dict[str, list[float]] = {"plain": [], "sessions": [], "own": []}
+    for _ in range(ENCRYPTED_TURNS):
+        for kind, encrypt, sessions in (
+            ("plain", False, True),
+            ("sessions", True, True),
+            ("own", True, False),
+        ):
+            location = _location(bootstrap, redis_url, f"enc-{kind}")
+            made.append(location)
+            rates[kind].append(
+                _appends_per_second(location, count, encrypt=encrypt, sessions=sessions)
+            )
+    return rates
+
+
 # --- reads at the head: recall and replay beside a plain append -------------------------------
 
 
@@ -359,6 +401,7 @@ def run(args: argparse.Namespace) -> int:
     )
     names = ("log", "ones", "sync", "reads", "lag")
     big, ones, sync, reads_at, lag_at = (_location(bootstrap, redis_url, n) for n in names)
+    made = [big, ones, sync, reads_at, lag_at]
     try:
         console.print(f"  {args.producers} producers, publish_many ...")
         rate, appended = bench_producers(big, events, args.producers)
@@ -368,6 +411,8 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"  {appended_one:,} appended at {rate_one:,.0f}/s, seqs exactly 0..N-1")
         console.print("  synchronous appends ...")
         p50, p99 = bench_sync_append(sync, args.sync_appends)
+        console.print("  appends one by one, unencrypted and encrypted, in turns ...")
+        encrypted = bench_encrypted_appends(bootstrap, redis_url, args.sync_appends // 2, made)
         console.print("  recall and replay at the head ...")
         reads = bench_reads(reads_at, args.reads)
         console.print("  projection lag ...")
@@ -378,7 +423,6 @@ def run(args: argparse.Namespace) -> int:
         # The logs are the run's own (a million records among them): gone with it.
         from producers.logs.location import parse_kafka_location
 
-        made = (big, ones, sync, reads_at, lag_at)
         drop_logs(bootstrap, redis_url, [parse_kafka_location(loc).topic for loc in made])
 
     table = Table(title=f"memstream bench kafka ({appended:,}-event log, acks=all)")
@@ -408,6 +452,27 @@ def run(args: argparse.Namespace) -> int:
     )
     row("one synchronous append p50", SINGLE_WRITER, f"{p50:.2f} ms", "-", None)
     row("one synchronous append p99", SINGLE_WRITER, f"{p99:.2f} ms", "-", None)
+    plain_rate = statistics.median(encrypted["plain"])
+    turns = f"median of {ENCRYPTED_TURNS} turns of {args.sync_appends // 2:,}"
+    row(
+        f"appends one by one, unencrypted, 8 sessions ({turns})",
+        "-",
+        _fmt_rate(plain_rate),
+        "-",
+        None,
+    )
+    for kind, what in (
+        ("sessions", "8 sessions (a key per session)"),
+        ("own", "a key per event (no session)"),
+    ):
+        rate_enc = statistics.median(encrypted[kind])
+        row(
+            f"  encrypted, {what}",
+            "-",
+            _fmt_rate(rate_enc),
+            f"within 10% of unencrypted ({rate_enc / plain_rate:.0%})",
+            rate_enc >= 0.9 * plain_rate,
+        )
     base = reads["append"]
     row("  a plain append p50, taking turns with the reads below", "-", f"{base:.2f} ms", "-", None)
     row(
@@ -478,6 +543,7 @@ def run(args: argparse.Namespace) -> int:
             "rate_one_by_one": rate_one,
             "sync_p50_ms": p50,
             "sync_p99_ms": p99,
+            "appends_one_by_one": encrypted,
             "reads_append_p50_ms": reads["append"],
             "recall_p50_ms": reads["recall"],
             "replay_head_p50_ms": reads["replay"],

@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import islice
 from typing import Any, Protocol
 
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
 from projector.graph.state import GraphState
 from projector.graph.transplant import reid_candidates
 from projector.record_fold import LogState
@@ -72,6 +74,8 @@ class KeyStore(Protocol):
 
     def key_for(self, subject: str, event_id: str | None = None) -> tuple[str, bytes]: ...
 
+    def context(self, key_id: str, key: bytes) -> AESGCM: ...
+
     def forget_subject(self, subject: str) -> None: ...
 
 
@@ -108,7 +112,12 @@ def _seal_envelope(keys: KeyStore, envelope: GraphEnvelope, subjects: _Subjects)
         key_id, subject_key = keys.key_for(subjects.of(slot))
         event_id, field = binding(slot, key)
         return seal_convergent(
-            _canonical(value), event_id=event_id, field=field, key_id=key_id, key=subject_key
+            _canonical(value),
+            event_id=event_id,
+            field=field,
+            key_id=key_id,
+            key=subject_key,
+            context=keys.context(key_id, subject_key),
         )
 
     return map_content(envelope, sealed)
@@ -124,7 +133,14 @@ def seal_record(keys: KeyStore, record: Record, subjects: _Subjects | None = Non
     field = CONTENT_FIELD[record.kind]
     own = str(record.id) if record.retain_until is not None else None
     key_id, key = keys.key_for(subject_of(record), own)
-    token = seal(getattr(record, field), event_id=record.id, field=field, key_id=key_id, key=key)
+    token = seal(
+        getattr(record, field),
+        event_id=record.id,
+        field=field,
+        key_id=key_id,
+        key=key,
+        context=keys.context(key_id, key),
+    )
     return record.with_field(field, token)
 
 
@@ -207,7 +223,13 @@ def _open_value(keys: KeyStore, slot: ContentSlot, key: str, value: Any) -> Any:
         # receipt, later in the log, turns the item's values into ERASED.
         return value
     event_id, field = binding(slot, key)
-    plain = open_sealed(sealed, event_id=event_id, field=field, key=subject_key)
+    plain = open_sealed(
+        sealed,
+        event_id=event_id,
+        field=field,
+        key=subject_key,
+        context=keys.context(sealed.key_id, subject_key),
+    )
     try:
         return json.loads(plain)
     except ValueError:
@@ -238,7 +260,13 @@ def open_record(keys: KeyStore, record: Record) -> Record:
     if key is None:
         plain = ERASED
     else:
-        plain = open_sealed(sealed, event_id=record.id, field=field, key=key)
+        plain = open_sealed(
+            sealed,
+            event_id=record.id,
+            field=field,
+            key=key,
+            context=keys.context(sealed.key_id, key),
+        )
     return record.with_field(field, plain)
 
 

@@ -31,13 +31,23 @@ The value of a key record is ``0x01 || key (32 bytes) || JSON {"subject", "event
 read back as untrusted bytes (bounded, checked). Every process reads the whole topic (small:
 one record per live key) and keeps the live keys in memory; a key it does not know is looked
 up by reading the topic to its end first (a record sealed under it was acknowledged after
-it). Tombstones read make the process forget the key.
+it). Tombstones read make the process forget the key. Keys of single events are made
+ahead, many in one acknowledged write (`producers.keys.held_keys`), and stored with an
+empty subject and event: the record sealed under one names it.
+
+Before an append seals content, the writer's view of the topic must include every tombstone
+acknowledged before the append began (`current`). Asking the topic's end on every append
+cost a round trip each; instead a watcher thread asks every `WATCH_S`, and a view whose
+look was sent less than `CURRENT_S` ago counts as current, while `delete` of a shared key
+returns only `CURRENT_S` after its tombstones were acknowledged. Clocks are compared only
+as durations, each on its own process's monotonic clock.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Iterable
@@ -46,6 +56,7 @@ from typing import Any, cast
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from producers.keys.held_keys import UNASSIGNED, HeldKeys
 from producers.logs.kafka_client import (
     KafkaLogError,
     KafkaUnavailableError,
@@ -87,6 +98,10 @@ KEYS_TOPIC_CONFIG = {
 _VERSION = 1
 _MAX_VALUE = 64 * 1024
 _TIMEOUT_S = 15.0
+# A view of the topic counts as current for this long after the look at its end that found
+# it complete was sent; a watcher thread looks every WATCH_S (see `current`, `delete`).
+CURRENT_S = 1.0
+WATCH_S = 0.1
 
 
 def keys_topic(log_topic: str) -> str:
@@ -151,17 +166,16 @@ def _encode(subject: str, event_id: str | None, key: bytes) -> bytes:
     return bytes([_VERSION]) + key + meta.encode()
 
 
-class KafkaKeyStore:
+class KafkaKeyStore(HeldKeys):
     """The keys of one encrypted Kafka log (see the module's docstring). Thread-safe."""
 
     def __init__(self, bootstrap: str, log_topic: str, timeout: float = _TIMEOUT_S) -> None:
+        super().__init__()
         self.log_topic = log_topic
         self.topic = keys_topic(log_topic)
         self.location = log_topic
         self._timeout = timeout
-        self._lock = threading.RLock()
-        self._by_id: dict[str, tuple[str, str | None, bytes]] = {}  # id -> subject, event, key
-        self._shared: dict[str, str] = {}  # subject -> its shared key's id
+        self._bootstrap = bootstrap
         self._tp = TopicPartition(self.topic, 0)
         try:
             self._producer = Producer(
@@ -178,9 +192,18 @@ class KafkaKeyStore:
             raise KafkaUnavailableError(
                 f"log {log_topic}: cannot open its key store: {error_cause(exc)}"
             ) from None
+        # Reading the topic (the consumer, the position) is one thread at a time under
+        # `_read_lock`, taken before `_lock` (the keys in memory) and never after it: an
+        # append that holds `_lock` to take a key never waits for a read.
+        self._read_lock = threading.RLock()
         self._consumer.assign([TopicPartition(self.topic, 0, 0)])
         self._position = 0
         self._reload = False
+        # When the last look at the topic's end that found nothing unread was sent
+        # (monotonic seconds): the view is current until CURRENT_S after it.
+        self._current_since = -math.inf
+        self._watcher: threading.Thread | None = None
+        self._closed = threading.Event()
         self.refresh()
 
     # --- reading --------------------------------------------------------------------------
@@ -198,9 +221,7 @@ class KafkaKeyStore:
         except UnicodeDecodeError:
             raise self._corrupt(offset, "the record's key is not a key id") from None
         if value is None:  # a tombstone: the key is destroyed
-            found = self._by_id.pop(key_id, None)
-            if found is not None and self._shared.get(found[0]) == key_id:
-                del self._shared[found[0]]
+            self.forget_ids([key_id])
             return
         if len(value) > _MAX_VALUE or len(value) < 1 + KEY_BYTES or value[0] != _VERSION:
             raise self._corrupt(offset, f"key {key_id}: not a key record of version {_VERSION}")
@@ -212,25 +233,31 @@ class KafkaKeyStore:
         event_id = meta.get("event_id") if isinstance(meta, dict) else None
         if type(subject) is not str or (event_id is not None and type(event_id) is not str):
             raise self._corrupt(offset, f"key {key_id}: expected a subject and an event id")
-        self._by_id[key_id] = (subject, event_id, value[1 : 1 + KEY_BYTES])
-        if event_id is None:
-            self._shared[subject] = key_id
+        with self._lock:
+            if key_id not in self._by_id:  # a key made ahead here is held already
+                self._hold(key_id, subject, event_id, value[1 : 1 + KEY_BYTES])
 
     def refresh(self) -> None:
         """Read the key topic to its end (one round trip when nothing is new)."""
-        with self._lock:
+        with self._read_lock:
             if self._reload:
-                self._by_id.clear()
-                self._shared.clear()
+                self.forget_all()
                 self._consumer.assign([TopicPartition(self.topic, 0, 0)])
                 self._position = 0
                 self._reload = False
+            asked = time.monotonic()
             try:
                 _, end = self._meta.get_watermark_offsets(self._tp, timeout=self._timeout)
             except KafkaException as exc:
                 raise KafkaUnavailableError(
                     f"log {self.log_topic}: cannot read its key store: {error_cause(exc)}"
                 ) from None
+            self._read_to(end)
+            self._current_since = max(self._current_since, asked)
+
+    def _read_to(self, end: int) -> None:
+        """Read the topic from this process's position up to `end`. Under `_read_lock`."""
+        with self._read_lock:
             waited = time.monotonic()
             while self._position < end:
                 messages = consume_ready(self._consumer, 1000, 0.2)
@@ -251,14 +278,53 @@ class KafkaKeyStore:
                         f"{self._position} within {self._timeout:g} s"
                     )
 
+    def current(self) -> None:
+        """Make sure this process's view of the topic is current before content is sealed:
+        a view that a look at the topic's end sent less than `CURRENT_S` ago found
+        complete is (the watcher thread, started here, looks every `WATCH_S`); otherwise
+        the topic is read to its end now (`refresh`). See `delete` for why that suffices."""
+        if self._watcher is None:
+            with self._read_lock:
+                if self._watcher is None and not self._closed.is_set():
+                    self._watcher = threading.Thread(
+                        target=self._watch, name=f"memstream-keys-{self.log_topic}", daemon=True
+                    )
+                    self._watcher.start()
+        if time.monotonic() - self._current_since >= CURRENT_S:
+            self.refresh()
+
+    def _watch(self) -> None:
+        """Look at the topic's end every `WATCH_S` and read what is new, so appends find
+        their view current without a round trip of their own. Its own consumer: the
+        lookup waits on no lock and no one else's request."""
+        try:
+            meta = Consumer(consumer_conf(self._bootstrap))
+        except KafkaException:
+            log.warning("log %s: the key store's watcher cannot start", self.log_topic)
+            return
+        try:
+            while not self._closed.wait(WATCH_S):
+                asked = time.monotonic()
+                try:
+                    _, end = meta.get_watermark_offsets(self._tp, timeout=CURRENT_S)
+                    with self._read_lock:
+                        if self._closed.is_set() or self._reload:
+                            continue
+                        self._read_to(end)
+                        self._current_since = max(self._current_since, asked)
+                except (KafkaException, KafkaLogError):
+                    # Appends read the topic themselves until a look succeeds again.
+                    log.debug("log %s: watching the key store", self.log_topic, exc_info=True)
+        finally:
+            meta.close()
+
     def key(self, key_id: str) -> bytes | None:
         """The key named `key_id`, or None when it was destroyed (or never existed)."""
-        with self._lock:
+        found = self._by_id.get(key_id)
+        if found is None:
+            self.refresh()  # created by another process after this one last read
             found = self._by_id.get(key_id)
-            if found is None:
-                self.refresh()  # created by another process after this one last read
-                found = self._by_id.get(key_id)
-            return None if found is None else found[2]
+        return None if found is None else found.key
 
     # --- writing --------------------------------------------------------------------------
 
@@ -285,47 +351,64 @@ class KafkaKeyStore:
 
     def key_for(self, subject: str, event_id: str | None = None) -> tuple[str, bytes]:
         """(key id, key) to seal an event of `subject` with: its shared key (created on
-        first use, durable before this returns) or a new key of that one event. The caller
-        reads the topic to its end first (`refresh`, once for a batch), so that a subject
-        another process erased is not sealed under its destroyed key."""
-        if event_id is None and subject.startswith(EVENT_SUBJECT_PREFIX):
-            event_id = subject[len(EVENT_SUBJECT_PREFIX) :]
+        first use, durable before this returns) or a key of that one event (made ahead,
+        `producers.keys.held_keys`). The caller makes its view current first (`current`,
+        once for a batch), so that a subject another process erased is not sealed under
+        its destroyed key."""
         with self._lock:
-            if event_id is None:
-                key_id = self._shared.get(subject)
-                if key_id is not None:
-                    return key_id, self._by_id[key_id][2]
+            if event_id is not None or subject.startswith(EVENT_SUBJECT_PREFIX):
+                taken = self._take_ahead()
+                if taken is None:
+                    batch = self._next_batch()
+                    self._send(
+                        [(k.encode(), _encode(UNASSIGNED, UNASSIGNED, key)) for k, key in batch],
+                        "writing keys",
+                    )
+                    self._made_ahead(batch)
+                    taken = self._take_ahead()
+                    assert taken is not None
+                return taken
+            key_id = self._shared.get(subject)
+            if key_id is not None:
+                return key_id, self._by_id[key_id].key
             key_id, key = new_key_id(), new_key()
-            self._send([(key_id.encode(), _encode(subject, event_id, key))], "writing a key")
-            self._by_id[key_id] = (subject, event_id, key)
-            if event_id is None:
-                self._shared[subject] = key_id
+            self._send([(key_id.encode(), _encode(subject, None, key))], "writing a key")
+            self._hold(key_id, subject, None, key)
             return key_id, key
 
     def shared_key_id(self, subject: str) -> str | None:
+        self.refresh()
         with self._lock:
-            self.refresh()
             return self._shared.get(subject)
 
     def existing(self, key_ids: Iterable[str]) -> list[str]:
+        self.refresh()
         with self._lock:
-            self.refresh()
             return [k for k in dict.fromkeys(key_ids) if k in self._by_id]
 
     def shared_key_ids(self, key_ids: Iterable[str]) -> set[str]:
         with self._lock:
-            return {k for k in key_ids if k in self._by_id and self._by_id[k][1] is None}
+            return {k for k in key_ids if k in self._by_id and self._by_id[k].event_id is None}
 
     def delete(self, key_ids: Iterable[str]) -> int:
-        """Tombstone the keys (acknowledged before this returns); how many were known."""
+        """Tombstone the keys (acknowledged before this returns); how many were known.
+
+        When a subject's shared key is among them, this returns `CURRENT_S` after the
+        tombstones were acknowledged: by then every other process's view that counts as
+        current (`current`) was taken after them, so an append that starts after this
+        returns seals nothing more under the destroyed key. (A process stopped for longer
+        between its look and its produce is the race the erasure module describes.)"""
         ids = list(dict.fromkeys(key_ids))
         if not ids:
             return 0
         with self._lock:
             known = sum(1 for k in ids if k in self._by_id)
+            shared = any(k in self._by_id and self._by_id[k].event_id is None for k in ids)
             self._send([(k.encode(), None) for k in ids], "destroying keys")
             self.forget_ids(ids)
-            return known
+        if shared:
+            time.sleep(CURRENT_S)
+        return known
 
     def roll(self) -> None:
         """Close the key topic's active segment (which holds the latest tombstones), so that
@@ -334,36 +417,26 @@ class KafkaKeyStore:
         time.sleep(SEGMENT_MS / 1000 + 0.05)
         self._send([(ROLL_KEY, b"")], "rolling the key store")
 
-    # --- the cache ------------------------------------------------------------------------
-
-    def forget_ids(self, key_ids: Iterable[str]) -> None:
-        with self._lock:
-            for key_id in key_ids:
-                found = self._by_id.pop(key_id, None)
-                if found is not None and self._shared.get(found[0]) == key_id:
-                    del self._shared[found[0]]
+    # --- the cache ---------------------------------------------------------------------
 
     def forget_subject(self, subject: str) -> None:
         """`subject`'s Erasure was folded: its eraser tombstoned the keys before appending
         it, so reading the topic to its end drops them from this process's memory. When the
         topic cannot be read now, the subject's keys are dropped and the whole topic is read
         again at the next lookup (a retention erasure leaves the subject's other keys)."""
-        with self._lock:
+        with self._read_lock:
             try:
                 self.refresh()
             except KafkaLogError:
-                for key_id in [k for k, v in self._by_id.items() if v[0] == subject]:
-                    del self._by_id[key_id]
-                self._shared.pop(subject, None)
+                self._forget_subject_here(subject)
                 self._reload = True
 
-    def forget_all(self) -> None:
-        with self._lock:
-            self._by_id.clear()
-            self._shared.clear()
-
     def close(self) -> None:
-        with self._lock:
+        self._closed.set()
+        watcher = self._watcher
+        if watcher is not None:
+            watcher.join(CURRENT_S + self._timeout)
+        with self._read_lock, self._lock:
             try:
                 self._producer.flush(5)
                 self._consumer.close()

@@ -14,16 +14,18 @@ A key is 32 random bytes named by a random key id (the sealed value names the id
 the subject). ``event_id`` is set for a key of a single event (one with `retain_until`,
 erased alone when its retention elapses, or one that is its own subject) and NULL for a
 subject's shared key. The table is WITHOUT ROWID (one B-tree by key id) and only shared
-keys are indexed by subject: an append that creates a key of its own dirties one page
-more than an unencrypted append, not three.
+keys are indexed by subject. Keys of single events are made ahead, in batches, inside the
+transaction of the append that first needs one (`producers.keys.held_keys`): key ids
+begin with the time, so a batch fills neighbouring pages, and the other appends write no
+key at all.
 """
 
 from __future__ import annotations
 
 import sqlite3
-import threading
 from collections.abc import Iterable
 
+from producers.keys.held_keys import UNASSIGNED, HeldKeys
 from schemas.crypto.envelope import KEY_BYTES, new_key, new_key_id
 from schemas.crypto.subjects import EVENT_SUBJECT_PREFIX
 from schemas.errors import CorruptLogError
@@ -45,20 +47,22 @@ _SCHEMA = (
 )
 
 
-class SqliteKeyStore:
+_INSERT = f"INSERT INTO {KEYS_TABLE} (key_id, subject, event_id, key) VALUES (?, ?, ?, ?)"
+
+
+class SqliteKeyStore(HeldKeys):
     """The keys of one encrypted log, over the log's connection.
 
     Methods run on that connection, so inside a log transaction they are part of it (a
-    rollback undoes a key created or deleted there). Keys read are cached in memory by id;
-    `forget` drops a subject's keys from the cache (after its erasure).
+    rollback undoes a key created or deleted there: the log then calls `forget_all`).
+    Keys read are held in memory by id (`HeldKeys`); `forget_subject` drops a subject's
+    keys from memory (after its erasure).
     """
 
     def __init__(self, conn: sqlite3.Connection, location: str) -> None:
+        super().__init__()
         self._conn = conn
         self.location = location
-        self._lock = threading.Lock()
-        self._by_id: dict[str, tuple[str, bytes]] = {}  # key id -> (subject, key)
-        self._shared: dict[str, str] = {}  # subject -> the key id of its shared key
 
     @staticmethod
     def present(conn: sqlite3.Connection) -> bool:
@@ -86,49 +90,57 @@ class SqliteKeyStore:
         """The key named `key_id`, or None when it was destroyed (or never existed)."""
         found = self._by_id.get(key_id)
         if found is not None:
-            return found[1]
+            return found.key
         row = self._conn.execute(
-            f"SELECT subject, key FROM {KEYS_TABLE} WHERE key_id = ?", (key_id,)
+            f"SELECT subject, event_id, key FROM {KEYS_TABLE} WHERE key_id = ?", (key_id,)
         ).fetchone()
         if row is None:
             return None
-        subject, key = self._checked(key_id, *row)
-        with self._lock:
-            self._by_id[key_id] = (subject, key)
+        subject, key = self._checked(key_id, row[0], row[2])
+        event_id = None if row[1] is None else str(row[1])
+        self._hold(key_id, subject, event_id, key)
         return key
 
     def key_for(self, subject: str, event_id: str | None = None) -> tuple[str, bytes]:
         """(key id, key) to seal an event of `subject` with: the subject's shared key
         (created on first use), or a new key of that one event when `event_id` is given."""
-        if event_id is None and subject.startswith(EVENT_SUBJECT_PREFIX):
-            event_id = subject[len(EVENT_SUBJECT_PREFIX) :]  # its own subject: a new key
-        if event_id is None:
-            key_id = self._shared.get(subject)
-            if key_id is not None and key_id in self._by_id:
-                return key_id, self._by_id[key_id][1]
-            row = self._conn.execute(
-                f"SELECT key_id, key FROM {KEYS_TABLE} WHERE subject = ? AND event_id IS NULL",
-                (subject,),
-            ).fetchone()
-            if row is not None:
-                key_id = row[0]
-                _, key = self._checked(key_id, subject, row[1])
-                with self._lock:
-                    self._by_id[key_id] = (subject, key)
-                    self._shared[subject] = key_id
-                return key_id, key
+        if event_id is not None or subject.startswith(EVENT_SUBJECT_PREFIX):
+            return self._own_key()
+        key_id = self._shared.get(subject)
+        if key_id is not None:
+            found = self._by_id.get(key_id)
+            if found is not None:
+                return key_id, found.key
+        row = self._conn.execute(
+            f"SELECT key_id, key FROM {KEYS_TABLE} WHERE subject = ? AND event_id IS NULL",
+            (subject,),
+        ).fetchone()
+        if row is not None:
+            key_id = row[0]
+            _, key = self._checked(key_id, subject, row[1])
+            self._hold(key_id, subject, None, key)
+            return key_id, key
         key_id, key = new_key_id(), new_key()
-        self._conn.execute(
-            f"INSERT INTO {KEYS_TABLE} (key_id, subject, event_id, key) VALUES (?, ?, ?, ?)",
-            (key_id, subject, event_id, key),
-        )
-        # Cached only once committed would be exact; a rolled back key is simply never
-        # named by a stored record, and `forget_uncommitted` drops it.
-        with self._lock:
-            self._by_id[key_id] = (subject, key)
-            if event_id is None:
-                self._shared[subject] = key_id
+        self._conn.execute(_INSERT, (key_id, subject, None, key))
+        # Held before the commit: if the transaction rolls back, the log calls
+        # `forget_all`, and no stored record names the key.
+        self._hold(key_id, subject, None, key)
         return key_id, key
+
+    def _own_key(self) -> tuple[str, bytes]:
+        """A key of one event: one made ahead, or the first of a new batch, inserted in the
+        caller's transaction (`producers.keys.held_keys`)."""
+        with self._lock:
+            taken = self._take_ahead()
+            if taken is None:
+                batch = self._next_batch()
+                self._conn.executemany(
+                    _INSERT, [(key_id, UNASSIGNED, UNASSIGNED, key) for key_id, key in batch]
+                )
+                self._made_ahead(batch)
+                taken = self._take_ahead()
+                assert taken is not None
+            return taken
 
     def shared_key_id(self, subject: str) -> str | None:
         """The id of `subject`'s shared key (None: none, or erased)."""
@@ -171,21 +183,6 @@ class SqliteKeyStore:
         self.forget_ids(ids)
         return deleted
 
-    def forget_ids(self, key_ids: Iterable[str]) -> None:
-        with self._lock:
-            for key_id in key_ids:
-                found = self._by_id.pop(key_id, None)
-                if found is not None and self._shared.get(found[0]) == key_id:
-                    del self._shared[found[0]]
-
     def forget_subject(self, subject: str) -> None:
-        """Drop `subject`'s keys from this process's cache (another process erased it)."""
-        with self._lock:
-            for key_id in [k for k, (s, _) in self._by_id.items() if s == subject]:
-                del self._by_id[key_id]
-            self._shared.pop(subject, None)
-
-    def forget_all(self) -> None:
-        with self._lock:
-            self._by_id.clear()
-            self._shared.clear()
+        """Drop `subject`'s keys from this process's memory (another process erased it)."""
+        self._forget_subject_here(subject)

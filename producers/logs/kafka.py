@@ -1453,9 +1453,10 @@ class KafkaLog:
             isinstance(r, Message | Document) or (type(r) is GraphEnvelope and content_slots(r))
             for r in records
         ):
-            # Once for the batch: a subject another process erased meanwhile is not
-            # sealed under its destroyed key (its tombstones are read first).
-            keys.refresh()
+            # Once for the batch: a subject another process erased before this append
+            # began is not sealed under its destroyed key (its tombstones are read first;
+            # a view read less than CURRENT_S ago counts, `KafkaKeyStore.current`).
+            keys.current()
         state = self._state
         return seal_records(
             keys,

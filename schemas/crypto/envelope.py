@@ -32,6 +32,7 @@ import base64
 import binascii
 import hmac
 import secrets
+import time
 from typing import NamedTuple
 from uuid import UUID
 
@@ -48,6 +49,7 @@ __all__ = [
     "Sealed",
     "new_key",
     "new_key_id",
+    "aead",
     "is_sealed",
     "parse",
     "seal",
@@ -86,7 +88,18 @@ def new_key() -> bytes:
 
 
 def new_key_id() -> str:
-    return secrets.token_hex(_KEY_ID_HEX // 2)
+    """A key id: the time in milliseconds (12 hex digits), then 20 random hex digits. Ids
+    made one after another sort together, so keys made in one batch land on neighbouring
+    pages of the embedded key table (`producers.keys.held_keys`)."""
+    return f"{time.time_ns() // 1_000_000 & 0xFFFFFFFFFFFF:012x}{secrets.token_hex(10)}"
+
+
+def aead(key: bytes) -> AESGCM:
+    """The AES-256-GCM context of a subject key: a key store keeps one per key it holds,
+    so an append seals without setting the key up again (`seal`'s `context`)."""
+    if len(key) != KEY_BYTES:
+        raise SealedError(f"subject key: expected {KEY_BYTES} bytes, got {len(key)}")
+    return AESGCM(key)
 
 
 def is_sealed(value: str) -> bool:
@@ -108,16 +121,32 @@ def _aad(event_id: UUID, field: str) -> bytes:
     return event_id.bytes + field.encode()
 
 
-def seal(plaintext: str, *, event_id: UUID, field: str, key_id: str, key: bytes) -> str:
-    """`plaintext` sealed under `key` (named `key_id`), in the direct form."""
-    if len(key) != KEY_BYTES:
-        raise SealedError(f"subject key: expected {KEY_BYTES} bytes, got {len(key)}")
+def seal(
+    plaintext: str,
+    *,
+    event_id: UUID,
+    field: str,
+    key_id: str,
+    key: bytes,
+    context: AESGCM | None = None,
+) -> str:
+    """`plaintext` sealed under `key` (named `key_id`; `context`: its `aead`, when the
+    caller holds one), in the direct form."""
     nonce = secrets.token_bytes(_NONCE)
-    sealed = AESGCM(key).encrypt(nonce, plaintext.encode(), _DIRECT_AAD + _aad(event_id, field))
+    sealer = aead(key) if context is None else context
+    sealed = sealer.encrypt(nonce, plaintext.encode(), _DIRECT_AAD + _aad(event_id, field))
     return f"{PREFIX}{key_id}:{_b64(nonce + sealed)}"
 
 
-def seal_convergent(plaintext: str, *, event_id: UUID, field: str, key_id: str, key: bytes) -> str:
+def seal_convergent(
+    plaintext: str,
+    *,
+    event_id: UUID,
+    field: str,
+    key_id: str,
+    key: bytes,
+    context: AESGCM | None = None,
+) -> str:
     """`plaintext` sealed in the wrapped form (`open_sealed` opens it), deterministically:
     the data key and the wrapping nonce are one HMAC-SHA512 of the binding and the
     plaintext under `key`, so the same plaintext of the same field of the same event under
@@ -129,13 +158,12 @@ def seal_convergent(plaintext: str, *, event_id: UUID, field: str, key_id: str, 
     whether two values of one field of one item, under one key, are equal. Nonces are
     never reused with different data (as in SIV): a data key seals one plaintext only, so
     its nonce is fixed; the wrapping nonce differs with the plaintext."""
-    if len(key) != KEY_BYTES:
-        raise SealedError(f"subject key: expected {KEY_BYTES} bytes, got {len(key)}")
+    wrapper = aead(key) if context is None else context
     aad = _aad(event_id, field)
     data = plaintext.encode()
     derived = hmac.digest(key, _CONVERGENT + len(aad).to_bytes(4, "big") + aad + data, "sha512")
     data_key, wrap_nonce = derived[:KEY_BYTES], derived[KEY_BYTES : KEY_BYTES + _NONCE]
-    wrapped = wrap_nonce + AESGCM(key).encrypt(wrap_nonce, data_key, aad)
+    wrapped = wrap_nonce + wrapper.encrypt(wrap_nonce, data_key, aad)
     sealed = _FIXED_NONCE + AESGCM(data_key).encrypt(_FIXED_NONCE, data, aad)
     return f"{WRAPPED_PREFIX}{key_id}:{_b64(wrapped)}:{_b64(sealed)}"
 
@@ -167,19 +195,21 @@ def parse(value: str) -> Sealed:
     return Sealed(key_id, wrapped, ciphertext)
 
 
-def open_sealed(sealed: Sealed, *, event_id: UUID, field: str, key: bytes) -> str:
-    """The plaintext, given the subject key `sealed.key_id` names; SealedError when it does
-    not open (another key, another event or field, changed bytes)."""
+def open_sealed(
+    sealed: Sealed, *, event_id: UUID, field: str, key: bytes, context: AESGCM | None = None
+) -> str:
+    """The plaintext, given the subject key `sealed.key_id` names (`context`: its `aead`,
+    when the caller holds one); SealedError when it does not open (another key, another
+    event or field, changed bytes)."""
     aad = _aad(event_id, field)
     try:
+        opener = aead(key) if context is None else context
         if not sealed.wrapped_key:  # the direct form
-            plain = AESGCM(key).decrypt(
+            plain = opener.decrypt(
                 sealed.ciphertext[:_NONCE], sealed.ciphertext[_NONCE:], _DIRECT_AAD + aad
             )
             return plain.decode()
-        data_key = AESGCM(key).decrypt(
-            sealed.wrapped_key[:_NONCE], sealed.wrapped_key[_NONCE:], aad
-        )
+        data_key = opener.decrypt(sealed.wrapped_key[:_NONCE], sealed.wrapped_key[_NONCE:], aad)
         plain = AESGCM(data_key).decrypt(
             sealed.ciphertext[:_NONCE], sealed.ciphertext[_NONCE:], aad
         )

@@ -20,7 +20,13 @@ from projector.record_fold import fold_log
 from schemas.audit import ERASED, Document, Erasure, Message
 from schemas.codec import decode_record, encode_record
 from schemas.crypto.envelope import parse
-from schemas.errors import CorruptLogError, EncryptionError, UnknownSubjectError
+from schemas.errors import (
+    CorruptLogError,
+    EncryptionError,
+    RecordTooLargeError,
+    UnknownSubjectError,
+)
+from schemas.limits import MAX_RECORD_BYTES
 from schemas.evidence.merkle import leaf_hash, root_of
 
 CARD = "card 4111111111111111 expires 12/29"
@@ -210,6 +216,54 @@ def test_an_event_without_session_is_its_own_subject(log_dir: Path) -> None:
         assert erasure.erased == (lone.id,)
         assert memory.get(lone.id).content == ERASED  # type: ignore[union-attr]
         assert memory.get(other.id).content == BOB  # type: ignore[union-attr]
+
+
+def _key_rows(path: Path) -> list[tuple[str, str, str | None]]:
+    conn = sqlite3.connect(path / LOG_FILE)
+    try:
+        return conn.execute("SELECT key_id, subject, event_id FROM subject_keys").fetchall()
+    finally:
+        conn.close()
+
+
+def test_keys_of_single_events_are_made_ahead_and_seal_one_event_each(log_dir: Path) -> None:
+    # Made in batches of 1, 2, 4, ... (at most 64), so 20 appends make at most 31 keys,
+    # with no subject stored: the record sealed under one names it.
+    with Memory(log_dir, encrypt=True) as memory:
+        lone = [memory.add_message(Message(speaker="user", content=f"lone {i}")) for i in range(20)]
+    stored = dict(_stored(log_dir))
+    named = [parse(decode_record(stored[m.seq]).content).key_id for m in lone]  # type: ignore[union-attr, index]
+    rows = _key_rows(log_dir)
+    assert len(set(named)) == 20 and set(named) <= {key_id for key_id, _, _ in rows}
+    assert 20 <= len(rows) <= 31 and all(row[1:] == ("", "") for row in rows)
+    with Memory(log_dir, create=False) as memory:
+        memory.erase(f"event:{lone[3].id}", "asked")
+        assert [memory.get(m.id).content for m in lone] == [  # type: ignore[union-attr]
+            ERASED if i == 3 else f"lone {i}" for i in range(20)
+        ]
+    assert named[3] not in {key_id for key_id, _, _ in _key_rows(log_dir)}
+
+
+def test_keys_made_in_a_failed_append_are_never_used(log_dir: Path) -> None:
+    # The append seals both messages (making keys ahead in its transaction), then refuses
+    # the second as too large: nothing is appended, the keys are rolled back with it, and
+    # the next appends must not be sealed under them.
+    with Memory(log_dir, encrypt=True) as memory:
+        for i in range(3):  # batches of 1 and 2 used up: the failed append makes 4
+            memory.add_message(Message(speaker="user", content=f"first {i}"))
+        before = _stored(log_dir)
+        with pytest.raises(RecordTooLargeError):
+            memory.append_many(
+                [
+                    Message(speaker="user", content="small"),
+                    # Within the limit as written, past it once sealed (base64).
+                    Message(speaker="user", content="x" * (MAX_RECORD_BYTES * 4 // 5)),
+                ]
+            )
+        assert _stored(log_dir) == before
+        kept = [memory.add_message(Message(speaker="user", content=f"kept {i}")) for i in range(8)]
+    with Memory(log_dir, create=False) as reader:  # reads every key from the file
+        assert [reader.get(m.id).content for m in kept] == [f"kept {i}" for i in range(8)]  # type: ignore[union-attr]
 
 
 # --- retention, over a clock the test gives ------------------------------------------------

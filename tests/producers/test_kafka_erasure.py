@@ -25,7 +25,7 @@ import redis
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from producers.keys.kafka_keys import keys_topic
+from producers.keys.kafka_keys import CURRENT_S, keys_topic
 from producers.logs.kafka_client import client_conf, consumer_conf
 from producers.memex_log_store import LogGraphs
 from producers.memex_store import MemexStore
@@ -630,6 +630,48 @@ def test_appends_racing_an_erase_of_their_subject(location: str) -> None:
         f"destroyed key, read erased), {len(after)} after (readable); the erase took "
         f"{returned - began:.2f} s"
     )
+
+
+def test_an_erase_outlasts_the_views_writers_count_as_current(
+    location: str, kafka_bootstrap: str, unique_name: str
+) -> None:
+    """A writer seals without asking where LOG.keys ends when a look sent less than
+    CURRENT_S ago found its view complete; an erase of a shared key returns CURRENT_S
+    after its tombstone. So even a writer whose watcher thread has stalled (here: stopped)
+    reads the tombstone before sealing an append begun after the erase returned: the append
+    is sealed under a new key and reads as written. Keys of single events, made ahead in
+    batches, seal one event each and are found by the record that names them."""
+    with (
+        Memory(location, encrypt=True) as writer,
+        Memory(location, create=False) as eraser,
+    ):
+        first = writer.add_message(Message(speaker="user", content="before", session_id="carol"))
+        keys = writer.log.keys  # type: ignore[attr-defined]
+        old_key = keys._shared["carol"]
+        assert keys._watcher is not None
+        keys._closed.set()  # the watcher stalls: no look at the topic from now on
+        keys._watcher.join(10)
+        began = time.monotonic()
+        receipt = eraser.erase("carol", "asked")
+        assert time.monotonic() - began >= CURRENT_S
+        after = writer.add_message(Message(speaker="user", content="after", session_id="carol"))
+        # Events of their own subject (no session): one key each, none reused.
+        own = [writer.add_message(Message(speaker="user", content=f"own {i}")) for i in range(5)]
+    assert [str(i) for i in receipt.erased] == [str(first.id)]
+    stored = dict(read_topic_values(kafka_bootstrap, unique_name))
+    key_ids = [
+        parse(decode_record(stored[e.seq]).content).key_id  # type: ignore[union-attr, index]
+        for e in (after, *own)
+    ]
+    assert old_key not in key_ids and len(set(key_ids)) == len(key_ids)
+    with Memory(location, create=False) as reader:
+        assert reader.get(first.id).content == ERASED  # type: ignore[union-attr]
+        assert reader.get(after.id).content == "after"  # type: ignore[union-attr]
+        assert [reader.get(e.id).content for e in own] == [f"own {i}" for i in range(5)]  # type: ignore[union-attr]
+        reader.erase(f"event:{own[2].id}", "asked")
+        assert [reader.get(e.id).content for e in own] == [  # type: ignore[union-attr]
+            ERASED if i == 2 else f"own {i}" for i in range(5)
+        ]
 
 
 def test_the_projector_folds_sealed_graph_content_as_readers_fold_it(location: str) -> None:

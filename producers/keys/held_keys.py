@@ -1,0 +1,115 @@
+"""What a key store holds in memory, shared by the embedded store (`sqlite_keys`) and the
+Kafka store (`kafka_keys`), which differ only in where a key is kept.
+
+- The keys read or made, by id (`Held`), and each subject's shared key by subject.
+- An AES-GCM context per key (`context`): an append seals without setting its key up again.
+- Keys made ahead for events that get a key of their own (an event without a session, or
+  with a `retain_until`). Made one per append, such a key cost every append one more
+  B-tree page in its commit (embedded) or one more acknowledged write before it (Kafka);
+  made ahead, a store writes them in batches of 1, 2, 4, ... up to `AHEAD_MAX`, durable
+  before any record sealed under one is written. A key made ahead is stored without a
+  subject (`UNASSIGNED` as its subject and event): the record sealed under it names its id,
+  and that is how erasure and retention find an event's own key. So a process that
+  appended n such events leaves at most about n unused keys when it ends (none of them
+  seals anything), and a process that appends once writes one key, as before.
+
+Forgetting a key (destroyed, or made in a transaction that rolled back) drops its context
+and any unused key made ahead with it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from schemas.crypto.envelope import aead, new_key, new_key_id
+
+__all__ = ["AHEAD_MAX", "UNASSIGNED", "Held", "HeldKeys"]
+
+AHEAD_MAX = 64
+UNASSIGNED = ""  # the subject and event stored with a key made ahead
+
+
+class Held(NamedTuple):
+    """A key in memory: its subject, its event (None: the subject's shared key), the key."""
+
+    subject: str
+    event_id: str | None
+    key: bytes
+
+
+class HeldKeys:
+    """The in-memory half of a key store (see the module's docstring). Thread-safe; the
+    store's methods hold `_lock` around what they read and write."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._by_id: dict[str, Held] = {}
+        self._shared: dict[str, str] = {}  # subject -> the id of its shared key
+        self._contexts: dict[str, AESGCM] = {}
+        self._ahead: list[str] = []  # ids of durable keys made ahead, not used yet
+        self._batch = 1  # how many keys the next batch makes
+
+    def _hold(self, key_id: str, subject: str, event_id: str | None, key: bytes) -> None:
+        with self._lock:
+            self._by_id[key_id] = Held(subject, event_id, key)
+            if event_id is None:
+                self._shared[subject] = key_id
+
+    def context(self, key_id: str, key: bytes) -> AESGCM:
+        """The AES-GCM context of `key` (named `key_id`), made once while it is held."""
+        with self._lock:
+            found = self._contexts.get(key_id)
+            if found is None:
+                found = aead(key)
+                if key_id in self._by_id:  # only a held key's context is kept
+                    self._contexts[key_id] = found
+            return found
+
+    def _take_ahead(self) -> tuple[str, bytes] | None:
+        """An unused key made ahead, now used (None: none left)."""
+        with self._lock:
+            while self._ahead:
+                key_id = self._ahead.pop()
+                held = self._by_id.get(key_id)
+                if held is not None:
+                    return key_id, held.key
+            return None
+
+    def _next_batch(self) -> list[tuple[str, bytes]]:
+        """The (id, key) pairs of the next batch to make ahead: twice the last, at most
+        `AHEAD_MAX`. The store writes them, then calls `_made_ahead`."""
+        with self._lock:
+            count, self._batch = self._batch, min(self._batch * 2, AHEAD_MAX)
+        return [(new_key_id(), new_key()) for _ in range(count)]
+
+    def _made_ahead(self, batch: list[tuple[str, bytes]]) -> None:
+        """`batch` is durable in the store (or, embedded, in the open transaction)."""
+        with self._lock:
+            for key_id, key in batch:
+                self._by_id[key_id] = Held(UNASSIGNED, UNASSIGNED, key)
+            # Taken from the end: the first made is used first (ids in time order).
+            self._ahead.extend(key_id for key_id, _ in reversed(batch))
+
+    def forget_ids(self, key_ids: Iterable[str]) -> None:
+        with self._lock:
+            for key_id in key_ids:
+                self._contexts.pop(key_id, None)
+                found = self._by_id.pop(key_id, None)
+                if found is not None and self._shared.get(found.subject) == key_id:
+                    del self._shared[found.subject]
+
+    def _forget_subject_here(self, subject: str) -> None:
+        with self._lock:
+            self.forget_ids([k for k, held in self._by_id.items() if held.subject == subject])
+            self._shared.pop(subject, None)
+
+    def forget_all(self) -> None:
+        with self._lock:
+            self._by_id.clear()
+            self._shared.clear()
+            self._contexts.clear()
+            self._ahead.clear()
