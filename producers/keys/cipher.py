@@ -108,16 +108,22 @@ class _Subjects:
 
 
 def _seal_envelope(keys: KeyStore, envelope: GraphEnvelope, subjects: _Subjects) -> GraphEnvelope:
+    # The key of each content object, taken once for all its values.
+    by_slot: dict[ContentSlot, tuple[str, bytes, AESGCM]] = {}
+
     def sealed(slot: ContentSlot, key: str, value: Any) -> str:
-        key_id, subject_key = keys.key_for(subjects.of(slot))
+        found = by_slot.get(slot)
+        if found is None:
+            key_id, subject_key = keys.key_for(subjects.of(slot))
+            found = by_slot[slot] = (key_id, subject_key, keys.context(key_id, subject_key))
         event_id, field = binding(slot, key)
         return seal_convergent(
             _canonical(value),
             event_id=event_id,
             field=field,
-            key_id=key_id,
-            key=subject_key,
-            context=keys.context(key_id, subject_key),
+            key_id=found[0],
+            key=found[1],
+            context=found[2],
         )
 
     return map_content(envelope, sealed)

@@ -21,6 +21,7 @@ Pure: no keys, no I/O. The key store's half is `producers.keys.cipher`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from functools import lru_cache
 from typing import Any, NamedTuple
 from uuid import NAMESPACE_URL, UUID, uuid5
 
@@ -95,7 +96,13 @@ def binding(slot: ContentSlot, key: str) -> tuple[UUID, str]:
     the content key, so a value moved to another item or key does not open. Not the
     envelope: the same value of the same item seals alike in any envelope, which keeps
     comparisons of sealed items exact (`schemas.crypto.envelope.seal_convergent`)."""
-    return uuid5(NAMESPACE_URL, f"memstream:item:{slot.item_id or ''}"), f"content:{key}"
+    return _item_uuid(slot.item_id or ""), f"content:{key}"
+
+
+@lru_cache(maxsize=4096)
+def _item_uuid(item_id: str) -> UUID:
+    # One SHA-1 per item, not per value: an item's values are sealed and opened together.
+    return uuid5(NAMESPACE_URL, f"memstream:item:{item_id}")
 
 
 def _item_slot(item: Mapping[str, Any], path: tuple[Step, ...]) -> ContentSlot:
