@@ -363,27 +363,43 @@ _LEADER_MOVING = frozenset(
 )
 
 
+# At most this long for one try of a watermark question: a try sent to a node that died
+# waits out its whole timeout, while a new leader answers within a second or two.
+_WATERMARK_TRY_S = 3.0
+
+
 def watermarks(consumer: Consumer, topic: str, timeout: float) -> tuple[int, int]:
     """Partition 0's (low, high) watermarks from the broker. An answer of a moving leader
-    (or any error librdkafka calls retriable) is asked again until `timeout`; any other
-    error, or the last one at the deadline, is raised as the `KafkaException` it was."""
+    (or any error librdkafka calls retriable), or no answer within a try's few seconds, is
+    asked again until `timeout`, after asking any live broker for the topic's metadata:
+    the client's view of the partition's leader is otherwise as old as its last request,
+    and each try would go to a leader that died (in the three-node failover test, queryd
+    answered 503 for 15 s after each restart of the leader it had known). Any other error,
+    or the last one at the deadline, is raised as the `KafkaException` it was."""
     deadline = time.monotonic() + timeout
+    pause = 0.05
     while True:
+        wait = max(0.1, min(deadline - time.monotonic(), _WATERMARK_TRY_S))
         try:
             low, high = consumer.get_watermark_offsets(
-                TopicPartition(topic, 0),
-                timeout=max(0.1, deadline - time.monotonic()),
-                cached=False,
+                TopicPartition(topic, 0), timeout=wait, cached=False
             )
             return int(low), int(high)
         except KafkaException as exc:
             error = exc.args[0] if exc.args else None
-            retriable = isinstance(error, KafkaError) and (
-                error.retriable() or error.code() in _LEADER_MOVING
+            again = isinstance(error, KafkaError) and (
+                error.retriable()
+                or error.code() in _LEADER_MOVING
+                or error.code() == KafkaError._TIMED_OUT
             )
-            if not retriable or time.monotonic() + 0.1 >= deadline:
+            if not again or time.monotonic() + pause >= deadline:
                 raise
-            time.sleep(0.1)
+        try:
+            consumer.list_topics(topic, timeout=max(0.1, min(deadline - time.monotonic(), wait)))
+        except KafkaException:
+            pass  # no broker answered: the next try says so, or the deadline does
+        time.sleep(pause)
+        pause = min(pause * 2, 1.0)
 
 
 def consume_ready(consumer: Consumer, max_messages: int, timeout: float) -> list[KafkaMessage]:
