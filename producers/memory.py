@@ -280,7 +280,7 @@ class Memory:
         return sweep_retention(self._log, now)
 
     def transact(
-        self, build: Transaction[T], *, agent_key: AgentKeySpec = None
+        self, build: Transaction[T], *, agent_key: AgentKeySpec = None, ask_end: bool = True
     ) -> tuple[list[AnyEvent], T]:
         """Read and append atomically: `build(state)` gives the events and a value.
 
@@ -288,9 +288,14 @@ class Memory:
         right after it, all or none. This is how `recall` and `Assistant` keep the
         audit record equal to what was read. `agent_key` (a key file or a `NoteSigner`):
         sign these events as that agent rather than with this memory's own agent key.
+        `ask_end=False` (what `recall` does): on Kafka, `state` is the memory at the end this
+        process knows of (its consumer's last fetch, and its own appends), without a round
+        trip to ask the broker where the log ends.
         """
         agent = load_agent_key(agent_key)
-        appended, value = self._log.transact(lambda state: build(state.memory), agent=agent)
+        appended, value = self._log.transact(
+            lambda state: build(state.memory), agent=agent, ask_end=ask_end
+        )
         return [a.record for a in appended], value  # type: ignore[misc]
 
     def append_many(self, events: Iterable[AnyEvent]) -> list[AnyEvent]:
@@ -382,7 +387,10 @@ class Memory:
         """Search visible memory and append a Recall naming exactly what it returned.
 
         The search runs on the state at the log's end, in the same transaction as the
-        append, so the state at `recall.seq - 1` reproduces the answer exactly.
+        append, so the state at `recall.seq - 1` reproduces the answer exactly. On Kafka
+        that end is the one this process knows of (its consumer's last fetch, at most
+        `fetch.wait.max.ms` old while it follows the log, and its own appends): a record
+        another process appended after it and before the Recall is not searched.
         `agent_key`: sign the Recall as that agent (see `transact`); its actor is then the
         key's name.
         """
@@ -400,7 +408,8 @@ class Memory:
             )
             return [recall], found
 
-        stored, found = self.transact(build, agent_key=agent_key)
+        # At the end this reader knows of (on Kafka: no round trip to ask where it ends).
+        stored, found = self.transact(build, agent_key=agent_key, ask_end=False)
         recall = stored[0]
         assert isinstance(recall, Recall)  # the one event `build` gave
         return recall, found

@@ -86,14 +86,17 @@ class Log(Protocol):
         ...
 
     def transact(
-        self, build: Transaction[T], *, agent: NoteSigner | None = None
+        self, build: Transaction[T], *, agent: NoteSigner | None = None, ask_end: bool = True
     ) -> tuple[list[Appended], T]:
         """Run `build` on the state at the log's end, check its records and append them.
 
         `agent`: sign this transaction's records with that agent key rather than the one
         this writer holds (`use_agent_key`); how a service that appends for several agents
-        (queryd's recall) signs each as its own. Raises what the fold would refuse (nothing
-        is appended then). Returns the appended records, folded, and `build`'s value.
+        (queryd's recall) signs each as its own. `ask_end=False`: the state is brought to
+        the end this reader knows of without asking the log where it ends (on Kafka: its
+        consumer's last fetch; the embedded log always knows its end). Raises what the
+        fold would refuse (nothing is appended then). Returns the appended records,
+        folded, and `build`'s value.
         """
         ...
 

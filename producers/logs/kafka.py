@@ -723,6 +723,34 @@ class KafkaLog:
                     meta = self._meta = self._new_consumer(self.topic)
         return meta
 
+    def _known_end(self) -> int:
+        """The log's end as this reader knows it without a round trip: the high watermark
+        its follower had with its last fetch, and at least its state's end. The follower
+        goes on fetching while assigned, and a fetch waiting at the log's end is answered
+        as soon as a record is committed there, so this knows of every record committed
+        about a round trip before. The first call starts the follower and asks the broker.
+        Under `_lock`."""
+        consumer = self._consumer
+        next_seq = self._state.next_seq
+        if consumer is None:
+            end = self.end_offset()
+            self._follower(next_seq)
+            return end
+        tp = TopicPartition(self.topic, 0)
+        try:
+            _, high = consumer.get_watermark_offsets(tp, cached=True)
+            position = consumer.position([tp])[0].offset
+        except KafkaException:
+            return self.end_offset()
+        if high < 0:  # no fetch answered yet
+            return self.end_offset()
+        if high <= next_seq and 0 <= position < next_seq:
+            # Only this process's own records since: the follower skips past them, so its
+            # queue never fills with records folded already (a full queue stops fetching,
+            # and with it the watermark this relies on).
+            self._rewind(next_seq)
+        return max(int(high), next_seq)
+
     def end_offset(self) -> int:
         """The partition's high watermark: the seq the next record will get."""
         meta = self._meta_consumer()
@@ -942,12 +970,12 @@ class KafkaLog:
                 self._outstanding -= 1
 
     def transact(
-        self, build: Transaction[T], *, agent: NoteSigner | None = None
+        self, build: Transaction[T], *, agent: NoteSigner | None = None, ask_end: bool = True
     ) -> tuple[list[Appended], T]:
         with self._lock:
             # Own pipelined appends first, so the state read below includes them.
             self._wait_inflight()
-            self._fold_until(self.end_offset())
+            self._fold_until(self.end_offset() if ask_end else self._known_end())
             agent = agent or self._agent
             erasable = self.keys is not None
             records, encoded, value = prepare(

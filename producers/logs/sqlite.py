@@ -583,8 +583,9 @@ class SqliteLog:
         return folder
 
     def transact(
-        self, build: Transaction[T], *, agent: NoteSigner | None = None
+        self, build: Transaction[T], *, agent: NoteSigner | None = None, ask_end: bool = True
     ) -> tuple[list[Appended], T]:
+        # `ask_end` changes nothing here: under the write lock the state is the log's end.
         with self._lock:
             if self.read_only is not None:
                 raise LogUnavailableError(f"log {self.location}: append refused: {self.read_only}")

@@ -5,11 +5,12 @@ its own is never skipped, and a recall reads everything in the log when it was a
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 import producers.logs.kafka as kafka_log
 from producers.logs.kafka import KafkaLog
@@ -63,11 +64,12 @@ def test_own_appends_are_read_without_a_fetch(location: str, fetches: list[int])
     assert fetches == []  # every record was this process's own: nothing fetched back
 
 
-def test_a_process_that_only_appends_has_no_consumer_until_it_reads_others_records(
+def test_a_process_that_only_appends_has_no_consumer_until_it_reads_or_recalls(
     location: str, fetches: list[int]
 ) -> None:
     """A writer's reads of its own records need no fetch, so its log makes no consumer (no
-    client fetching every record back from the broker) until a read needs another's; and
+    client fetching every record back from the broker) until a read needs another's or a
+    recall starts following the log (to know its end without asking, next time); and
     appending asks nothing of the log's end, so a log only appended to makes no client to
     ask it either."""
     with Memory(location) as memory, Memory(location) as other:
@@ -79,9 +81,10 @@ def test_a_process_that_only_appends_has_no_consumer_until_it_reads_others_recor
         mine.append(memory.publish_async(Message(speaker="ana", content="mine 3")).result())
         assert log._meta is None  # nor a client to ask the log's end, until a read
         memory.replay()
-        memory.recall("mine")
         assert log._meta is not None
         assert log._consumer is None and fetches == []
+        memory.recall("mine")
+        assert log._consumer is not None and fetches == []  # following, nothing fetched yet
         theirs = other.add_message(Message(speaker="bob", content="theirs"))
         state = memory.replay()
         assert log._consumer is not None and fetches
@@ -102,7 +105,8 @@ def test_the_logs_end_is_not_asked_of_the_fetching_consumer(location: str) -> No
                 self.inner = inner
 
             def get_watermark_offsets(self, *args: Any, **kwargs: Any) -> Any:
-                asked.append("fetching consumer")
+                if not kwargs.get("cached"):  # a cached one asks nothing of the broker
+                    asked.append("fetching consumer")
                 return self.inner.get_watermark_offsets(*args, **kwargs)
 
             def __getattr__(self, name: str) -> Any:
@@ -154,6 +158,43 @@ def test_a_recall_reads_what_another_writer_appended_before_it(location: str) ->
         assert [m.id for m in found] == [theirs.id]
         assert recall.recalled == (theirs.id,)
         assert recall.seq == theirs.seq + 1  # type: ignore[operator]
+
+
+def test_a_recall_searches_every_record_its_reader_knows_of_without_asking_the_end(
+    location: str,
+) -> None:
+    """Issue 16: a recall asks the broker nothing before it appends its Recall: it reads
+    the state at the end its follower knows of (the high watermark of its last fetch,
+    which a fetch waiting at the end learns about a round trip after a record is
+    committed). Once that watermark holds another writer's record, the recall searches
+    it; and the reader's own appends in between never stop the follower from learning."""
+    with Memory(location) as memory, Memory(location) as other:
+        log = memory.log
+        assert isinstance(log, KafkaLog)
+        memory.add_message(Message(speaker="ana", content="plums"))
+        memory.recall("plums")  # starts the follower
+        asked: list[int] = []
+        real_end = log.end_offset
+
+        def end_offset() -> int:
+            asked.append(1)
+            return real_end()
+
+        log.end_offset = end_offset  # type: ignore[method-assign]
+        tp = TopicPartition(log.topic, 0)
+        for round_ in range(3):
+            for i in range(200):  # own appends the follower must skip past
+                memory.add_message(Message(speaker="ana", content=f"mine {round_} {i}"))
+            memory.recall("mine")
+            theirs = other.add_message(Message(speaker="bob", content=f"cherries {round_}"))
+            deadline = time.monotonic() + 10
+            while log._consumer.get_watermark_offsets(tp, cached=True)[1] <= theirs.seq:  # type: ignore[union-attr, operator]
+                assert time.monotonic() < deadline, "the follower never learned of the record"
+                time.sleep(0.01)
+            recall, found = memory.recall(f"cherries {round_}", limit=1)
+            assert [m.id for m in found] == [theirs.id]
+            assert recall.seq > theirs.seq  # type: ignore[operator]
+        assert asked == []
 
 
 def test_own_records_past_the_kept_bytes_are_fetched_back(
