@@ -20,7 +20,16 @@ from typing import Any
 
 from rich.console import Console
 
-from memstream.bench.report import Row, append_all, best_of, ms, per_call, per_second, print_table
+from memstream.bench.report import (
+    Row,
+    append_all,
+    appends_one_by_one,
+    best_of,
+    ms,
+    per_call,
+    per_second,
+    print_table,
+)
 from producers.logs.sqlite import SqliteLog, record_checksum
 from producers.memex_store import MemexStore
 from producers.memory import Memory
@@ -146,19 +155,7 @@ def _writers_rate(path: Path, processes: int, count: int) -> float:
 def _encrypted_appends(path: Path, n: int, *, sessions: bool) -> float:
     """Appends per second one by one on a new encrypted log (content sealed, keys created
     in the same commit)."""
-    with Memory(path, encrypt=True) as memory:
-        msgs = [
-            Message(
-                speaker="a",
-                content=f"append number {i}",
-                session_id=f"session{i % 8}" if sessions else None,
-            )
-            for i in range(n)
-        ]
-        start = time.perf_counter()
-        for m in msgs:
-            memory.add_message(m)
-        return per_second(n, time.perf_counter() - start)
+    return appends_one_by_one(str(path), n, encrypt=True, sessions=sessions)
 
 
 def _graph_creates(path: Path, n: int, *, encrypt: bool) -> float:

@@ -36,6 +36,7 @@ from rich.console import Console
 from rich.table import Table
 
 from memstream.bench.cleanup import drop_logs
+from memstream.bench.report import appends_one_by_one
 
 __all__ = ["run", "add_arguments"]
 
@@ -200,24 +201,6 @@ def bench_sync_append(location: str, count: int) -> tuple[float, float]:
     return _quantile(latencies, 0.5) * 1000, _quantile(latencies, 0.99) * 1000
 
 
-def _appends_per_second(location: str, count: int, *, encrypt: bool, sessions: bool) -> float:
-    from memstream import Memory, Message
-
-    with Memory(location, encrypt=encrypt) as memory:
-        messages = [
-            Message(
-                speaker="agent",
-                content=f"append number {i}",
-                session_id=f"session{i % 8}" if sessions else None,
-            )
-            for i in range(count)
-        ]
-        start = time.perf_counter()
-        for message in messages:
-            memory.add_message(message)
-        return count / (time.perf_counter() - start)
-
-
 ENCRYPTED_TURNS = 3
 
 
@@ -237,7 +220,7 @@ def bench_encrypted_appends(
             location = _location(bootstrap, redis_url, f"enc-{kind}")
             made.append(location)
             rates[kind].append(
-                _appends_per_second(location, count, encrypt=encrypt, sessions=sessions)
+                appends_one_by_one(location, count, encrypt=encrypt, sessions=sessions)
             )
     return rates
 

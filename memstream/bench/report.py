@@ -105,3 +105,24 @@ R = TypeVar("R")
 def append_all(records: list[R], state: object) -> tuple[list[R], None]:
     """A transaction (with `functools.partial`) that appends `records` whatever the state."""
     return records, None
+
+
+def appends_one_by_one(location: str, count: int, *, encrypt: bool, sessions: bool) -> float:
+    """Messages appended one by one per second on a new log at `location` (`encrypt`: an
+    encrypted log; `sessions`: of 8 sessions, else none, so each event is its own subject
+    with a key of its own when encrypted)."""
+    from memstream import Memory, Message
+
+    with Memory(location, encrypt=encrypt) as memory:
+        messages = [
+            Message(
+                speaker="agent",
+                content=f"append number {i}",
+                session_id=f"session{i % 8}" if sessions else None,
+            )
+            for i in range(count)
+        ]
+        start = time.perf_counter()
+        for message in messages:
+            memory.add_message(message)
+        return per_second(count, time.perf_counter() - start)
