@@ -747,8 +747,12 @@ class KafkaLog:
         if high <= next_seq and 0 <= position < next_seq:
             # Only this process's own records since: the follower skips past them, so its
             # queue never fills with records folded already (a full queue stops fetching,
-            # and with it the watermark this relies on).
-            self._rewind(next_seq)
+            # and with it the watermark this relies on). A seek refused now is tried at the
+            # next recall; this one's end is known either way.
+            try:
+                self._rewind(next_seq)
+            except KafkaLogError:
+                log.debug("%s: the follower did not move to seq %d", self.topic, next_seq)
         return max(int(high), next_seq)
 
     def end_offset(self) -> int:
