@@ -26,8 +26,8 @@ from schemas.errors import (
     RecordTooLargeError,
     UnknownSubjectError,
 )
-from schemas.limits import MAX_RECORD_BYTES
 from schemas.evidence.merkle import leaf_hash, root_of
+from schemas.limits import MAX_RECORD_BYTES
 
 CARD = "card 4111111111111111 expires 12/29"
 SECRET_DOC = "alice lives at 12 Rue Quelconque, Paris"
