@@ -223,6 +223,8 @@ class KafkaKeyStore(HeldKeys):
         if value is None:  # a tombstone: the key is destroyed
             self.forget_ids([key_id])
             return
+        if key_id in self._by_id:  # held already (made here, or read before): first wins
+            return
         if len(value) > _MAX_VALUE or len(value) < 1 + KEY_BYTES or value[0] != _VERSION:
             raise self._corrupt(offset, f"key {key_id}: not a key record of version {_VERSION}")
         try:
@@ -234,7 +236,7 @@ class KafkaKeyStore(HeldKeys):
         if type(subject) is not str or (event_id is not None and type(event_id) is not str):
             raise self._corrupt(offset, f"key {key_id}: expected a subject and an event id")
         with self._lock:
-            if key_id not in self._by_id:  # a key made ahead here is held already
+            if key_id not in self._by_id:
                 self._hold(key_id, subject, event_id, value[1 : 1 + KEY_BYTES])
 
     def refresh(self) -> None:
