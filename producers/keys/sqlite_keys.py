@@ -10,10 +10,12 @@ deleted cells and freed pages with zeros) and an erasure ends with a TRUNCATE ch
 which copies the WAL into the main file and truncates the WAL to zero bytes, so no earlier
 page image holding the key survives in either file (`SqliteLog.purge`).
 
-A key is 32 random bytes named by a random key id (the sealed value names the id, never
-the subject). ``event_id`` is set for a key of a single event (one with `retain_until`,
-erased alone when its retention elapses, or one that is its own subject) and NULL for a
-subject's shared key. The table is WITHOUT ROWID (one B-tree by key id) and only shared
+A key is 32 random bytes named by a key id (the time, then random digits: `new_key_id`;
+the sealed value names the id, never the subject). ``event_id`` is NULL for a subject's
+shared key; a key of a single event (one with `retain_until`, erased alone when its
+retention elapses, or one that is its own subject) is made ahead with an empty subject and
+event (`producers.keys.held_keys`), and older logs hold such keys under their subject and
+event id. The table is WITHOUT ROWID (one B-tree by key id) and only shared
 keys are indexed by subject. Keys of single events are made ahead, in batches, inside the
 transaction of the append that first needs one (`producers.keys.held_keys`): key ids
 begin with the time, so a batch fills neighbouring pages, and the other appends write no
