@@ -226,6 +226,14 @@ def _key_rows(path: Path) -> list[tuple[str, str, str | None]]:
         conn.close()
 
 
+def _key_bytes(path: Path) -> list[tuple[str, bytes]]:
+    conn = sqlite3.connect(path / LOG_FILE)
+    try:
+        return conn.execute("SELECT key_id, key FROM subject_keys").fetchall()
+    finally:
+        conn.close()
+
+
 def test_keys_of_single_events_are_made_ahead_and_seal_one_event_each(log_dir: Path) -> None:
     # Made in batches of 1, 2, 4, ... (at most 64), so 20 appends make at most 31 keys,
     # with no subject stored: the record sealed under one names it.
@@ -236,12 +244,20 @@ def test_keys_of_single_events_are_made_ahead_and_seal_one_event_each(log_dir: P
     rows = _key_rows(log_dir)
     assert len(set(named)) == 20 and set(named) <= {key_id for key_id, _, _ in rows}
     assert 20 <= len(rows) <= 31 and all(row[1:] == ("", "") for row in rows)
+    key_of = dict(_key_bytes(log_dir))
+    erased_key, kept_key = key_of[named[3]], key_of[named[4]]
+    # A key made in a batch sits beside its batch's other keys on one page: the scan must
+    # find it before the erasure, and nowhere in any stored byte after.
+    assert _found(log_dir, erased_key) and _found(log_dir, kept_key)
     with Memory(log_dir, create=False) as memory:
         memory.erase(f"event:{lone[3].id}", "asked")
         assert [memory.get(m.id).content for m in lone] == [  # type: ignore[union-attr]
             ERASED if i == 3 else f"lone {i}" for i in range(20)
         ]
     assert named[3] not in {key_id for key_id, _, _ in _key_rows(log_dir)}
+    assert _found(log_dir, erased_key) == [], "the erased event's key is still stored"
+    assert _found(log_dir, b"lone 3") == []
+    assert _found(log_dir, kept_key)  # its batch's other keys stay
 
 
 def test_keys_made_in_a_failed_append_are_never_used(log_dir: Path) -> None:
