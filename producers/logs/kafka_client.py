@@ -16,7 +16,7 @@ import struct
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Message as KafkaMessage
@@ -366,40 +366,73 @@ _LEADER_MOVING = frozenset(
 # At most this long for one try of a watermark question: a try sent to a node that died
 # waits out its whole timeout, while a new leader answers within a second or two.
 _WATERMARK_TRY_S = 3.0
+_BACKOFF_S = (0.05, 1.0)  # the first pause between tries of a question, and the longest
+T = TypeVar("T")
+
+
+def ask_until(
+    question: Callable[[float], T],
+    timeout: float,
+    *,
+    try_s: float,
+    passing: Callable[[Exception], bool],
+    refresh: Callable[[float], object],
+    refresh_first: bool = False,
+) -> T:
+    """`question(wait)`'s answer (each try waits at most `try_s`), asked again with backoff
+    while what it raises is `passing`, until `timeout`; the last error is raised as it was.
+
+    `refresh(wait)` asks a live broker for the topic's metadata, before each try
+    (`refresh_first`) or between tries: a client's view of which broker leads a partition
+    is otherwise as old as its last request, and each try would go to a leader that died
+    (seen in the three-node cluster: queryd's watermark questions, an admin client's
+    list-offsets, timing out try after try after the leader they knew was killed)."""
+    deadline = time.monotonic() + timeout
+    pause = _BACKOFF_S[0]
+    while True:
+        wait = max(0.1, min(deadline - time.monotonic(), try_s))
+        try:
+            if refresh_first:
+                refresh(wait)
+            return question(wait)
+        except Exception as exc:
+            if not passing(exc) or time.monotonic() + pause >= deadline:
+                raise
+        if not refresh_first:
+            refresh(max(0.1, min(deadline - time.monotonic(), wait)))
+        time.sleep(pause)
+        pause = min(pause * 2, _BACKOFF_S[1])
 
 
 def watermarks(consumer: Consumer, topic: str, timeout: float) -> tuple[int, int]:
     """Partition 0's (low, high) watermarks from the broker. An answer of a moving leader
     (or any error librdkafka calls retriable), or no answer within a try's few seconds, is
-    asked again until `timeout`, after asking any live broker for the topic's metadata:
-    the client's view of the partition's leader is otherwise as old as its last request,
-    and each try would go to a leader that died (in the three-node failover test, queryd
-    answered 503 for 15 s after each restart of the leader it had known). Any other error,
-    or the last one at the deadline, is raised as the `KafkaException` it was."""
-    deadline = time.monotonic() + timeout
-    pause = 0.05
-    while True:
-        wait = max(0.1, min(deadline - time.monotonic(), _WATERMARK_TRY_S))
+    asked again until `timeout`, asking any live broker for the topic's metadata between
+    tries (`ask_until`; in the three-node failover test, queryd answered 503 for 15 s
+    after each restart of the leader it had known). Any other error, or the last one at
+    the deadline, is raised as the `KafkaException` it was."""
+
+    def question(wait: float) -> tuple[int, int]:
+        low, high = consumer.get_watermark_offsets(
+            TopicPartition(topic, 0), timeout=wait, cached=False
+        )
+        return int(low), int(high)
+
+    def passing(exc: Exception) -> bool:
+        error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+        return isinstance(error, KafkaError) and (
+            error.retriable()
+            or error.code() in _LEADER_MOVING
+            or error.code() == KafkaError._TIMED_OUT
+        )
+
+    def refresh(wait: float) -> None:
         try:
-            low, high = consumer.get_watermark_offsets(
-                TopicPartition(topic, 0), timeout=wait, cached=False
-            )
-            return int(low), int(high)
-        except KafkaException as exc:
-            error = exc.args[0] if exc.args else None
-            again = isinstance(error, KafkaError) and (
-                error.retriable()
-                or error.code() in _LEADER_MOVING
-                or error.code() == KafkaError._TIMED_OUT
-            )
-            if not again or time.monotonic() + pause >= deadline:
-                raise
-        try:
-            consumer.list_topics(topic, timeout=max(0.1, min(deadline - time.monotonic(), wait)))
+            consumer.list_topics(topic, timeout=wait)
         except KafkaException:
             pass  # no broker answered: the next try says so, or the deadline does
-        time.sleep(pause)
-        pause = min(pause * 2, 1.0)
+
+    return ask_until(question, timeout, try_s=_WATERMARK_TRY_S, passing=passing, refresh=refresh)
 
 
 def consume_ready(consumer: Consumer, max_messages: int, timeout: float) -> list[KafkaMessage]:

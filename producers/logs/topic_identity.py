@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -18,7 +17,7 @@ from typing import TypeVar
 from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from producers.logs.kafka_client import client_conf
+from producers.logs.kafka_client import ask_until, client_conf
 from schemas.errors import LogNotFoundError, MemstreamError
 
 __all__ = [
@@ -36,7 +35,6 @@ _TIMEOUT_S = 30.0
 # One try's wait: a broker that stalls (a paused process, a full queue) then costs one try,
 # not the whole timeout; the next try's metadata request may go to another broker.
 _ATTEMPT_S = 5.0
-_BACKOFF_S = (0.05, 1.0)  # the first pause between tries, and the longest
 # What a partition's new leader, or a broker that knows of no leader yet, answers for a
 # moment after a failover (seen in the cluster tests): asked again.
 _RETRIABLE = frozenset(
@@ -101,34 +99,38 @@ class _Unanswered(Exception):
 
 
 def _asked(admin: AdminClient, topic: str, timeout: float, question: Callable[[float], T]) -> T:
-    """`question(wait)`'s answer, asked until `timeout` while the errors are passing ones.
-
-    Each try first asks any live broker for the topic's metadata: an admin client's view of
-    which broker leads a partition, and which is the controller, is otherwise as old as its
-    last request, and a question sent to a broker that has died waits out its whole timeout
-    (seen in a three-node cluster: after its leader was killed, the list-offsets question of
-    a client that had asked before timed out 5 times in 6, once answering offset -1001).
+    """`question(wait)`'s answer, asked until `timeout` while the errors are passing ones
+    (`ask_until`), each try after asking any live broker for the topic's metadata, which
+    renews the admin client's view of the partition's leader and of the controller (seen
+    in a three-node cluster: after its leader was killed, the list-offsets question of a
+    client that had asked before timed out 5 times in 6, once answering offset -1001).
     Raises `_Unanswered` with the last error."""
-    deadline = time.monotonic() + timeout
-    pause = _BACKOFF_S[0]
-    while True:
-        wait = max(0.001, min(deadline - time.monotonic(), _ATTEMPT_S))
-        try:
-            admin.list_topics(topic, timeout=wait)
-            return question(wait)
-        except KafkaException as exc:
-            error = exc.args[0] if exc.args else None
-            code = error.code() if isinstance(error, KafkaError) else None
-            text = str(error)
-            again = code in _RETRIABLE or (isinstance(error, KafkaError) and error.retriable())
-        except TimeoutError:
-            code, text, again = None, f"no answer within {wait:g} s", True
-        except _Unanswered as exc:  # the question's own check of its answer
-            code, text, again = exc.code, str(exc), True
-        if not again or time.monotonic() + pause >= deadline:
-            raise _Unanswered(text, code)
-        time.sleep(pause)
-        pause = min(pause * 2, _BACKOFF_S[1])
+    try:
+        return ask_until(
+            question,
+            timeout,
+            try_s=_ATTEMPT_S,
+            passing=lambda exc: _unanswered(exc)[2],
+            refresh=lambda wait: admin.list_topics(topic, timeout=wait),
+            refresh_first=True,
+        )
+    except (KafkaException, TimeoutError, _Unanswered) as exc:
+        text, code, _ = _unanswered(exc)
+        raise _Unanswered(text, code) from None
+
+
+def _unanswered(exc: Exception) -> tuple[str, int | None, bool]:
+    """What a try of `_asked` raised: its text, its Kafka error code, and whether it passes."""
+    if isinstance(exc, _Unanswered):  # the question's own check of its answer
+        return str(exc), exc.code, True
+    if isinstance(exc, TimeoutError):
+        return f"no answer within a try's {_ATTEMPT_S:g} s", None, True
+    if isinstance(exc, KafkaException):
+        error = exc.args[0] if exc.args else None
+        code = error.code() if isinstance(error, KafkaError) else None
+        again = code in _RETRIABLE or (isinstance(error, KafkaError) and error.retriable())
+        return str(error), code, again
+    return str(exc), None, False
 
 
 def admin_for(bootstrap: str) -> AdminClient:
