@@ -178,10 +178,39 @@ class _Seen:
                 self.events[key] = offset
                 self.first.setdefault((log, seq), now)
 
+    def where(self, topic: str) -> str:
+        """The committed reader's position on `topic`, and the topic's offsets."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        try:
+            position = self._consumer.position([TopicPartition(topic, 0)])[0].offset
+            low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, 0), 5)
+        except KafkaException as exc:
+            return f"not known ({exc})"
+        read = sum(1 for (log, _, _) in self.events if log == self.index[topic])
+        return f"read up to offset {position} ({read} events), ends at {high} (from {low})"
+
     def close(self) -> None:
         self._stop.set()
         self._thread.join(10)
         self._consumer.close()
+
+
+def _missing_report(seen: _Seen, topics: list[str], missing: set[tuple[int, int]]) -> str:
+    """Which logs the acknowledged appends without a lifecycle event belong to: their seqs,
+    and where the lifecycle topic's committed reader stands against the topic's end."""
+    by_log: dict[int, list[int]] = {}
+    for log, seq in missing:
+        by_log.setdefault(log, []).append(seq)
+    lines = [f"  without a lifecycle event, in {len(by_log)} log(s):"]
+    for log, seqs in sorted(by_log.items())[:10]:
+        topic = f"{topics[log]}.lifecycle"
+        where = seen.where(topic)
+        lines.append(
+            f"    {topics[log]}: {len(seqs)} appends, seqs {min(seqs)}-{max(seqs)}; "
+            f"lifecycle topic: {where}"
+        )
+    return "\n".join(lines)
 
 
 def _member(pattern: str, group: str, linger_ms: int, log_path: Path) -> subprocess.Popen[bytes]:
@@ -240,10 +269,21 @@ def _owners(redis_url: str, locations: list[str]) -> list[int | None]:
     from producers.logs.location import parse_kafka_location
     from projector.status import decode_status, status_key
 
-    client = redis.Redis.from_url(redis_url)
     keys = [status_key(parse_kafka_location(loc).key_prefix) for loc in locations]
-    found = [decode_status(cast(bytes | None, raw)) for raw in client.mget(keys)]
-    client.close()
+    # The machine is saturated when this is asked (every process of the run busy): a
+    # Redis read may time out, and a kill that never happens spoils the whole run.
+    for attempt in range(1, 7):
+        client = redis.Redis.from_url(redis_url, socket_timeout=10, socket_connect_timeout=10)
+        try:
+            raws = client.mget(keys)
+            break
+        except redis.RedisError:
+            if attempt == 6:
+                raise
+            time.sleep(0.5)
+        finally:
+            client.close()
+    found = [decode_status(cast(bytes | None, raw)) for raw in raws]
     return [None if s is None else s.pid for s in found]
 
 
@@ -299,6 +339,7 @@ def _run(
     seconds = float(args.cluster_seconds or (8 if quick else 30))
     rate = float(args.cluster_rate)
     linger_ms = int(args.cluster_commit_linger_ms)
+    keep_logs = bool(getattr(args, "cluster_keep_logs", False))
     prefix = f"bench-cluster-{uuid.uuid4().hex[:8]}"
     topics = [f"{prefix}-{i:03d}" for i in range(count)]
     locations = [f"kafka://{bootstrap}/{t}?redis={redis_url}" for t in topics]
@@ -375,6 +416,8 @@ def _run(
         want = {(log, seq) for log, seq, _ in paced}
         while time.monotonic() < deadline and not want <= seen.first.keys():
             time.sleep(0.2)
+        if not killed_at:
+            raise SystemExit("bench cluster: the projector was not killed (see the error above)")
         kill_t = killed_at[0]
         before = [
             max(0.0, seen.first[(log, seq)] - at)
@@ -398,6 +441,8 @@ def _run(
             while time.monotonic() < deadline and not want <= seen.first.keys():
                 time.sleep(0.5)
             still = len(want - seen.first.keys())
+            if still:
+                console.print(_missing_report(seen, topics, want - seen.first.keys()))
     finally:
         if seen is not None:
             seen.close()
@@ -409,7 +454,10 @@ def _run(
                 p.wait(60)
             except subprocess.TimeoutExpired:
                 p.kill()
-        drop_logs(bootstrap, redis_url, topics)
+        if keep_logs:
+            console.print(f"  logs kept: {topics[0]} ... {topics[-1]}")
+        else:
+            drop_logs(bootstrap, redis_url, topics)
 
     table = Table(title=f"memstream bench cluster ({count} logs, {where}, acks=all)")
     table.add_column("measured")
@@ -502,6 +550,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=1,
         help="cluster: the projectors' --commit-linger-ms",
+    )
+    group.add_argument(
+        "--cluster-keep-logs",
+        action="store_true",
+        help="cluster: leave the run's logs (topics, Redis keys) in place, to look into them",
     )
     group.add_argument(
         "--brokers",
