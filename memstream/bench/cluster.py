@@ -147,6 +147,8 @@ class _Seen:
         # The first few read twice: (topic, seq, index, first offset, this offset); the same
         # offset twice is this reader reading again, two offsets a second publication.
         self.repeated: list[tuple[str, int, int, int, int]] = []
+        self.last_offset: dict[str, int] = {}  # topic -> the last offset read
+        self._bootstrap = bootstrap
         self._stop = threading.Event()
         self._consumer = Consumer(consumer_conf(bootstrap, **{"isolation.level": "read_committed"}))
         self._consumer.assign([TopicPartition(t, 0, 0) for t in self.index])
@@ -160,6 +162,7 @@ class _Seen:
             for message in self._consumer.consume(1000, 0.1):
                 if message.error() is not None:
                     continue
+                self.last_offset[str(message.topic())] = cast(int, message.offset())
                 now = time.time()
                 headers = dict(message.headers() or [])
                 if SEQ_HEADER not in headers:
@@ -179,16 +182,23 @@ class _Seen:
                 self.first.setdefault((log, seq), now)
 
     def where(self, topic: str) -> str:
-        """The committed reader's position on `topic`, and the topic's offsets."""
-        from confluent_kafka import KafkaException, TopicPartition
+        """How far the committed reader read `topic`, and the topic's offsets (asked of a
+        consumer of its own: one call into the reader's consumer while its thread consumes
+        deadlocked)."""
+        from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+        from producers.logs.kafka_client import consumer_conf
+
+        asker = Consumer(consumer_conf(self._bootstrap))
         try:
-            position = self._consumer.position([TopicPartition(topic, 0)])[0].offset
-            low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, 0), 5)
+            low, high = asker.get_watermark_offsets(TopicPartition(topic, 0), 5)
         except KafkaException as exc:
             return f"not known ({exc})"
+        finally:
+            asker.close()
+        last = self.last_offset.get(topic)
         read = sum(1 for (log, _, _) in self.events if log == self.index[topic])
-        return f"read up to offset {position} ({read} events), ends at {high} (from {low})"
+        return f"read up to offset {last} ({read} events), ends at {high} (from {low})"
 
     def close(self) -> None:
         self._stop.set()
