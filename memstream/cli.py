@@ -30,6 +30,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Audit-ready, event-sourced memory for AI agents.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
+    parser.add_argument(
+        "--log-level",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        default=None,
+        help="log at this level (default WARNING; -v: DEBUG)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _COMPONENTS:
         try:
@@ -46,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING,
+        level=args.log_level or (logging.DEBUG if args.verbose else logging.WARNING),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     func = getattr(args, "func", None)

@@ -45,7 +45,7 @@ from rich.console import Console
 from rich.table import Table
 
 from memstream.bench.cleanup import drop_logs
-from memstream.bench.kafka import _quantile, _servers
+from memstream.bench.kafka import _START_S, _quantile, _servers, check_alive
 
 __all__ = ["run", "add_arguments"]
 
@@ -117,7 +117,28 @@ def _write(
         )
     for p in procs:
         p.start()
-    barrier.wait()
+    ready = threading.Event()
+
+    def watch() -> None:
+        # A writer that dies before it appends (its logs would not open) never reaches the
+        # barrier: break it, rather than wait for ever.
+        while not ready.wait(0.2):
+            if any(p.exitcode not in (None, 0) for p in procs):
+                barrier.abort()
+                return
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        barrier.wait(timeout=_START_S)
+    except threading.BrokenBarrierError:
+        check_alive(procs, "bench cluster: a writer process", 0)
+        raise SystemExit(
+            f"bench cluster: the writers were not ready after {_START_S:g} s"
+        ) from None
+    finally:
+        ready.set()
+        watcher.join()
     if started is not None:
         started.set()
     acks: list[tuple[int, int, float]] = []
@@ -227,7 +248,8 @@ def _member(pattern: str, group: str, linger_ms: int, log_path: Path) -> subproc
     root = Path(__file__).resolve().parents[2]
     with log_path.open("wb") as log_file:  # the child holds its own descriptor
         return subprocess.Popen(
-            [sys.executable, "-m", "memstream", "projector", "run", "--logs-matching", pattern]
+            [sys.executable, "-m", "memstream", "--log-level", "INFO", "projector", "run"]
+            + ["--logs-matching", pattern]
             + ["--group", group, "--commit-linger-ms", str(linger_ms)],
             env={**os.environ, "PYTHONPATH": str(root)},
             stdout=subprocess.DEVNULL,
