@@ -33,6 +33,7 @@ from schemas.errors import LogNotFoundError, LogUnavailableError, MemstreamError
 from schemas.limits import MAX_RECORD_BYTES
 
 __all__ = [
+    "ask_until",
     "watermarks",
     "KafkaLogError",
     "KafkaUnavailableError",
