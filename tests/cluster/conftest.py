@@ -36,7 +36,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         controller_ports=tuple(ports[3:6]),
         redis_port=ports[6],
         kafka_heap="512m",  # three JVMs on a shared machine
-        start_timeout=180.0,
+        # A node restarted after a kill, with the writers, a projector and queryd beside
+        # three JVMs on two cores, once took 180 s to be unfenced (the fresh-clone run of
+        # 5 December, 20:28): the start waits longer than that.
+        start_timeout=300.0,
     )
     try:
         result = up(cfg, paths)
