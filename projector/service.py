@@ -79,6 +79,7 @@ from projector.lease import Lease
 from projector.lifecycle import encode_lifecycle
 from projector.memex_publisher import MemexPublisher
 from projector.record_fold import LogState, empty_state, fold_record
+from projector.settlement import OwnRecords, Verdict
 from projector.snapshot_store import (
     Entry,
     LeaseLost,
@@ -146,12 +147,15 @@ class _Acks:
         self.topic = topic
         self.error: KafkaError | None = None
         self.last_offset = -1
+        self.own = OwnRecords()  # for telling this producer's open records from others'
 
     def report(self, err: KafkaError | None, msg: Any) -> None:
         if err is not None:
             self.error = self.error or err
         elif msg.topic() == self.topic:
-            self.last_offset = max(self.last_offset, msg.offset())
+            offset = msg.offset()
+            self.last_offset = max(self.last_offset, offset)
+            self.own.add(offset)
 
 
 # The kind header of every lifecycle record, made once.
@@ -162,6 +166,9 @@ _SWEEP_KIND = (KIND_HEADER, b"sweep")
 _MAX_BACKOFF_S = 5.0
 # A snapshot cut waits this long at most for the commit of its lifecycle events.
 _COMMIT_WAIT_S = 60.0
+# ... and then this long at most for their commit markers (`projector.settlement`): past the
+# broker pauses seen on a starved machine (14 s), short of the transaction timeout.
+_SETTLE_WAIT_S = 30.0
 
 
 class _EndTenure(Exception):
@@ -180,16 +187,23 @@ class _Committer:
     blocking (`try_lock`) and, while a commit holds the lock, holds its events back and
     produces them into the next transaction (a transactional producer takes no record while
     committing). Transactions are numbered from 1: `committed` is the last committed, and
-    `committed_seq` the last seq whose events it held; `error` is the failure that ends the
+    `committed_seq` the last seq whose events it held, `committed_end` the lifecycle offset
+    after the last record delivered when it committed (a commit serves the delivery reports
+    of its records); `error` is the failure that ends the
     tenure (fenced by a successor, or the broker's). No commit is made once the lease may
     have lapsed (`lease_ok`): the tenure then ends and its transaction is aborted.
     """
 
     def __init__(
-        self, projector: Projector, producer: Producer, lease_ok: Callable[[], bool]
+        self,
+        projector: Projector,
+        producer: Producer,
+        acks: _Acks,
+        lease_ok: Callable[[], bool],
     ) -> None:
         self._projector = projector
         self._producer = producer
+        self._acks = acks
         self._lease_ok = lease_ok
         self.lock = threading.Lock()  # held to produce into, or commit, the transaction
         self._cond = threading.Condition()
@@ -200,6 +214,7 @@ class _Committer:
         self.open_seq: int | None = None  # the last seq with events in the open one
         self.committed = 0
         self.committed_seq: int | None = None
+        self.committed_end = 0
         self.error: _EndTenure | None = None
         self._closing = False
         self._thread = threading.Thread(target=self._run, name="lifecycle-commit", daemon=True)
@@ -222,7 +237,7 @@ class _Committer:
         try:
             self._producer.commit_transaction(30)
         except (KafkaException, SystemError) as exc:
-            cause = kafka_exception(exc)
+            cause = kafka_exception(exc, self._producer)
             if cause is None:
                 raise
             failure = self._projector._transaction_failed("committing lifecycle events", cause)
@@ -233,6 +248,7 @@ class _Committer:
         with self._cond:
             self.open = False
             self.committed, self.committed_seq = self.txn, self.open_seq
+            self.committed_end = self._acks.last_offset + 1
             self._cond.notify_all()
 
     # --- anywhere -------------------------------------------------------------------------
@@ -280,9 +296,67 @@ class _Committer:
                     return
 
 
+class _Settler:
+    """Waits for a lifecycle topic's records before an offset to be readable
+    (`projector.settlement`), asking its last stable offset."""
+
+    def __init__(self, admin: AdminClient, topic: str, own: OwnRecords) -> None:
+        self._admin = admin
+        self.topic = topic
+        self._own = own
+        self._settled = 0  # the last stable offset, as last asked
+        self._others_warned = -1.0
+
+    def settle(self, end: int, wait_s: float = _SETTLE_WAIT_S) -> _EndTenure | None:
+        """Until the records before offset `end` are readable (None), or are still held
+        back by one of this producer's records after `wait_s` (the tenure's end, returned).
+        Another producer's open record holding them back is not waited for: no tenure of
+        this log can end it, and the commit that returned is trusted."""
+        if end <= self._settled:
+            return None
+        deadline = time.monotonic() + wait_s
+        tries = 0
+        while True:
+            try:
+                stable = partition_end(
+                    self._admin,
+                    self.topic,
+                    max(1.0, min(10.0, deadline - time.monotonic())),
+                    stable=True,
+                )
+                verdict = self._own.verdict(stable, end)
+                problem = f"this projector's record at offset {stable} is still open"
+            except TopicIdentityError as exc:  # a broker failing over: asked again
+                verdict, problem = None, f"no last stable offset ({exc})"
+            if verdict is Verdict.SETTLED:
+                self._settled = stable
+                return None
+            if verdict is Verdict.OTHERS_OPEN:
+                if time.monotonic() - self._others_warned > 60.0:
+                    self._others_warned = time.monotonic()
+                    log.warning(
+                        "%s: another producer's transaction, open at offset %d, holds the "
+                        "committed readers back; the snapshot trusts this projector's commit",
+                        self.topic,
+                        stable,
+                    )
+                return None
+            if time.monotonic() >= deadline:
+                return _EndTenure(
+                    f"{self.topic}: lifecycle events committed but not readable after "
+                    f"{wait_s:g} s ({problem}: the commit's markers did not land); the "
+                    "next tenure aborts them and publishes them again"
+                )
+            tries += 1
+            time.sleep(min(0.5, 0.005 * 2**tries))
+
+
 class _SnapshotWriter:
     """Writes the loop's snapshot cuts, in order, on a thread of its own, each once the
-    transaction holding its records' last lifecycle events is committed. Redis round trips
+    transaction holding its records' last lifecycle events is committed and its records are
+    readable (`projector.settlement`: a commit whose markers do not land within
+    `_SETTLE_WAIT_S` ends the tenure, whose successor aborts and publishes them again from
+    the last cut written). Redis round trips
     and chunk encoding then never stall the loop, where any stall is lag for every record
     behind it; while Redis does not answer, the cut waits and is retried with backoff.
 
@@ -292,9 +366,10 @@ class _SnapshotWriter:
     another projector holds the lease is reported through `lease_lost`.
     """
 
-    def __init__(self, projector: Projector, committer: _Committer) -> None:
+    def __init__(self, projector: Projector, committer: _Committer, own: OwnRecords) -> None:
         self._projector = projector
         self._committer = committer
+        self._settler = _Settler(projector._admin, projector.location.lifecycle_topic, own)
         self._cuts: deque[tuple[int, int, LogState, int, list[Entry], tuple[int, int]]] = deque()
         self._cond = threading.Condition()
         self._closing = False
@@ -347,6 +422,10 @@ class _SnapshotWriter:
                         f"committed in {_COMMIT_WAIT_S:.0f} s"
                     )
                 return  # a failed commit ends the tenure: the loop raises it
+            unsettled = self._settler.settle(self._committer.committed_end)
+            if unsettled is not None:
+                self.error = unsettled
+                return  # the loop raises it
             try:
                 self._projector._snapshot(state, first, entries, lifecycle)
             except _Rebuild:
@@ -664,11 +743,12 @@ class Projector:
         def loop() -> None:
             while not done.wait(self.compact_every_s):
                 position = self.store.position
-                # Merging holds the GIL for its pickles (a pause for the fold loop): only
-                # once chunks have piled up, so a live projector merges rarely, in bursts.
+                # Merging holds the GIL while it decodes and encodes chunks (a pause for the
+                # fold loop): only once chunks have piled up, so a live projector merges
+                # rarely, in bursts.
                 if position is None or len(position.chunks) < self.compact_at_chunks:
                     continue
-                # In a child process: unpickling and pickling chunks would otherwise hold
+                # In a child process: decoding and encoding chunks would otherwise hold
                 # this process's GIL for up to a second, a pause in the fold loop.
                 child = multiprocessing.get_context("spawn").Process(
                     target=_compact, args=(self.location, position.epoch), daemon=True
@@ -743,7 +823,7 @@ class Projector:
                 )
             producer.abort_transaction(30)
         except (KafkaException, SystemError) as exc:
-            cause = kafka_exception(exc)
+            cause = kafka_exception(exc, producer)
             if cause is None:
                 raise
             raise self._transaction_failed("sweeping the lifecycle topic", cause) from None
@@ -841,7 +921,9 @@ class Projector:
         consumer = Consumer(follower_conf(self.location.bootstrap))
         tp = TopicPartition(self.location.topic, 0)
         margin = self.lease_ms / 4000  # stop publishing this long before the lease lapses
-        committer = _Committer(self, producer, lambda: time.monotonic() < keeper.until - margin)
+        committer = _Committer(
+            self, producer, acks, lambda: time.monotonic() < keeper.until - margin
+        )
         writer: _SnapshotWriter | None = None
         tail: LifecycleTail | None = None
         lifecycle_topic = self.location.lifecycle_topic
@@ -944,7 +1026,7 @@ class Projector:
             # A record's lifecycle events and derived envelopes, produced together.
             ready: list[tuple[str, bytes, KafkaHeaders, int]] = []
             reset_checked = 0.0
-            writer = _SnapshotWriter(self, committer)
+            writer = _SnapshotWriter(self, committer, acks.own)
             while stop is None or not stop.is_set():
                 if target is not None and state.next_seq >= target[0]:
                     break  # what is buffered is written on the way out
@@ -1170,7 +1252,7 @@ class Projector:
             # Anywhere in the tenure (a fatal producer error surfaces on any poll: fenced by a
             # successor, or by this process's own earlier producer still aborting in the
             # background): the tenure ends; the next one's producer fences every earlier one.
-            cause = kafka_exception(exc)
+            cause = kafka_exception(exc, producer)
             if cause is None:
                 raise
             raise self._transaction_failed("following the log", cause) from None

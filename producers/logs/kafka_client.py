@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka import Message as KafkaMessage
 from confluent_kafka.admin import (
     AdminClient,
@@ -119,15 +119,26 @@ class TopicConfigError(KafkaLogError):
     """A log topic that is not one partition, is compacted, or takes too small messages."""
 
 
-def kafka_exception(exc: BaseException) -> KafkaException | None:
+def kafka_exception(exc: BaseException, producer: Producer | None = None) -> KafkaException | None:
     """The KafkaException `exc` is, or stands for: confluent-kafka raises a fatal error (a
     producer fenced, say) from poll, flush or a transaction call, and a delivery callback
     it runs after that in the same call fails with a SystemError caused by it. None for
-    any other exception."""
+    any other exception.
+
+    How that callback fails depends on how far CPython has specialised its bytecode: it
+    can also lose the fatal error (a SystemError that a call "returned NULL without setting
+    an exception"). Given the `producer` the call was made on, that error is asked of it
+    again: a producer in a fatal state raises it from every transaction call (this one
+    aborts the transaction, which every caller here is leaving anyway)."""
     if isinstance(exc, KafkaException):
         return exc
     if isinstance(exc, SystemError) and isinstance(exc.__cause__, KafkaException):
         return exc.__cause__
+    if isinstance(exc, SystemError) and producer is not None:
+        try:
+            producer.abort_transaction(5)
+        except KafkaException as fatal:
+            return fatal
     return None
 
 

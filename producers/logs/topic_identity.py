@@ -14,7 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
+from confluent_kafka import (
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from producers.logs.kafka_client import ask_until, client_conf
@@ -159,13 +165,20 @@ def log_identity(bootstrap: str, topic: str, timeout: float = _TIMEOUT_S) -> Log
     return LogIdentity(topic_id(admin, topic, timeout), partition_end(admin, topic, timeout))
 
 
-def partition_end(admin: AdminClient, topic: str, timeout: float = _TIMEOUT_S) -> int:
-    """The end (high watermark) of the log's partition, asked of an admin client.
+def partition_end(
+    admin: AdminClient, topic: str, timeout: float = _TIMEOUT_S, *, stable: bool = False
+) -> int:
+    """The end (high watermark) of the topic's partition 0, asked of an admin client; with
+    `stable`, its last stable offset instead (the first offset of the earliest transaction
+    still open there, else the high watermark): how far a committed reader can read.
     `TopicIdentityError` when the brokers give none within `timeout`."""
     tp = TopicPartition(topic, 0)
+    isolation = IsolationLevel.READ_COMMITTED if stable else IsolationLevel.READ_UNCOMMITTED
 
     def latest(wait: float) -> int:
-        futures = admin.list_offsets({tp: OffsetSpec.latest()}, request_timeout=wait)
+        futures = admin.list_offsets(
+            {tp: OffsetSpec.latest()}, isolation_level=isolation, request_timeout=wait
+        )
         offset = int(futures[tp].result(timeout=wait + 1.0).offset)
         if offset < 0:  # no offset (-1001): not an end, whatever the client says
             raise _Unanswered(f"the broker gave offset {offset} for the end", None)

@@ -3,6 +3,7 @@ garbage, time travel and subscriptions (invariants 8 to 12)."""
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import random
@@ -16,7 +17,7 @@ from typing import Any
 
 import pytest
 import redis
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from memstream import Memory, Message, Recall
@@ -550,3 +551,35 @@ def test_a_sweep_fenced_by_a_successor_ends_the_tenure(location: str) -> None:
     producer()  # a successor: fences `mine`
     with pytest.raises(_EndTenure, match="another projector took over the log"):
         projector._sweep(mine, acks)
+
+
+def test_a_fatal_error_lost_by_a_delivery_callback_is_asked_of_the_producer_again(
+    location: str,
+) -> None:
+    """How the delivery callback run after a fatal error fails depends on CPython's
+    specialised bytecode: in a long test run the SystemError came without its cause (the
+    test above then crashed instead of ending the tenure). The producer is asked again."""
+    from producers.logs.kafka_client import kafka_exception, producer_conf
+
+    loc = parse_kafka_location(location)
+    with Memory(location) as memory:
+        memory.add_message(Message(speaker="a", content="one"))
+    txn_id = f"{loc.topic}-probe"
+
+    def producer() -> Producer:
+        made = Producer(producer_conf(loc.bootstrap, **{"transactional.id": txn_id}))
+        made.init_transactions(30)
+        return made
+
+    lost = SystemError("<method 'flush' of 'cimpl.Producer' objects> returned NULL")
+    healthy = producer()
+    healthy.begin_transaction()
+    assert kafka_exception(lost, healthy) is None  # not fatal: its transaction aborted
+    healthy.begin_transaction()  # and a new one can begin
+    healthy.produce(loc.topic, b"", partition=0)
+    producer()  # a successor: fences `healthy`
+    with contextlib.suppress(KafkaException):  # the fatal error, raised once (or lost)
+        healthy.flush(30)
+    fatal = kafka_exception(lost, healthy)
+    assert fatal is not None and fatal.args[0].code() == KafkaError._FENCED
+    assert kafka_exception(lost) is None  # without a producer to ask: unknown
