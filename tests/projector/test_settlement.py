@@ -93,3 +93,37 @@ def test_the_settler_waits_for_its_own_open_records_and_not_for_others(
     assert ours.last_offset > theirs.last_offset
     assert settler.settle(ours.last_offset + 1, wait_s=1.0) is None
     other.abort_transaction(30)
+
+
+@pytest.mark.kafka
+def test_the_stable_end_stops_at_an_open_transaction_and_a_missing_topic_fails_at_once(
+    kafka_bootstrap: str, unique_name: str
+) -> None:
+    import time
+
+    from producers.logs.topic_identity import TopicIdentityError, partition_end
+
+    topic = f"{unique_name}.lifecycle"
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    acks = _Acks(topic)
+    open_one = Producer(
+        producer_conf(
+            kafka_bootstrap, **{"transactional.id": uuid.uuid4().hex, "on_delivery": acks.report}
+        )
+    )
+    open_one.init_transactions(30)
+    open_one.begin_transaction()
+    for _ in range(2):
+        open_one.produce(topic, b"open", partition=0)
+    open_one.flush(30)
+    assert partition_end(admin, topic) == 2
+    assert partition_end(admin, topic, stable=True) == 0
+    open_one.commit_transaction(30)
+    assert partition_end(admin, topic, stable=True) == 3  # past the commit marker
+    # The client says "no leaders found" for a topic that does not exist, as it does for a
+    # moment while a partition has no leader: only the second is asked again.
+    started = time.monotonic()
+    with pytest.raises(TopicIdentityError, match="no such topic"):
+        partition_end(admin, f"{unique_name}-missing", timeout=20.0)
+    assert time.monotonic() - started < 10.0
