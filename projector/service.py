@@ -325,9 +325,12 @@ class _Settler:
                     stable=True,
                 )
                 verdict = self._own.verdict(stable, end)
-                problem = f"this projector's record at offset {stable} is still open"
+                problem = (
+                    f"this projector's record at offset {stable} is still open: the "
+                    "commit's markers did not land"
+                )
             except TopicIdentityError as exc:  # a broker failing over: asked again
-                verdict, problem = None, f"no last stable offset ({exc})"
+                verdict, problem = None, f"the broker gave no last stable offset: {exc}"
             if verdict is Verdict.SETTLED:
                 self._settled = stable
                 return None
@@ -343,9 +346,9 @@ class _Settler:
                 return None
             if time.monotonic() >= deadline:
                 return _EndTenure(
-                    f"{self.topic}: lifecycle events committed but not readable after "
-                    f"{wait_s:g} s ({problem}: the commit's markers did not land); the "
-                    "next tenure aborts them and publishes them again"
+                    f"{self.topic}: lifecycle events committed but not known to be readable "
+                    f"after {wait_s:g} s ({problem}); the snapshot is not written, and the "
+                    "next tenure aborts what is open and publishes it again"
                 )
             tries += 1
             time.sleep(min(0.5, 0.005 * 2**tries))

@@ -80,7 +80,7 @@ def test_the_settler_waits_for_its_own_open_records_and_not_for_others(
     # Its own records, open (a commit whose markers have not landed looks the same).
     refused = settler.settle(end, wait_s=1.0)
     assert isinstance(refused, _EndTenure)
-    assert f"record at offset {end - 3} is still open" in str(refused)
+    assert f"record at offset {end - 3} is still open: the commit's markers" in str(refused)
     mine.commit_transaction(30)
     assert settler.settle(end, wait_s=10.0) is None
     # Another producer's transaction, left open, holds the stable offset back: not waited for.
