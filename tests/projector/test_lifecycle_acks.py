@@ -1,4 +1,6 @@
-"""The lifecycle position a snapshot records comes from the lifecycle topic's own offsets."""
+"""The lifecycle position a snapshot records comes from the lifecycle topic's own offsets,
+and the records the projector delivered there tell its own open records from others'
+(`projector.settlement`)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaError
 
 from projector.service import _Acks
+from projector.settlement import OwnRecords, Verdict
 
 
 @dataclass
@@ -36,3 +39,28 @@ def test_offsets_of_the_derived_topic_never_move_the_lifecycle_position() -> Non
     acks.report(failure, _Delivered("log.lifecycle", -1))
     acks.report(KafkaError(KafkaError._TIMED_OUT), _Delivered("log.memex", -1))
     assert acks.error == failure and acks.last_offset == 5
+
+
+def test_the_lost_commit_of_log_045_is_not_settled() -> None:
+    """Log 045: the tenure's sweep at 223 (aborted, marker 224), its events for seqs 211 and
+    212 at 225 and 226, committed, and no marker: the last stable offset stayed at 225."""
+    acks = _Acks("log.lifecycle")
+    for offset in (223, 225, 226):
+        acks.report(None, _Delivered("log.lifecycle", offset))
+    acks.report(None, _Delivered("log.memex", 225))  # another topic's offsets never count
+    end = acks.last_offset + 1
+    assert acks.own.verdict(225, end) is Verdict.OURS_OPEN
+    assert len(acks.own) == 2  # the sweep's record, below the stable offset, forgotten
+    assert acks.own.verdict(227, end) is Verdict.SETTLED  # had the marker landed
+    assert len(acks.own) == 0
+
+
+def test_another_producers_open_record_is_told_apart() -> None:
+    own = OwnRecords()
+    for offset in (11, 12, 14):
+        own.add(offset)
+    assert own.verdict(10, 15) is Verdict.OTHERS_OPEN  # 10 is not ours
+    assert own.verdict(13, 15) is Verdict.OTHERS_OPEN  # 13 neither (ours at 11, 12 passed)
+    assert own.verdict(14, 15) is Verdict.OURS_OPEN
+    assert own.verdict(15, 15) is Verdict.SETTLED
+    assert own.verdict(3, 0) is Verdict.SETTLED  # nothing to settle

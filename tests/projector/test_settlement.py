@@ -1,11 +1,10 @@
 """A snapshot cut counts lifecycle events as published only once they are readable
-(`projector.settlement`): the verdict on the numbers of the run that lost two events, and
-the settler asking the real broker's last stable offset."""
+(`projector.settlement`; the verdict itself in `test_lifecycle_acks`): the settler asking
+the real broker's last stable offset."""
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 
 import pytest
 from confluent_kafka import Producer
@@ -13,64 +12,33 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from producers.logs.kafka_client import producer_conf
 from projector.service import _Acks, _EndTenure, _Settler
-from projector.settlement import OwnRecords, Verdict
 
 
-@dataclass
-class _Delivered:
-    topic_name: str
-    at: int
-
-    def topic(self) -> str:
-        return self.topic_name
-
-    def offset(self) -> int:
-        return self.at
+@pytest.fixture
+def lifecycle(kafka_bootstrap: str, unique_name: str) -> tuple[AdminClient, str]:
+    """An admin client, and a lifecycle-like topic of the test's own."""
+    topic = f"{unique_name}.lifecycle"
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    return admin, topic
 
 
-def test_the_lost_commit_of_log_045_is_not_settled() -> None:
-    """Log 045: the tenure's sweep at 223 (aborted, marker 224), its events for seqs 211 and
-    212 at 225 and 226, committed, and no marker: the last stable offset stayed at 225."""
-    acks = _Acks("log.lifecycle")
-    for offset in (223, 225, 226):
-        acks.report(None, _Delivered("log.lifecycle", offset))
-    acks.report(None, _Delivered("log.memex", 225))  # another topic's offsets never count
-    end = acks.last_offset + 1
-    assert acks.own.verdict(225, end) is Verdict.OURS_OPEN
-    assert len(acks.own) == 2  # the sweep's record, below the stable offset, forgotten
-    assert acks.own.verdict(227, end) is Verdict.SETTLED  # had the marker landed
-    assert len(acks.own) == 0
-
-
-def test_another_producers_open_record_is_told_apart() -> None:
-    own = OwnRecords()
-    for offset in (11, 12, 14):
-        own.add(offset)
-    assert own.verdict(10, 15) is Verdict.OTHERS_OPEN  # 10 is not ours
-    assert own.verdict(13, 15) is Verdict.OTHERS_OPEN  # 13 neither (ours at 11, 12 passed)
-    assert own.verdict(14, 15) is Verdict.OURS_OPEN
-    assert own.verdict(15, 15) is Verdict.SETTLED
-    assert own.verdict(3, 0) is Verdict.SETTLED  # nothing to settle
+def _transactional(bootstrap: str, acks: _Acks) -> Producer:
+    """A transactional producer of its own id, initialised, reporting to `acks`."""
+    conf = {"transactional.id": uuid.uuid4().hex, "on_delivery": acks.report}
+    made = Producer(producer_conf(bootstrap, **conf))
+    made.init_transactions(30)
+    return made
 
 
 @pytest.mark.kafka
 def test_the_settler_waits_for_its_own_open_records_and_not_for_others(
-    kafka_bootstrap: str, unique_name: str
+    kafka_bootstrap: str, lifecycle: tuple[AdminClient, str]
 ) -> None:
-    topic = f"{unique_name}.lifecycle"
-    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
-
-    def producer(acks: _Acks) -> Producer:
-        conf = producer_conf(
-            kafka_bootstrap, **{"transactional.id": uuid.uuid4().hex, "on_delivery": acks.report}
-        )
-        made = Producer(conf)
-        made.init_transactions(30)
-        return made
+    admin, topic = lifecycle
 
     ours, theirs = _Acks(topic), _Acks(topic)
-    mine, other = producer(ours), producer(theirs)
+    mine, other = _transactional(kafka_bootstrap, ours), _transactional(kafka_bootstrap, theirs)
     settler = _Settler(admin, topic, ours.own)
     mine.begin_transaction()
     for _ in range(3):
@@ -97,22 +65,14 @@ def test_the_settler_waits_for_its_own_open_records_and_not_for_others(
 
 @pytest.mark.kafka
 def test_the_stable_end_stops_at_an_open_transaction_and_a_missing_topic_fails_at_once(
-    kafka_bootstrap: str, unique_name: str
+    kafka_bootstrap: str, lifecycle: tuple[AdminClient, str]
 ) -> None:
     import time
 
     from producers.logs.topic_identity import TopicIdentityError, partition_end
 
-    topic = f"{unique_name}.lifecycle"
-    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
-    acks = _Acks(topic)
-    open_one = Producer(
-        producer_conf(
-            kafka_bootstrap, **{"transactional.id": uuid.uuid4().hex, "on_delivery": acks.report}
-        )
-    )
-    open_one.init_transactions(30)
+    admin, topic = lifecycle
+    open_one = _transactional(kafka_bootstrap, _Acks(topic))
     open_one.begin_transaction()
     for _ in range(2):
         open_one.produce(topic, b"open", partition=0)
@@ -125,5 +85,5 @@ def test_the_stable_end_stops_at_an_open_transaction_and_a_missing_topic_fails_a
     # moment while a partition has no leader: only the second is asked again.
     started = time.monotonic()
     with pytest.raises(TopicIdentityError, match="no such topic"):
-        partition_end(admin, f"{unique_name}-missing", timeout=20.0)
+        partition_end(admin, f"{topic}-missing", timeout=20.0)
     assert time.monotonic() - started < 10.0
