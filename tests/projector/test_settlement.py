@@ -80,7 +80,12 @@ def test_the_stable_end_stops_at_an_open_transaction_and_a_missing_topic_fails_a
     assert partition_end(admin, topic) == 2
     assert partition_end(admin, topic, stable=True) == 0
     open_one.commit_transaction(30)
-    assert partition_end(admin, topic, stable=True) == 3  # past the commit marker
+    # The marker is written after the commit returns: readable a moment later.
+    deadline = time.monotonic() + 10.0
+    while (stable := partition_end(admin, topic, stable=True)) == 0:
+        assert time.monotonic() < deadline, "the commit's marker never landed"
+        time.sleep(0.01)
+    assert stable == 3  # past the commit marker
     # The client says "no leaders found" for a topic that does not exist, as it does for a
     # moment while a partition has no leader: only the second is asked again.
     started = time.monotonic()
