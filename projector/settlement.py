@@ -16,6 +16,7 @@ record holds the stable offset back.
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from enum import Enum
 
@@ -31,25 +32,37 @@ class Verdict(Enum):
 class OwnRecords:
     """The offsets of the records one producer delivered to one partition, in order
     (delivery reports of one partition come in offset order), kept until the partition's
-    last stable offset passes them."""
+    last stable offset passes them: as runs of consecutive offsets (a transaction's records
+    are one run, its commit marker ending it), so that what is kept grows with the
+    transactions, not the records, while no cut is settled (Redis away)."""
 
     def __init__(self) -> None:
-        self._offsets: deque[int] = deque()
+        self._runs: deque[list[int]] = deque()  # [first, last], ascending, disjoint
+        # Delivery reports add (the loop's or a commit's thread); the snapshot writer asks.
+        self._lock = threading.Lock()
 
     def add(self, offset: int) -> None:
-        self._offsets.append(offset)
+        with self._lock:
+            runs = self._runs
+            if runs and runs[-1][1] == offset - 1:
+                runs[-1][1] = offset
+            else:
+                runs.append([offset, offset])
 
     def __len__(self) -> int:
-        return len(self._offsets)
+        with self._lock:
+            return sum(last - first + 1 for first, last in self._runs)
 
     def verdict(self, stable: int, end: int) -> Verdict:
         """Whether the records before offset `end` are readable, the partition's last
         stable offset being `stable` (offsets below it are forgotten: they are settled)."""
-        offsets = self._offsets
-        while offsets and offsets[0] < stable:
-            offsets.popleft()
+        with self._lock:
+            runs = self._runs
+            while runs and runs[0][1] < stable:
+                runs.popleft()
+            if runs and runs[0][0] < stable:
+                runs[0][0] = stable
+            ours = bool(runs) and runs[0][0] == stable
         if stable >= end:
             return Verdict.SETTLED
-        if offsets and offsets[0] == stable:
-            return Verdict.OURS_OPEN
-        return Verdict.OTHERS_OPEN
+        return Verdict.OURS_OPEN if ours else Verdict.OTHERS_OPEN

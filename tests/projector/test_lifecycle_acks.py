@@ -64,3 +64,15 @@ def test_another_producers_open_record_is_told_apart() -> None:
     assert own.verdict(14, 15) is Verdict.OURS_OPEN
     assert own.verdict(15, 15) is Verdict.SETTLED
     assert own.verdict(3, 0) is Verdict.SETTLED  # nothing to settle
+
+
+def test_own_records_are_kept_as_one_run_a_transaction() -> None:
+    own = OwnRecords()
+    for txn in range(3):  # 1,000 records a transaction, then its commit marker's offset
+        for offset in range(txn * 1001, txn * 1001 + 1000):
+            own.add(offset)
+    assert len(own) == 3000 and len(own._runs) == 3
+    assert own.verdict(1500, 3003) is Verdict.OURS_OPEN  # inside the second transaction
+    assert len(own) == 2000 - 499 and len(own._runs) == 2
+    assert own.verdict(1000, 3003) is Verdict.OTHERS_OPEN  # a marker's offset: not its own
+    assert own.verdict(3003, 3003) is Verdict.SETTLED and len(own) == 0
