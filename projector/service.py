@@ -425,7 +425,7 @@ class _SnapshotWriter:
                         f"committed in {_COMMIT_WAIT_S:.0f} s"
                     )
                 return  # a failed commit ends the tenure: the loop raises it
-            unsettled = self._settler.settle(self._committer.committed_end)
+            unsettled = self._settler.settle(self._committer.committed_end, _SETTLE_WAIT_S)
             if unsettled is not None:
                 self.error = unsettled
                 return  # the loop raises it

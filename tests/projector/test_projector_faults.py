@@ -306,6 +306,52 @@ def test_a_record_left_open_on_the_lifecycle_topic_is_not_taken_for_a_deleted_to
     assert sorted(events) == [(seq, 0) for seq in range(4)]  # each message's one event, once
 
 
+def test_a_commit_whose_markers_never_land_is_published_again_not_lost(
+    location: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A commit that returned while its markers never landed (a broker fenced itself right
+    after; two events lost in bench cluster log 045). A real broker cannot be made to drop
+    markers on demand, so the projector's first commit here flushes its records and
+    reports success without committing: its records stay open, as they did then. The
+    snapshot must not move past them: the tenure ends, and the next one publishes them
+    again from the snapshot before."""
+    import projector.service as service
+
+    loc = parse_kafka_location(location)
+    append(location, ["m0", "m1", "m2"])
+    Projector(loc).run(until_caught_up=True)
+    assert snapshot_seq(loc) == 2
+    append(location, ["m3", "m4"])
+    real_commit = service._Committer.commit
+    faked: list[int] = []
+
+    def commit(self: Any) -> None:
+        if faked:
+            real_commit(self)
+            return
+        self._producer.flush(30)  # delivered, so `committed_end` counts them
+        faked.append(self.txn)
+        with self._cond:
+            self.open = False
+            self.committed, self.committed_seq = self.txn, self.open_seq
+            self.committed_end = self._acks.last_offset + 1
+            self._cond.notify_all()
+
+    monkeypatch.setattr(service._Committer, "commit", commit)
+    monkeypatch.setattr(service, "_SETTLE_WAIT_S", 2.0)
+    projector = Projector(loc)
+    projector.run(until_caught_up=True)
+    assert faked, "the fault was not injected"
+    events = wait_for(
+        "every event", lambda: (e := published_events(loc)) and len(e) >= 5 and e, timeout=20
+    )
+    assert sorted(events) == [(seq, 0) for seq in range(5)]  # each once, none lost
+    assert subscribed(location) == expected_lifecycle(loc)
+    assert "committed but not known to be readable" in caplog.text
+    assert projector.stats.restarts == 1
+    assert snapshot_seq(loc) == 4
+
+
 def test_a_snapshot_past_the_partitions_end_or_of_another_topic_is_refused(
     redis_url: str, unique_name: str
 ) -> None:
