@@ -307,7 +307,7 @@ class _Settler:
         self._settled = 0  # the last stable offset, as last asked
         self._others_warned = -1.0
 
-    def settle(self, end: int, wait_s: float = _SETTLE_WAIT_S) -> _EndTenure | None:
+    def settle(self, end: int, wait_s: float) -> _EndTenure | None:
         """Until the records before offset `end` are readable (None), or are still held
         back by one of this producer's records after `wait_s` (the tenure's end, returned).
         Another producer's open record holding them back is not waited for: no tenure of
