@@ -11,7 +11,9 @@ Kafka store (`kafka_keys`), which differ only in where a key is kept.
   subject (`UNASSIGNED` as its subject and event): the record sealed under it names its id,
   and that is how erasure and retention find an event's own key. So a process that
   appended n such events leaves at most about n unused keys when it ends (none of them
-  seals anything), and a process that appends once writes one key, as before.
+  seals anything), and a process that appends once writes one key, as before. (The Kafka
+  store also writes a batch while the last is used, once batches reach 8 keys: at most
+  `AHEAD_MAX` more unused keys.)
 
 Forgetting a key (destroyed, or made in a transaction that rolled back) drops its context
 and any unused key made ahead with it.
@@ -58,6 +60,10 @@ class HeldKeys:
             self._by_id[key_id] = Held(subject, event_id, key)
             if event_id is None:
                 self._shared[subject] = key_id
+
+    def holds(self, key_id: str) -> bool:
+        """Whether the key `key_id` is held now (no lookup in the store)."""
+        return key_id in self._by_id
 
     def context(self, key_id: str, key: bytes) -> AESGCM:
         """The AES-GCM context of `key` (named `key_id`), made once while it is held."""

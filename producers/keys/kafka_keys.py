@@ -33,7 +33,8 @@ one record per live key) and keeps the live keys in memory; a key it does not kn
 up by reading the topic to its end first (a record sealed under it was acknowledged after
 it). Tombstones read make the process forget the key. Keys of single events are made
 ahead, many in one acknowledged write (`producers.keys.held_keys`), and stored with an
-empty subject and event: the record sealed under one names it.
+empty subject and event: the record sealed under one names it. Once a process uses them
+in batches of 8 or more, the next batch is written while the last is used (`_own_key`).
 
 Before an append seals content, the writer's view of the topic must include every tombstone
 acknowledged before the append began (`current`). Asking the topic's end on every append
@@ -166,6 +167,29 @@ def _encode(subject: str, event_id: str | None, key: bytes) -> bytes:
     return bytes([_VERSION]) + key + meta.encode()
 
 
+# Keys are written ahead of need (`KafkaKeyStore._own_key`) once a batch this large was made.
+_REFILL_FROM = 8
+
+
+class _Refill:
+    """A batch of keys made ahead, written and not yet all acknowledged. Its delivery
+    reports may be served by any thread that polls the store's producer, so they only
+    count here; the store holds the keys (`_settle_refill`) under its lock."""
+
+    def __init__(self, batch: list[tuple[str, bytes]]) -> None:
+        self.batch = batch
+        self.acknowledged = 0
+        self.failed: str | None = None
+        self._count = threading.Lock()  # two polling threads may report at once
+
+    def report(self, err: KafkaError | None, _msg: Any) -> None:
+        with self._count:
+            if err is not None:
+                self.failed = err.str()
+            else:
+                self.acknowledged += 1
+
+
 class KafkaKeyStore(HeldKeys):
     """The keys of one encrypted Kafka log (see the module's docstring). Thread-safe."""
 
@@ -204,6 +228,8 @@ class KafkaKeyStore(HeldKeys):
         self._current_since = -math.inf
         self._watcher: threading.Thread | None = None
         self._closed = threading.Event()
+        self._refill: _Refill | None = None  # keys being written ahead (`_own_key`)
+        self._last_batch = 0  # how many keys the last batch made ahead held
         self.refresh()
 
     # --- reading --------------------------------------------------------------------------
@@ -359,17 +385,7 @@ class KafkaKeyStore(HeldKeys):
         its destroyed key."""
         with self._lock:
             if event_id is not None or subject.startswith(EVENT_SUBJECT_PREFIX):
-                taken = self._take_ahead()
-                if taken is None:
-                    batch = self._next_batch()
-                    self._send(
-                        [(k.encode(), _encode(UNASSIGNED, UNASSIGNED, key)) for k, key in batch],
-                        "writing keys",
-                    )
-                    self._made_ahead(batch)
-                    taken = self._take_ahead()
-                    assert taken is not None
-                return taken
+                return self._own_key()
             key_id = self._shared.get(subject)
             if key_id is not None:
                 return key_id, self._by_id[key_id].key
@@ -377,6 +393,73 @@ class KafkaKeyStore(HeldKeys):
             self._send([(key_id.encode(), _encode(subject, None, key))], "writing a key")
             self._hold(key_id, subject, None, key)
             return key_id, key
+
+    def _own_key(self) -> tuple[str, bytes]:
+        """A durable key made ahead, now used. Under `_lock`.
+
+        Once a process has used a batch of `_REFILL_FROM` keys or more, the next batch is
+        written while the last ones are used (`_Refill`): an append then waits for a key
+        write only when it uses keys faster than the broker acknowledges them. (A write to
+        ``LOG.keys`` often rolls its 100 ms segment: 4 ms at the median, up to 30 ms.) A key
+        is handed out only after its write was acknowledged; a refill that failed is
+        dropped, and the next batch is written here, its error raised."""
+        self._producer.poll(0)  # serves a refill's delivery reports
+        self._settle_refill()
+        taken = self._take_ahead()
+        if taken is None and self._refill is not None:
+            self._producer.flush(self._timeout)
+            self._settle_refill()
+            taken = self._take_ahead()
+        if taken is None:
+            batch = self._next_batch()
+            self._send(
+                [(k.encode(), _encode(UNASSIGNED, UNASSIGNED, key)) for k, key in batch],
+                "writing keys",
+            )
+            self._made_ahead(batch)
+            self._last_batch = len(batch)
+            taken = self._take_ahead()
+            assert taken is not None
+        if (
+            self._refill is None
+            and self._last_batch >= _REFILL_FROM
+            and len(self._ahead) <= self._last_batch // 2
+        ):
+            self._start_refill()
+        return taken
+
+    def _start_refill(self) -> None:
+        """Write the next batch of keys made ahead without waiting for it. Under `_lock`."""
+        refill = _Refill(self._next_batch())
+        try:
+            for key_id, key in refill.batch:
+                self._producer.produce(
+                    self.topic,
+                    value=_encode(UNASSIGNED, UNASSIGNED, key),
+                    key=key_id.encode(),
+                    on_delivery=refill.report,
+                )
+        except (KafkaException, BufferError) as exc:
+            # Nothing is lost: the keys were never handed out; the next append that needs
+            # one writes a batch itself, and says what failed.
+            log.debug("log %s: writing keys ahead: %s", self.log_topic, error_cause(exc))
+            refill.failed = error_cause(exc)
+        self._refill = refill
+        self._settle_refill()
+
+    def _settle_refill(self) -> None:
+        """Hold the refill's keys once every one was acknowledged; drop a failed one. Under
+        `_lock`."""
+        refill = self._refill
+        if refill is None:
+            return
+        if refill.failed is not None:
+            self._refill = None
+            log.debug("log %s: keys written ahead failed: %s", self.log_topic, refill.failed)
+        elif refill.acknowledged == len(refill.batch):
+            self._refill = None
+            self._made_ahead(refill.batch)
+            self._last_batch = len(refill.batch)
 
     def shared_key_id(self, subject: str) -> str | None:
         self.refresh()

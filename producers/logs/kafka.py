@@ -141,7 +141,10 @@ from projector.record_fold import (
 from projector.snapshot_store import RedisAccessError, SnapshotStore
 from schemas.audit import BaseEvent, Document, Message
 from schemas.codec import KIND_HEADER, KINDS, record_id, record_kind
+from schemas.crypto.envelope import KEY_ID_HEX
+from schemas.crypto.envelope import PREFIX as SEALED_PREFIX
 from schemas.crypto.graph_content import content_slots
+from schemas.crypto.subjects import CONTENT_FIELD
 from schemas.errors import (
     AppendFailedError,
     AppendOutcomeUnknownError,
@@ -1049,7 +1052,8 @@ class KafkaLog:
         errors: dict[int, BaseException] = {}
         try:
             for seq, data in zip(watch, delivery.encoded, strict=True):
-                state = self._fold_one(state, seq, data, watch, lifecycle, errors)
+                opener = None if self.keys is None else self._own_opener(watch[seq])
+                state = self._fold_one(state, seq, data, watch, lifecycle, errors, opener)
         except Exception:  # e.g. a key store that did not answer: fold them later, as ever
             log.debug("%s: no speculative fold", self.topic, exc_info=True)
             return None
@@ -1157,14 +1161,17 @@ class KafkaLog:
         watch: dict[int, Record],
         lifecycle: dict[int, list[Lifecycle]],
         errors: dict[int, BaseException],
+        opener: Callable[[Record], Record] | None = None,
     ) -> LogState:
-        """`state` with the record at `seq` folded (see `_fold_until` for `watch`)."""
+        """`state` with the record at `seq` folded (see `_fold_until` for `watch`;
+        `opener`: `_opened`, unless the caller knows better)."""
         before = state
         keys = self.keys
         if keys is None:
             state, events = fold_record(state, seq, value)
         else:
-            state, events = fold_record(state, seq, value, erasable=True, opener=self._opened)
+            opener = self._opened if opener is None else opener
+            state, events = fold_record(state, seq, value, erasable=True, opener=opener)
         if seq in watch:
             lifecycle[seq] = events
             if len(state.rejections) > len(before.rejections):
@@ -1496,6 +1503,31 @@ class KafkaLog:
             lambda receipt: check_receipt(keys, state, receipt, self.stored_records),
             state.graph,
         )
+
+    def _own_opener(self, plain: Record) -> Callable[[Record], Record]:
+        """`_opened` for the bytes this process sealed from `plain` and has not sent
+        anywhere it could read them back from (a speculative fold's): the content is
+        `plain`'s, so it is taken rather than decrypted, while its key is still held (a key
+        destroyed meanwhile opens as `_opened` says). Any other record is opened."""
+
+        def opener(record: Record) -> Record:
+            if (
+                isinstance(record, Message | Document)
+                and type(record) is type(plain)
+                and record.id == plain.id
+            ):
+                field = CONTENT_FIELD[record.kind]
+                value = getattr(record, field)
+                keys = self.keys
+                if (
+                    keys is not None
+                    and value.startswith(SEALED_PREFIX)
+                    and keys.holds(value[len(SEALED_PREFIX) : len(SEALED_PREFIX) + KEY_ID_HEX])
+                ):
+                    return record.with_field(field, getattr(plain, field))
+            return self._opened(record)
+
+        return opener
 
     def _opened(self, record: Record) -> Record:
         """The readable record (an encrypted log's content opened with its key);

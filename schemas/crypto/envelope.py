@@ -45,6 +45,7 @@ __all__ = [
     "PREFIX",
     "WRAPPED_PREFIX",
     "KEY_BYTES",
+    "KEY_ID_HEX",
     "SealedError",
     "Sealed",
     "new_key",
@@ -64,7 +65,7 @@ _DIRECT_AAD = b"msenc2\x00"
 KEY_BYTES = 32
 _NONCE = 12
 _TAG = 16
-_KEY_ID_HEX = 32
+KEY_ID_HEX = 32  # the length of a key id
 _CONVERGENT = b"msenc1 convergent\x00"
 _FIXED_NONCE = bytes(_NONCE)
 # A sealed value is read only up to this size (a record is at most 16 MiB anyway).
@@ -182,8 +183,8 @@ def parse(value: str) -> Sealed:
             f"sealed value: expected {count} parts after {prefix!r}, got {len(parts)}"
         )
     key_id, *rest = parts
-    if len(key_id) != _KEY_ID_HEX or any(c not in "0123456789abcdef" for c in key_id):
-        raise SealedError(f"sealed value: key id {key_id[:40]!r} is not {_KEY_ID_HEX} hex digits")
+    if len(key_id) != KEY_ID_HEX or any(c not in "0123456789abcdef" for c in key_id):
+        raise SealedError(f"sealed value: key id {key_id[:40]!r} is not {KEY_ID_HEX} hex digits")
     wrapped = b""
     if prefix == WRAPPED_PREFIX:
         wrapped = _unb64(rest[0], "the wrapped data key")

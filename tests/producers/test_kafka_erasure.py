@@ -703,3 +703,79 @@ def test_the_projector_folds_sealed_graph_content_as_readers_fold_it(location: s
         for item_id in before:
             assert fresh.item(item_id).content == {"text": ERASED}  # type: ignore[union-attr]
             assert projected.graph.items[item_id].content == {"text": ERASED}
+
+
+def _stored_key_ids(bootstrap: str, topic: str, seqs: list[int]) -> list[str]:
+    stored = dict(read_topic_values(bootstrap, topic))
+    return [parse(decode_record(stored[s]).content).key_id for s in seqs]  # type: ignore[union-attr]
+
+
+def test_keys_written_ahead_are_acknowledged_before_any_record_names_one(
+    location: str, kafka_bootstrap: str, unique_name: str
+) -> None:
+    """Once a writer uses keys of single events in batches of 8 or more, the next batch is
+    written while the last is used. Every record still names a key that is in LOG.keys
+    (a fresh reader opens each), no key seals two events, and the writer's own view, folded
+    while the broker acknowledged (its content taken, not decrypted), equals the reader's."""
+    with Memory(location, encrypt=True) as writer:
+        keys = writer.log.keys  # type: ignore[attr-defined]
+        sent: list[int] = []
+        real_send = keys._send
+
+        def counted(items: list[tuple[bytes, bytes | None]], doing: str) -> None:
+            sent.append(len(items))
+            real_send(items, doing)
+
+        keys._send = counted
+        appended = [
+            writer.add_message(Message(speaker="user", content=f"own {i} apples"))
+            for i in range(300)
+        ]
+        writer_view = [writer.get(e.id).content for e in appended]  # type: ignore[union-attr]
+        _, writer_found = writer.recall("apples", limit=300)
+    # Written in the appends' way only while batches were small: 1, 2, 4, 8.
+    assert sent == [1, 2, 4, 8]
+    key_ids = _stored_key_ids(kafka_bootstrap, unique_name, [e.seq for e in appended])
+    assert len(set(key_ids)) == len(key_ids)
+    # The key store's records (keys and values) as a consumer reads them.
+    in_topic = {v.split(b"|")[0] for v in _values(kafka_bootstrap, keys_topic(unique_name))}
+    assert {key_id.encode() for key_id in key_ids} <= in_topic
+    with Memory(location, create=False) as reader:
+        assert [reader.get(e.id).content for e in appended] == writer_view  # type: ignore[union-attr]
+        assert writer_view == [f"own {i} apples" for i in range(300)]
+        _, found = reader.recall("apples", limit=300)
+        assert sorted(f.id for f in found) == sorted(f.id for f in writer_found)
+
+
+def test_a_batch_of_keys_written_ahead_that_fails_is_never_used(
+    location: str, kafka_bootstrap: str, unique_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch written ahead whose write fails is dropped: its keys are never handed out,
+    and the append that needs a key writes the next batch itself (and raises if that
+    fails too); nothing is lost."""
+    from producers.keys import kafka_keys
+
+    failed_ids: set[str] = set()
+    real_start = kafka_keys.KafkaKeyStore._start_refill
+
+    def failing_start(self: kafka_keys.KafkaKeyStore) -> None:
+        real_start(self)
+        refill = self._refill
+        if refill is not None and not failed_ids:
+            failed_ids.update(key_id for key_id, _ in refill.batch)
+            refill.failed = "injected: the broker refused the batch"
+            self._settle_refill()
+
+    monkeypatch.setattr(kafka_keys.KafkaKeyStore, "_start_refill", failing_start)
+    with Memory(location, encrypt=True) as writer:
+        appended = [
+            writer.add_message(Message(speaker="user", content=f"own {i}")) for i in range(120)
+        ]
+    assert failed_ids
+    key_ids = _stored_key_ids(kafka_bootstrap, unique_name, [e.seq for e in appended])
+    assert not failed_ids & set(key_ids)
+    assert len(set(key_ids)) == len(key_ids)
+    with Memory(location, create=False) as reader:
+        assert [reader.get(e.id).content for e in appended] == [  # type: ignore[union-attr]
+            f"own {i}" for i in range(120)
+        ]
