@@ -97,6 +97,9 @@ class HeldKeys:
         with self._lock:
             for key_id, key in batch:
                 self._by_id[key_id] = Held(UNASSIGNED, UNASSIGNED, key)
+                # Set up now, in one loop: made one at a time by the appends that use
+                # them, each context cost an append 7 µs instead of about 1.
+                self._contexts[key_id] = aead(key)
             # Taken from the end: the first made is used first (ids in time order).
             self._ahead.extend(key_id for key_id, _ in reversed(batch))
 
