@@ -177,10 +177,12 @@ class _Seen:
         self._thread.start()
 
     def _run(self) -> None:
-        from producers.logs.kafka_client import INDEX_HEADER, SEQ_HEADER
+        from producers.logs.kafka_client import INDEX_HEADER, SEQ_HEADER, consume_ready
 
         while not self._stop.is_set():
-            for message in self._consumer.consume(1000, 0.1):
+            # The first to come (a batch consume would wait out its timeout, and the wait
+            # would count as lag).
+            for message in consume_ready(self._consumer, 1000, 0.1):
                 if message.error() is not None:
                     continue
                 self.last_offset[str(message.topic())] = cast(int, message.offset())

@@ -180,7 +180,9 @@ def _probe(
     deadline = time.monotonic() + 5.0
     seen = 0
     while time.monotonic() < deadline and seen < 500:
-        for message in consumer.consume(100, 0.2):
+        # The first to come, not a batch: consume(100, t) would wait out t unless 100
+        # records follow `at` (most probes near the topic's end).
+        for message in consume_ready(consumer, 100, 0.2):
             error = message.error()
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF:
@@ -375,7 +377,10 @@ class LifecycleTail:
         assert consumer is not None
         deadline = time.monotonic() + self.stall_s
         while not self._buffer and not self.done:
-            messages = consumer.consume(1000, 0.5)
+            # Not a batch consume: it waits out its timeout unless 1,000 records come, and
+            # a tail of commit markers only (a new log's) ends in a partition EOF, which
+            # then cost the tenure's first event half a second of lag.
+            messages = consume_ready(consumer, 1000, 0.5)
             for message in messages:
                 error = message.error()
                 if error is not None:
