@@ -163,8 +163,17 @@ def create_keys_topic(
 
 
 def _encode(subject: str, event_id: str | None, key: bytes) -> bytes:
+    if subject == UNASSIGNED and event_id == UNASSIGNED:
+        return _UNASSIGNED_HEAD + key + _UNASSIGNED_META
     meta = json.dumps({"subject": subject, "event_id": event_id}, separators=(",", ":"))
     return bytes([_VERSION]) + key + meta.encode()
+
+
+# A key made ahead is written in batches of 64: its constant parts, encoded once.
+_UNASSIGNED_HEAD = bytes([_VERSION])
+_UNASSIGNED_META = json.dumps(
+    {"subject": UNASSIGNED, "event_id": UNASSIGNED}, separators=(",", ":")
+).encode()
 
 
 # Keys are written ahead of need (`KafkaKeyStore._own_key`) once a batch this large was made.
@@ -178,6 +187,7 @@ class _Refill:
 
     def __init__(self, batch: list[tuple[str, bytes]]) -> None:
         self.batch = batch
+        self.ids = frozenset(key_id for key_id, _ in batch)
         self.acknowledged = 0
         self.failed: str | None = None
         self._count = threading.Lock()  # two polling threads may report at once
@@ -251,6 +261,9 @@ class KafkaKeyStore(HeldKeys):
             return
         if key_id in self._by_id:  # held already (made here, or read before): first wins
             return
+        refill = self._refill
+        if refill is not None and key_id in refill.ids:
+            return  # made here, held once its whole batch is acknowledged (`_own_key`)
         if len(value) > _MAX_VALUE or len(value) < 1 + KEY_BYTES or value[0] != _VERSION:
             raise self._corrupt(offset, f"key {key_id}: not a key record of version {_VERSION}")
         try:
