@@ -45,7 +45,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -120,6 +120,20 @@ def _verify_pool() -> ThreadPoolExecutor:
                 max(1, workers), thread_name_prefix="memstream-verify"
             )
         return _VERIFY_POOL
+
+
+_CHECK_POOL: ThreadPoolExecutor | None = None
+
+
+def _check_pool() -> ThreadPoolExecutor:
+    """Threads that ask the broker whether a log topic was created again, for every lease
+    keeper of the process: a keeper renews its lease on time even while a check waits on
+    a slow broker (up to its 5 s timeout, longer than a lease)."""
+    global _CHECK_POOL
+    with _VERIFY_POOL_LOCK:
+        if _CHECK_POOL is None:
+            _CHECK_POOL = ThreadPoolExecutor(2, thread_name_prefix="memstream-topic-check")
+        return _CHECK_POOL
 
 
 @dataclass
@@ -466,7 +480,8 @@ class _SnapshotWriter:
 
 class _Keeper:
     """Renews the lease on a timer (every quarter of its period), busy or idle, writing
-    the status record with it, and watches the log topic's id. The loop reads:
+    the status record with it, and watches the log topic's id (asked on the process's
+    `_check_pool`, never in the way of a renewal). The loop reads:
 
     - `until`: the monotonic time the lease is surely held until (it was renewed at a time
       before the renewal was sent);
@@ -494,6 +509,7 @@ class _Keeper:
         topic = projector.location.topic
         failures = 0
         checked = time.monotonic()
+        check: Future[None] | None = None
         while not self._done.wait(self.period):
             sent = time.monotonic()
             try:
@@ -515,9 +531,12 @@ class _Keeper:
                 self.lost = True
                 return
             self.until = sent + projector.lease_ms / 1000
-            if time.monotonic() - checked >= projector.topic_check_s:
+            if time.monotonic() - checked >= projector.topic_check_s and (
+                check is None or check.done()
+            ):
                 checked = time.monotonic()
-                self.check_topic()
+                # Not here: a renewal must not wait behind a slow broker's answer.
+                check = _check_pool().submit(self.check_topic)
 
     def check_topic(self) -> None:
         projector = self._projector

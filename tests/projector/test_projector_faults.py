@@ -415,6 +415,57 @@ def test_an_idle_projector_keeps_its_lease_and_reports_its_status(location: str)
     assert subscribed(location) == expected_lifecycle(loc)
 
 
+def test_a_topic_check_waiting_on_the_broker_does_not_hold_the_lease_back(
+    location: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lease keeper asks every few seconds whether the log topic was created again; a
+    loaded broker may take seconds to answer (5 s at most, longer than the 3 s lease).
+    Renewals go on meanwhile: the status heartbeat stays fresh, publishing is not paused,
+    the tenure does not end. (Asked in the keeper's own thread, the check held renewals
+    back until it returned: the lease lapsed.)"""
+    import projector.service as service
+
+    loc = parse_kafka_location(location)
+    append(location, [f"m{i}" for i in range(5)])
+    asked = threading.Event()
+    answer = threading.Event()
+    real = service.topic_id
+
+    def slow(admin: AdminClient, topic: str, timeout: float = 5.0) -> str:
+        # The tenure's own look at the topic (its start) answers at once; the keeper's
+        # periodic check, wherever it runs, waits for the test.
+        name = threading.current_thread().name
+        if name == "projector-lease" or name.startswith("memstream-topic-check"):
+            asked.set()
+            answer.wait(20)
+        return real(admin, topic, timeout)
+
+    monkeypatch.setattr(service, "topic_id", slow)
+    projector = Projector(loc)
+    projector.topic_check_s = 0.5
+    stop = threading.Event()
+    runner = threading.Thread(target=projector.run, args=(stop,), daemon=True)
+    runner.start()
+    client = redis.Redis.from_url(loc.redis_url)
+    try:
+        wait_for("the first events", lambda: len(subscribed(location)) == 5)
+        assert asked.wait(10), "the topic was never checked"
+        time.sleep(5)  # the check waits longer than a lease lasts
+        status = decode_status(client.get(status_key(loc.key_prefix)))
+        assert status is not None
+        assert time.time() * 1000 - status.heartbeat_ms < status.lease_ms, (
+            "the lease was not renewed while the topic check waited"
+        )
+        append(location, [f"n{i}" for i in range(3)])
+        wait_for("events appended while the check waits", lambda: len(subscribed(location)) == 8)
+        assert projector.stats.restarts == 0
+    finally:
+        answer.set()
+        stop.set()
+        runner.join(30)
+    assert subscribed(location) == expected_lifecycle(loc)
+
+
 @pytest.mark.parametrize("records", [11, 30_000])
 def test_a_paused_projector_that_lost_its_lease_cannot_publish(location: str, records: int) -> None:
     """The first projector is stopped (SIGSTOP) past its lease while records arrive (11) or
