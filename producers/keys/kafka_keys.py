@@ -420,7 +420,10 @@ class KafkaKeyStore(HeldKeys):
         self._settle_refill()
         taken = self._take_ahead()
         if taken is None and self._refill is not None:
-            self._producer.flush(self._timeout)
+            try:
+                self._producer.flush(self._timeout)
+            except KafkaException as exc:  # the batch below says what failed, if it does
+                self._refill.failed = error_cause(exc)
             self._settle_refill()
             taken = self._take_ahead()
         if taken is None:
