@@ -239,6 +239,10 @@ _FAST_ENVELOPE: SchemaEntry | None = (
 def _write_str(out: bytearray, text: str) -> None:
     data = text.encode()
     n = len(data) << 1  # zigzag of a non-negative length
+    if n <= 0x7F:  # most strings: a length of one byte
+        out.append(n)
+        out += data
+        return
     while n > 0x7F:
         out.append((n & 0x7F) | 0x80)
         n >>= 7
