@@ -704,3 +704,37 @@ def test_a_lifecycle_event_over_the_readers_bound_is_published_as_its_stand_in()
     }
     # The same event gives the same bytes (a refold finds it published).
     assert encode_lifecycle(big, 2) == stand_in
+
+
+def test_a_lifecycle_ts_is_the_fields_written_out_to_the_millisecond() -> None:
+    """`_ms_iso` (isoformat, cut) equals the datetime's own fields written out, whatever
+    its offset (dropped, as the envelopes always did) and year."""
+    import random
+    from datetime import UTC, datetime, timedelta, timezone
+
+    from projector.lifecycle import _ms_iso
+
+    def written_out(when: datetime) -> str:
+        return (
+            f"{when.year:04d}-{when.month:02d}-{when.day:02d}T{when.hour:02d}:"
+            f"{when.minute:02d}:{when.second:02d}.{when.microsecond // 1000:03d}Z"
+        )
+
+    rng = random.Random(7)
+    zones = [None, UTC, timezone(timedelta(hours=5, minutes=30))]
+    zones.append(timezone(timedelta(hours=-8, seconds=7)))
+    for _ in range(5000):
+        when = datetime(
+            rng.randint(1000, 9999),
+            rng.randint(1, 12),
+            rng.randint(1, 28),
+            rng.randint(0, 23),
+            rng.randint(0, 59),
+            rng.randint(0, 59),
+            rng.choice([0, 999, 1000, 999_999, rng.randint(0, 999_999)]),
+            tzinfo=rng.choice(zones),
+        )
+        assert _ms_iso(when) == written_out(when), when
+    # Years below 1000 keep strftime's form (unpadded here, as before).
+    early = datetime(999, 1, 2, 3, 4, 5, 6_789)
+    assert _ms_iso(early) == early.strftime("%Y-%m-%dT%H:%M:%S.") + "006Z"
