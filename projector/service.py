@@ -105,35 +105,31 @@ def _compact(location: KafkaLocation, epoch: str) -> None:
     SnapshotStore.connect(location).compact(epoch)
 
 
-_VERIFY_POOL: ThreadPoolExecutor | None = None
-_VERIFY_POOL_LOCK = threading.Lock()
+# Thread pools shared by every projector of a process, by name, made on first use.
+_POOLS: dict[str, ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _process_pool(name: str, workers: int) -> ThreadPoolExecutor:
+    with _POOLS_LOCK:
+        pool = _POOLS.get(name)
+        if pool is None:
+            pool = _POOLS[name] = ThreadPoolExecutor(max(1, workers), thread_name_prefix=name)
+        return pool
 
 
 def _verify_pool() -> ThreadPoolExecutor:
-    """Threads that check signed logs' signatures ahead of the fold (one pool a process;
-    `MEMSTREAM_VERIFY_THREADS`, default 2)."""
-    global _VERIFY_POOL
-    with _VERIFY_POOL_LOCK:
-        if _VERIFY_POOL is None:
-            workers = int(os.environ.get("MEMSTREAM_VERIFY_THREADS", "2") or 2)
-            _VERIFY_POOL = ThreadPoolExecutor(
-                max(1, workers), thread_name_prefix="memstream-verify"
-            )
-        return _VERIFY_POOL
-
-
-_CHECK_POOL: ThreadPoolExecutor | None = None
+    """Threads that check signed logs' signatures ahead of the fold
+    (`MEMSTREAM_VERIFY_THREADS`, default 2)."""
+    workers = int(os.environ.get("MEMSTREAM_VERIFY_THREADS", "2") or 2)
+    return _process_pool("memstream-verify", workers)
 
 
 def _check_pool() -> ThreadPoolExecutor:
     """Threads that ask the broker whether a log topic was created again, for every lease
-    keeper of the process: a keeper renews its lease on time even while a check waits on
-    a slow broker (up to its 5 s timeout, longer than a lease)."""
-    global _CHECK_POOL
-    with _VERIFY_POOL_LOCK:
-        if _CHECK_POOL is None:
-            _CHECK_POOL = ThreadPoolExecutor(2, thread_name_prefix="memstream-topic-check")
-        return _CHECK_POOL
+    keeper: a keeper renews its lease on time even while a check waits on a slow broker
+    (up to its 5 s timeout, longer than a lease)."""
+    return _process_pool("memstream-topic-check", 2)
 
 
 @dataclass

@@ -416,8 +416,9 @@ class KafkaKeyStore(HeldKeys):
         ``LOG.keys`` often rolls its 100 ms segment: 4 ms at the median, up to 30 ms.) A key
         is handed out only after its write was acknowledged; a refill that failed is
         dropped, and the next batch is written here, its error raised."""
-        self._producer.poll(0)  # serves a refill's delivery reports
-        self._settle_refill()
+        if self._refill is not None:
+            self._producer.poll(0)  # serves the refill's delivery reports
+            self._settle_refill()
         taken = self._take_ahead()
         if taken is None and self._refill is not None:
             try:
