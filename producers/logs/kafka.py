@@ -128,6 +128,7 @@ from producers.logs.kafka_client import (
 from producers.logs.kafka_evidence import Head, KafkaEvidence
 from producers.logs.lifecycle_topic import follow_lifecycle
 from producers.logs.location import KAFKA_SCHEME, KafkaLocation, parse_kafka_location
+from producers.logs.shared_producer import PRODUCERS
 from producers.logs.topic_identity import LogIdentity, admin_for, partition_end, topic_id
 from projector.authorship import AuthorshipError
 from projector.lifecycle import Lifecycle
@@ -273,7 +274,9 @@ class _Delivery:
                 return
             if err is None:
                 self.offsets[index] = msg.offset()
-                self.log._producer_acked = True
+                if not self.log._producer_acked:
+                    self.log._producer_acked = True
+                    PRODUCERS.mark_acked(self.producer)
             elif err.code() == KafkaError._PURGE_QUEUE and (
                 self.log._replicated or self.log._client_errors != self.errors_at_start
             ):
@@ -283,7 +286,7 @@ class _Delivery:
                 # broker wrote it, then died or lost leadership before acknowledging).
                 self.failures[index] = (
                     True,
-                    f"{self.log._reason(err)}; "
+                    f"{self.log._reason(err, self)}; "
                     + (
                         "the log is replicated, so its leader may have moved and they may "
                         "have been sent before"
@@ -293,7 +296,7 @@ class _Delivery:
                     ),
                 )
             else:
-                self.failures[index] = (err.code() not in _NOT_WRITTEN, self.log._reason(err))
+                self.failures[index] = (err.code() not in _NOT_WRITTEN, self.log._reason(err, self))
             self.remaining -= 1
             last = self.remaining == 0
         if last:
@@ -625,16 +628,17 @@ class KafkaLog:
     # --- clients --------------------------------------------------------------------------
 
     def _new_producer(self) -> Producer:
+        """The process's producer for this log's cluster and settings, shared with the
+        other logs that append with the same (`producers.logs.shared_producer`)."""
         conf = producer_conf(
             self.kafka_location.bootstrap,
             **{
                 "message.timeout.ms": int(self._append_timeout * _MESSAGE_TIMEOUT_SHARE * 1000),
                 "message.max.bytes": PRODUCER_MESSAGE_MAX_BYTES,
-                "error_cb": self._on_client_error,
             },
         )
         try:
-            return Producer(conf)
+            return PRODUCERS.acquire(conf, self._on_client_error)
         except KafkaException as exc:
             raise KafkaUnavailableError(
                 f"log {self.topic}: cannot create a producer: {error_cause(exc)}"
@@ -657,10 +661,21 @@ class KafkaLog:
         self._last_error = str(error.str())
         self._client_errors += 1
 
-    def _reason(self, err: KafkaError) -> str:
-        """Why a record failed, in words; with the broker's last error when it helps."""
+    def _reason(self, err: KafkaError, delivery: _Delivery | None = None) -> str:
+        """Why a record (of `delivery`) failed, in words; with the broker's last error
+        when it helps."""
         code = err.code()
-        if code == KafkaError._PURGE_QUEUE:
+        if (
+            code == KafkaError._PURGE_QUEUE
+            and delivery is not None
+            and time.monotonic() < delivery.purge_at
+        ):
+            # Before its own deadline: dropped with the queue of the producer it shares.
+            reason = (
+                "dropped from this process's queue before being sent, when another log "
+                "sharing its Kafka producer gave up on its own records or the producer failed"
+            )
+        elif code == KafkaError._PURGE_QUEUE:
             reason = (
                 f"not acknowledged within {self._append_timeout * _PURGE_SHARE:g} s, so the "
                 "records still queued in this process were dropped before being sent"
@@ -896,6 +911,7 @@ class KafkaLog:
                 return  # retired already
             self._producer = None
             doomed = [d for d in self._open if d.producer is producer]
+        PRODUCERS.retire(producer)  # no log is handed it again
         if error is None:
             log.error("%s: the Kafka producer failed; replacing it", self.topic, exc_info=exc)
         else:
@@ -905,7 +921,12 @@ class KafkaLog:
                 error.str(),
             )
         reason = f"the Kafka producer failed ({error_cause(exc) if error is None else error.str()})"
-        if error is not None and error.code() in DENIED_ERRORS and not self._producer_acked:
+        if (
+            error is not None
+            and error.code() in DENIED_ERRORS
+            and not self._producer_acked
+            and not PRODUCERS.acked(producer)
+        ):
             # The broker refused the producer its id: no record of it was ever sent.
             reason = self._reason(error)
             for delivery in doomed:
@@ -916,6 +937,7 @@ class KafkaLog:
             producer.purge(in_queue=True, in_flight=True, blocking=False)
         except Exception:  # a failed producer may refuse that too; it is dropped anyway
             log.debug("%s: purging the failed producer", self.topic, exc_info=True)
+        PRODUCERS.release(producer, self._on_client_error)
 
     def _watch(self, now: float) -> None:
         """Deadlines of the batches in flight, oldest first: after `purge_at` the records
@@ -943,8 +965,21 @@ class KafkaLog:
     def _await(self, delivery: _Delivery) -> None:
         """Wait in this thread for a delivery, flushing so the batch is sent at once."""
         while not delivery.finished:
-            # Short flushes: other threads' appends may keep the queue from ever emptying.
-            self._serve(delivery.producer, 0.01)
+            # Short flushes: other threads' appends, and other logs' sharing the producer,
+            # may keep its queue from ever emptying; a flush returns only once it is empty
+            # or its time is up, so its time bounds how late this batch's report is seen.
+            self._serve(delivery.producer, 0.002)
+            self._watch(time.monotonic())
+
+    def _finish_own(self, producer: Producer) -> None:
+        """Until this log's batches in flight are acknowledged or failed, or its append
+        timeout passed (others' records in the shared producer are theirs to wait for)."""
+        deadline = time.monotonic() + self._append_timeout
+        while time.monotonic() < deadline:
+            with self._dr_lock:
+                if not any(d.remaining for d in self._open):
+                    return
+            self._serve(producer, 0.05)
             self._watch(time.monotonic())
 
     def _wait_inflight(self) -> None:
@@ -1640,8 +1675,9 @@ class KafkaLog:
             if self._closed:
                 return
             producer = self._producer
-            if producer is not None:  # bounded: librdkafka gives up on each message in time
-                self._serve(producer, self._append_timeout)
+            if producer is not None:
+                self._finish_own(producer)
+                PRODUCERS.release(producer, self._on_client_error)
             self._closed = True
             with self._dr_lock:
                 left = [d for d in self._open if d.remaining]
