@@ -5,9 +5,11 @@
 and error types it shares with the projector are in `producers.logs.kafka_client`.
 
 Producers are idempotent with ``acks=all`` and not transactional (seq is the offset): a retry
-never duplicates or reorders a record, and offsets stay dense. The state is the same total
-fold as everywhere (`projector.record_fold.fold_record`), hydrated from the projector's Redis
-snapshot when there is one, then following the topic.
+never duplicates or reorders a record, and offsets stay dense. The logs a process appends to
+on one cluster, with the same settings, share one producer
+(`producers.logs.shared_producer`: one produce request per broker for all their batches).
+The state is the same total fold as everywhere (`projector.record_fold.fold_record`),
+hydrated from the projector's Redis snapshot when there is one, then following the topic.
 
 Two ways in:
 
