@@ -49,7 +49,9 @@ def test_the_logs_of_a_process_share_one_producer_and_keep_their_own_records(
     producer = _log(memories[0])._producer
     assert producer is not None
     assert all(_log(m)._producer is producer for m in memories)
-    assert PRODUCERS.users(producer) == 3
+    # Logs opened earlier in this process with the same settings (other tests') share it too.
+    others = PRODUCERS.users(producer) - 3
+    assert others >= 0
     futures: list[list[Any]] = [[] for _ in memories]
     for i in range(200):  # interleaved, pipelined, and a synchronous append now and then
         for k, memory in enumerate(memories):
@@ -68,13 +70,14 @@ def test_the_logs_of_a_process_share_one_producer_and_keep_their_own_records(
         assert [e.content for e in events] == [f"{k}:{i}" for i in range(200)]
         assert {e.speaker for e in events} == {f"log{k}"}
     memories[0].close()  # one lets go; the others append on with the same producer
-    assert PRODUCERS.users(producer) == 2
+    assert PRODUCERS.users(producer) == others + 2
     assert memories[1].add_message(Message(speaker="log1", content="after")).seq == 200
     for memory in memories[1:]:
         memory.close()
-    assert PRODUCERS.users(producer) == 0
-    with Memory(locations[0]) as again:  # the last let go: a new one is made
-        assert _log(again)._producer is not producer
+    assert PRODUCERS.users(producer) == others
+    with Memory(locations[0]) as again:
+        # Once the last user let go, a new one is made; while any is left, it is shared.
+        assert (_log(again)._producer is producer) == (others > 0)
         assert again.add_message(Message(speaker="log0", content="again")).seq == 200
 
 
