@@ -375,6 +375,11 @@ _LEADER_MOVING = frozenset(
 )
 
 
+# Local errors of a client whose cached metadata lacks the partition (see `watermarks`), and
+# how many times a watermark question is asked again after one (each after a refresh).
+_STALE_METADATA = frozenset({KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC})
+_STALE_TRIES = 3
+
 # At most this long for one try of a watermark question: a try sent to a node that died
 # waits out its whole timeout, while a new leader answers within a second or two.
 _WATERMARK_TRY_S = 3.0
@@ -430,9 +435,21 @@ def watermarks(consumer: Consumer, topic: str, timeout: float) -> tuple[int, int
         )
         return int(low), int(high)
 
+    stale = [0]  # answers from a metadata cache that lacks the partition, so far
+
     def passing(exc: Exception) -> bool:
         error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
-        return isinstance(error, KafkaError) and (
+        if not isinstance(error, KafkaError):
+            return False
+        if error.code() in _STALE_METADATA:
+            # The client's cached metadata lacks the partition: a node restarting may have
+            # answered a metadata request before it knew every topic, and a consumer that
+            # never fetches would keep that answer for minutes (queryd answered 503 for
+            # 2.5 minutes in the failover test). Asked again after a refresh, a few times;
+            # a topic that is really gone still fails, soon.
+            stale[0] += 1
+            return stale[0] <= _STALE_TRIES
+        return (
             error.retriable()
             or error.code() in _LEADER_MOVING
             or error.code() == KafkaError._TIMED_OUT
