@@ -1086,17 +1086,9 @@ class Projector:
                     finally:
                         committer.lock.release()
                 # At once what is ready, else the first record to come: a batch consume
-                # would wait out its timeout. Short while events are held, so that they go
-                # out promptly; with records buffered, until the snapshot cut is due (a
-                # record still ends the wait at once). Waking every 10 ms while a buffer
-                # waited for its cut cost a process of 33 quiet logs 3,300 rounds a second.
-                if held:
-                    wait = 0.01
-                elif buffer:
-                    due = last_write + self.every_ms / 1000 - time.monotonic()
-                    wait = min(_IDLE_WAIT_S, max(0.01, due))
-                else:
-                    wait = _IDLE_WAIT_S
+                # would wait out its timeout. Short while a snapshot is to be cut or events
+                # are held, so that they go out promptly.
+                wait = 0.01 if buffer or held else _IDLE_WAIT_S
                 messages = consume_ready(consumer, 1000, wait)
                 # Transactions commit once this old: soon at the log's end (subscribers
                 # wait), less often catching up (each commit costs the broker some work).
