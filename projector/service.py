@@ -38,14 +38,14 @@ import gc
 import logging
 import multiprocessing
 import os
-import signal
 import socket
 import threading
 import time
 import uuid
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -100,9 +100,47 @@ log = logging.getLogger("memstream.projector")
 Progress = Callable[[int, int], None]
 
 
-def _compact(location: KafkaLocation, epoch: str) -> None:
-    """The compactor child: merge runs of small snapshot chunks of `epoch`."""
-    SnapshotStore.connect(location).compact(epoch)
+def _compact(location: KafkaLocation, epoch: str) -> int:
+    """In the compaction worker: merge runs of small snapshot chunks of `epoch`; how many
+    merges were made."""
+    return SnapshotStore.connect(location).compact(epoch)
+
+
+# One compaction worker process for every projector of a process, started on first use.
+# A process per merge cost a fresh interpreter and memstream's imports (about 0.5 s of CPU)
+# each time: at 33 logs, merging every few seconds each, that alone was more than this
+# 2-core machine had. The worker imports once and merges the logs' chunks in turn.
+_COMPACTOR: ProcessPoolExecutor | None = None
+_COMPACTOR_LOCK = threading.Lock()
+
+
+def _exit_with(parent: int) -> None:
+    """In the compaction worker: exit once `parent` is gone (a SIGKILLed projector process
+    would leave it waiting on its queue forever: it holds both ends of the queue's pipe)."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def _compaction_worker(broken: ProcessPoolExecutor | None = None) -> ProcessPoolExecutor:
+    """The process's compaction worker; `broken`: the one that died, made again."""
+    global _COMPACTOR
+    with _COMPACTOR_LOCK:
+        if _COMPACTOR is None or _COMPACTOR is broken:
+            if _COMPACTOR is not None:
+                _COMPACTOR.shutdown(wait=False, cancel_futures=True)
+            # spawn: never a fork of this process, whose threads may hold locks
+            _COMPACTOR = ProcessPoolExecutor(
+                1,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_exit_with,
+                initargs=(os.getpid(),),
+            )
+        return _COMPACTOR
 
 
 # Thread pools shared by every projector of a process, by name, made on first use.
@@ -766,23 +804,26 @@ class Projector:
                 # rarely, in bursts.
                 if position is None or len(position.chunks) < self.compact_at_chunks:
                     continue
-                # In a child process: decoding and encoding chunks would otherwise hold
+                # In another process: decoding and encoding chunks would otherwise hold
                 # this process's GIL for up to a second, a pause in the fold loop.
-                child = multiprocessing.get_context("spawn").Process(
-                    target=_compact, args=(self.location, position.epoch), daemon=True
-                )
-                child.start()
-                while child.is_alive() and not done.wait(0.05):
+                worker = _compaction_worker()
+                try:
+                    merge = worker.submit(_compact, self.location, position.epoch)
+                except (BrokenProcessPool, RuntimeError):  # died (killed); made again
+                    _compaction_worker(worker)
+                    continue
+                # Not waited for when stopping: a merge is one MULTI/EXEC, atomic however
+                # it ends, and the worker goes on to the next log's.
+                while not merge.done() and not done.wait(0.05):
                     pass
-                if child.is_alive():  # stopping: a merge is one MULTI/EXEC, atomic if cut
-                    child.terminate()
-                child.join()
-                if child.exitcode not in (0, -signal.SIGTERM):
+                if merge.done() and merge.exception() is not None:
+                    if isinstance(merge.exception(), BrokenProcessPool):
+                        _compaction_worker(worker)
                     # a cache: the next round (or the next run) merges
                     log.warning(
-                        "%s: merging snapshot chunks failed (exit code %s)",
+                        "%s: merging snapshot chunks failed (%s)",
                         self.location.topic,
-                        child.exitcode,
+                        merge.exception(),
                     )
 
         thread = threading.Thread(target=loop, name="snapshot-compactor", daemon=True)
@@ -1086,9 +1127,17 @@ class Projector:
                     finally:
                         committer.lock.release()
                 # At once what is ready, else the first record to come: a batch consume
-                # would wait out its timeout. Short while a snapshot is to be cut or events
-                # are held, so that they go out promptly.
-                wait = 0.01 if buffer or held else _IDLE_WAIT_S
+                # would wait out its timeout. Short while events are held, so that they go
+                # out promptly; with records buffered, until the snapshot cut is due (a
+                # record still ends the wait at once). Waking every 10 ms while a buffer
+                # waited for its cut cost a process of 33 quiet logs 3,300 rounds a second.
+                if held:
+                    wait = 0.01
+                elif buffer:
+                    due = last_write + self.every_ms / 1000 - time.monotonic()
+                    wait = min(_IDLE_WAIT_S, max(0.01, due))
+                else:
+                    wait = _IDLE_WAIT_S
                 messages = consume_ready(consumer, 1000, wait)
                 # Transactions commit once this old: soon at the log's end (subscribers
                 # wait), less often catching up (each commit costs the broker some work).

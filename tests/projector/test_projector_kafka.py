@@ -427,33 +427,6 @@ def test_a_topic_with_two_partitions_or_compaction_is_refused(
         Memory(f"kafka://{kafka_bootstrap}/{compacted}?redis={redis_url}")
 
 
-def test_the_compactor_child_merges_chunks_and_readers_still_see_the_fold(location: str) -> None:
-    loc = parse_kafka_location(location)
-    with Memory(location) as memory:
-        memory.append_many([Message(speaker="a", content=f"word{i % 5} n{i}") for i in range(400)])
-    projector = Projector(loc, every_records=10)  # many small chunks
-    projector.compact_every_s = 0.1
-    projector.compact_at_chunks = 8
-    stop = threading.Event()
-    runner = threading.Thread(target=projector.run, kwargs={"stop": stop})
-    runner.start()
-    store = SnapshotStore.connect(loc)
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            position = store.read_position()
-            if position is not None and position.last_seq == 399 and len(position.chunks) < 8:
-                break
-            time.sleep(0.1)
-        else:
-            pytest.fail(f"chunks were not merged: {store.read_position()}")
-    finally:
-        stop.set()
-        runner.join(30)
-    records = [(s, v) for s, v, _ in read_topic(loc.bootstrap, loc.topic)]
-    assert store.load() == fold_log(records)
-
-
 def test_a_record_whose_lifecycle_event_is_five_times_its_size_is_published(
     location: str,
 ) -> None:
