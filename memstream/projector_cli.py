@@ -218,9 +218,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument(
         "--snapshot-ms",
         type=int,
-        default=100,
+        default=1000,
         metavar="T",
-        help="and at least every T milliseconds when there is news (default 100)",
+        help="and at least every T milliseconds when there is news (default 1000)",
     )
     run.add_argument(
         "--key",

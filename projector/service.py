@@ -605,7 +605,7 @@ class Projector:
         location: KafkaLocation | str,
         *,
         every_records: int = 20_000,
-        every_ms: int = 100,
+        every_ms: int = 1000,
         linger_ms: int = 2,
         lease_ms: int = 3_000,
         commit_ms: int = 100,
@@ -619,6 +619,13 @@ class Projector:
         while catching up and `commit_linger_ms` old at the log's end (a commit costs a few
         broker round trips; a subscriber sees an event once its transaction is
         committed).
+
+        A snapshot chunk is cut every `every_records` records, or `every_ms` after the
+        last cut when there is news. A cut costs about a millisecond of CPU (the commit
+        markers' check, the fenced Redis write) however few its records: at 100 ms, a
+        process of 33 logs at 10 appends a second each spent 82% of a core, one cut per
+        record; at 1000 ms, 49%. A restart or a new owner folds at most that much of the
+        log again.
 
         `key`: the signing key of the log's checkpoints (`producers.logs.signing_key`:
         a key file, a signer, False for none; None: ``$MEMSTREAM_SIGNING_KEY``, else the
