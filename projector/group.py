@@ -301,27 +301,42 @@ class ProjectorGroup:
             "auto.offset.reset": "latest",
         }
 
+    def _new_consumer(self) -> Consumer:
+        return Consumer(self.consumer_conf())
+
+    def _discover_loop(self, stop: threading.Event, found: list[tuple[str, ...]]) -> None:
+        """Every `refresh_s`, the group's logs that exist now into `found` (its one item).
+
+        A thread of its own: a metadata request waits up to 10 s on a slow broker, and the
+        loop that polls the group's consumer must not wait with it (the group's callbacks,
+        a dead member's logs among them, are served on that poll)."""
+        failures = 0
+        while not stop.is_set():
+            try:
+                found[0] = self.discover()
+                failures = 0
+            except KafkaException as exc:
+                failures += 1
+                if failures == 1 or failures % 20 == 0:
+                    log.warning(
+                        "cannot list the cluster's topics (%s); trying again", error_cause(exc)
+                    )
+            stop.wait(self.refresh_s)
+
     def run(self, stop: threading.Event) -> None:
         """Take part in the group until `stop` is set; then stop every projector of this
         member (each releases its log's lease) and leave the group, so that the others
         take its logs at once."""
-        consumer = Consumer(self.consumer_conf())
-        next_refresh = 0.0
-        failures = 0
+        consumer = self._new_consumer()
+        found: list[tuple[str, ...]] = [self.subscribed]
+        done = threading.Event()
+        discovery = threading.Thread(
+            target=self._discover_loop, args=(done, found), name="group-discovery", daemon=True
+        )
+        discovery.start()
         try:
             while not stop.is_set():
-                if time.monotonic() >= next_refresh:
-                    try:
-                        self._resubscribe(consumer, self.discover())
-                        failures = 0
-                    except KafkaException as exc:
-                        failures += 1
-                        if failures == 1 or failures % 20 == 0:
-                            log.warning(
-                                "cannot list the cluster's topics (%s); trying again",
-                                error_cause(exc),
-                            )
-                    next_refresh = time.monotonic() + self.refresh_s
+                self._resubscribe(consumer, found[0])
                 # Serves the group's heartbeats' answers and callbacks; never a record.
                 message = consumer.poll(0.2)
                 error = None if message is None else message.error()
@@ -329,11 +344,13 @@ class ProjectorGroup:
                     if error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
                         log.warning("the projector group's consumer: %s", error)
         finally:
+            done.set()
             self._stop(self.owned(), "stopping")
             try:
                 consumer.close()  # leaves the group: a rebalance gives its logs to others
             except (KafkaException, RuntimeError):
                 log.debug("closing the group's consumer failed", exc_info=True)
+            discovery.join(0.1)  # a daemon; it ends after its question in flight
 
     def _resubscribe(self, consumer: Consumer, topics: tuple[str, ...]) -> None:
         if topics == self.subscribed:

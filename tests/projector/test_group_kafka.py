@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import redis
-from confluent_kafka import TopicCollection
+from confluent_kafka import Consumer, TopicCollection
 from confluent_kafka.admin import AdminClient
 from topic_reading import read_all
 
@@ -340,3 +340,57 @@ def test_a_listed_log_created_later_is_followed_and_stopping_releases_every_leas
     for loc in (first, later):
         assert logs.client.get(status_key(loc.key_prefix)) is None
         judge(loc)
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(180)
+def test_a_slow_look_for_new_logs_never_holds_up_the_groups_poll(
+    kafka_bootstrap: str, redis_url: str, unique_name: str
+) -> None:
+    """The group's callbacks (a dead member's logs given to this one) are served on its
+    consumer's poll; listing the cluster's topics waits up to 10 s on a slow broker, and
+    the poll must go on meanwhile (in the bench at 100 logs, a listing that timed out held
+    the poll for 10 s)."""
+    logs = Logs(kafka_bootstrap, redis_url, unique_name)
+    first = logs.create("one", 3)
+    polls = Counter[str]()
+    release = threading.Event()
+
+    class CountingConsumer(Consumer):
+        def poll(self, *args: Any, **kwargs: Any) -> Any:
+            polls["n"] += 1
+            return super().poll(*args, **kwargs)
+
+    class SlowGroup(ProjectorGroup):
+        asked = 0
+
+        def _new_consumer(self) -> Consumer:
+            return CountingConsumer(self.consumer_conf())
+
+        def discover(self) -> tuple[str, ...]:
+            self.asked += 1
+            if self.asked > 1:  # the broker "stalls": held until the test lets it go
+                release.wait(30)
+            return super().discover()
+
+    group = SlowGroup(
+        [str(first)], group=f"{unique_name}-group", refresh_s=0.2, projector={"every_ms": 30}
+    )
+    halt = threading.Event()
+    runner = threading.Thread(target=group.run, args=(halt,), daemon=True)
+    runner.start()
+    me = {os.getpid()}
+    try:
+        wait_for("the listed log folded", lambda: logs.folded_by(first.topic, me, 2), 60)
+        wait_for("the second listing to start", lambda: group.asked > 1, 10)
+        before = polls["n"]
+        time.sleep(2.0)
+        during = polls["n"] - before
+        assert during >= 5, f"the group's consumer was polled {during} times in 2 s"
+        assert group.owned() == [first.topic]
+    finally:
+        release.set()
+        halt.set()
+        runner.join(60)
+        logs.close()
+    assert not runner.is_alive() and group.owned() == []

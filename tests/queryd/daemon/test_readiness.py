@@ -55,9 +55,13 @@ def test_readyz_and_metrics_report_the_projector(
             assert client.get("/readyz", params={"require_projector": True}).status_code == 503
 
             # a fresh heartbeat: up, with its lag and the lifecycle lag against our head (2)
+            written = time.monotonic()
             write_status(redis_url, location, folded=1, published=0, log_end=2)
             up = wait_until(lambda: (r := report())["state"] == "up" and r, 5, "up", interval=0.05)
-            assert up["owner"] == "test-projector" and up["heartbeat_age_s"] < 5
+            # The heartbeat's age is the time since it was written, however slow the
+            # answer was (a /readyz that took 8 s under CI's load once made it 7.95 s).
+            since = time.monotonic() - written
+            assert up["owner"] == "test-projector" and up["heartbeat_age_s"] <= since + 0.5
             assert (up["folded_seq"], up["lag"], up["published_seq"], up["lifecycle_lag"]) == (
                 1,
                 1,
