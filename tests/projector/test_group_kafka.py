@@ -302,6 +302,14 @@ def test_two_members_share_the_logs_and_one_takes_over_a_killed_ones(
         logs.close()
 
 
+def run_in_thread(group: ProjectorGroup) -> tuple[threading.Event, threading.Thread]:
+    """The group's member running in a thread of this process, and the event that stops it."""
+    halt = threading.Event()
+    runner = threading.Thread(target=group.run, args=(halt,), daemon=True)
+    runner.start()
+    return halt, runner
+
+
 @pytest.mark.kafka
 @pytest.mark.timeout(180)
 def test_a_listed_log_created_later_is_followed_and_stopping_releases_every_lease(
@@ -316,9 +324,7 @@ def test_a_listed_log_created_later_is_followed_and_stopping_releases_every_leas
         refresh_s=0.5,
         projector={"every_ms": 30},
     )
-    halt = threading.Event()
-    runner = threading.Thread(target=group.run, args=(halt,), daemon=True)
-    runner.start()
+    halt, runner = run_in_thread(group)
     me = {os.getpid()}
     try:
         wait_for("the listed log folded", lambda: logs.folded_by(first.topic, me, 2), 60)
@@ -376,9 +382,7 @@ def test_a_slow_look_for_new_logs_never_holds_up_the_groups_poll(
     group = SlowGroup(
         [str(first)], group=f"{unique_name}-group", refresh_s=0.2, projector={"every_ms": 30}
     )
-    halt = threading.Event()
-    runner = threading.Thread(target=group.run, args=(halt,), daemon=True)
-    runner.start()
+    halt, runner = run_in_thread(group)
     me = {os.getpid()}
     try:
         wait_for("the listed log folded", lambda: logs.folded_by(first.topic, me, 2), 60)
