@@ -168,6 +168,22 @@ def _run_group(args: argparse.Namespace, logs: list[str]) -> int:
     return 0
 
 
+def _count(least: int) -> Any:
+    """An argparse type: a whole number of at least `least` (an interval of 0 or less would
+    cut a snapshot, or commit, on every round of the loop)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{value} is less than {least}")
+        return value
+
+    return parse
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("projector", help="the projection service: fold a log into Redis")
     verbs = parser.add_subparsers(dest="projector_command", metavar="VERB", required=True)
@@ -195,7 +211,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     run.add_argument(
         "--commit-linger-ms",
-        type=int,
+        type=_count(0),
         default=1,
         metavar="T",
         help="at a log's end, commit its lifecycle events once the transaction is T ms old "
@@ -210,14 +226,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     run.add_argument(
         "--snapshot-records",
-        type=int,
+        type=_count(1),
         default=20_000,
         metavar="N",
         help="write a snapshot at least every N records (default 20000)",
     )
     run.add_argument(
         "--snapshot-ms",
-        type=int,
+        type=_count(1),
         default=1000,
         metavar="T",
         help="and at least every T milliseconds when there is news (default 1000)",

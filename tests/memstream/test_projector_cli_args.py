@@ -1,0 +1,36 @@
+"""`memstream projector run` refuses a bad interval or count before it touches anything."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+# Port 1: nothing listens there, so a run that got past its arguments would fail otherwise.
+LOG = "kafka://127.0.0.1:1/x?redis=redis://127.0.0.1:1/0"
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "says"),
+    [
+        ("--snapshot-ms", "0", "--snapshot-ms: 0 is less than 1"),
+        ("--snapshot-ms", "-5", "--snapshot-ms: -5 is less than 1"),
+        ("--snapshot-ms", "1e3", "--snapshot-ms: '1e3' is not a whole number"),
+        ("--snapshot-records", "0", "--snapshot-records: 0 is less than 1"),
+        ("--commit-linger-ms", "-1", "--commit-linger-ms: -1 is less than 0"),
+    ],
+)
+def test_a_bad_value_is_refused_naming_the_option(flag: str, value: str, says: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "memstream", "projector", "run", "--log", LOG, flag, value],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert says in done.stderr
+    assert "metadata" not in done.stderr  # refused before any broker was asked
