@@ -145,6 +145,7 @@ def _run_group(args: argparse.Namespace, logs: list[str]) -> int:
             pattern=args.logs_matching,
             group=args.group or DEFAULT_GROUP,
             refresh_s=args.refresh_seconds,
+            group_protocol=args.group_protocol,
             projector={
                 "every_records": args.snapshot_records,
                 "every_ms": args.snapshot_ms,
@@ -208,6 +209,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="NAME",
         help="the projector group (Kafka consumer group) whose members share the logs "
         "(default memstream-projectors)",
+    )
+    run.add_argument(
+        "--group-protocol",
+        choices=("consumer", "classic"),  # projector.group.GROUP_PROTOCOLS, not imported here
+        default="consumer",
+        help="the group's protocol: consumer (KIP-848, Kafka 4: the broker assigns; the "
+        "default) or classic (the members rejoin on every change)",
     )
     run.add_argument(
         "--commit-linger-ms",

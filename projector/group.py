@@ -6,9 +6,13 @@ shares them with every other process of the same group through Kafka's consumer-
 protocol:
 
 - each process subscribes one consumer of the group (the coordinator) to the log topics
-  it follows. A log is one partition, so the group gives each log to exactly one member;
-  the cooperative-sticky assignor moves only the logs that must move when a member comes
-  or goes. The coordinator never reads a record: its partitions are paused as soon as
+  it follows. A log is one partition, so the group gives each log to exactly one member.
+  By default the group speaks the consumer group protocol of KIP-848 (Kafka 4):
+  the broker assigns, moving only the logs that must move when a member comes or goes,
+  and a member learns of its new logs in its next heartbeat's answer, with no round of
+  every member rejoining (the classic protocol's, `group_protocol="classic"`, with the
+  cooperative-sticky assignor, which a busy machine stretched from the session's 6 s to
+  11-12 s). The coordinator never reads a record: its partitions are paused as soon as
   they are assigned, and it only serves the group's heartbeats and rebalance callbacks;
 - a log assigned to this member gets a `Projector` (its own consumer, its own Redis
   lease, its own transactional producer, its position in its snapshot: exactly as when
@@ -39,7 +43,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
 
 from producers.keys.kafka_keys import KEYS_SUFFIX
 from producers.logs.kafka_client import client_conf, error_cause
@@ -52,6 +62,7 @@ from schemas.errors import LocationError, MemstreamError
 __all__ = [
     "DEFAULT_GROUP",
     "DERIVED_SUFFIXES",
+    "GROUP_PROTOCOLS",
     "LogPattern",
     "ProjectorGroup",
     "is_log_topic",
@@ -60,6 +71,7 @@ __all__ = [
 log = logging.getLogger("memstream.projector.group")
 
 DEFAULT_GROUP = "memstream-projectors"
+GROUP_PROTOCOLS = ("consumer", "classic")
 # The topics memstream derives from a log (never logs themselves): LOG + one of these.
 DERIVED_SUFFIXES = (".lifecycle", CHECKPOINTS_SUFFIX, MEMEX_TOPIC_SUFFIX, KEYS_SUFFIX)
 _GLOB = re.compile(r"^[A-Za-z0-9._\-*\[\]!]{1,240}$")
@@ -145,10 +157,16 @@ class ProjectorGroup:
     """Follow many logs, sharing them with the other members of `group` (see the module).
 
     `logs`: locations (``kafka://...``) to follow; `pattern`: a `LogPattern` text. Every
-    log is on one cluster. `session_timeout_ms` / `heartbeat_ms`: the group member's
-    session (a dead member's logs move after this long; the broker's
-    ``group.min.session.timeout.ms`` is 6000 by default) and heartbeat. `projector`:
-    keyword arguments of every `Projector`.
+    log is on one cluster. `group_protocol`: ``"consumer"`` (KIP-848, the default) or
+    ``"classic"``. `session_timeout_ms` / `heartbeat_ms`: the group member's session (a
+    dead member's logs move after this long) and heartbeat. With the consumer protocol they
+    are the group's own settings (``consumer.session.timeout.ms`` and
+    ``consumer.heartbeat.interval.ms``, set on the broker when the member starts), which a
+    broker takes within its ``group.consumer.min.*`` bounds only: 45 s and 5 s by default,
+    2 s and 250 ms on memstream's stack. A broker that refuses them is warned of, naming
+    the setting, and its own are used. With the classic protocol they are the consumer's,
+    within ``group.min.session.timeout.ms`` (6000 by default). `projector`: keyword
+    arguments of every `Projector`.
     """
 
     def __init__(
@@ -158,6 +176,7 @@ class ProjectorGroup:
         pattern: str | None = None,
         group: str = DEFAULT_GROUP,
         refresh_s: float = 3.0,
+        group_protocol: str = "consumer",
         session_timeout_ms: int = 6_000,
         heartbeat_ms: int = 500,
         stop_timeout_s: float = 20.0,
@@ -177,8 +196,13 @@ class ProjectorGroup:
             )
         if not group or len(group) > 200:
             raise LocationError(f"--group {group!r}: a name of 1 to 200 characters")
+        if group_protocol not in GROUP_PROTOCOLS:
+            raise LocationError(
+                f"--group-protocol {group_protocol!r}: one of {', '.join(GROUP_PROTOCOLS)}"
+            )
         self.bootstrap = bootstraps.pop()
         self.group = group
+        self.group_protocol = group_protocol
         self.refresh_s = refresh_s
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_ms = heartbeat_ms
@@ -290,16 +314,56 @@ class ProjectorGroup:
     # --- the loop -----------------------------------------------------------------------------
 
     def consumer_conf(self) -> dict[str, Any]:
-        return {
+        conf: dict[str, Any] = {
             **client_conf(self.bootstrap),
             "group.id": self.group,
-            "partition.assignment.strategy": "cooperative-sticky",
-            "session.timeout.ms": self.session_timeout_ms,
-            "heartbeat.interval.ms": self.heartbeat_ms,
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "auto.offset.reset": "latest",
         }
+        if self.group_protocol == "consumer":
+            # The session and heartbeat are the group's, on the broker (`_configure_group`).
+            conf["group.protocol"] = "consumer"
+        else:
+            conf["partition.assignment.strategy"] = "cooperative-sticky"
+            conf["session.timeout.ms"] = self.session_timeout_ms
+            conf["heartbeat.interval.ms"] = self.heartbeat_ms
+        return conf
+
+    def _configure_group(self) -> None:
+        """The consumer protocol: set the group's session and heartbeat on the broker. One
+        it refuses (outside its bounds, or no right to) is warned of; the broker's own
+        settings are used then, and the group still works, only slower to move a dead
+        member's logs."""
+        if self.group_protocol != "consumer":
+            return
+        settings = {
+            "consumer.session.timeout.ms": self.session_timeout_ms,
+            "consumer.heartbeat.interval.ms": self.heartbeat_ms,
+        }
+        resource = ConfigResource(
+            ResourceType.GROUP,
+            self.group,
+            incremental_configs=[
+                ConfigEntry(name, str(value), incremental_operation=AlterConfigOpType.SET)
+                for name, value in settings.items()
+            ],
+        )
+        try:
+            for future in self.admin.incremental_alter_configs([resource]).values():
+                future.result(timeout=15)
+        except (KafkaException, TimeoutError) as exc:
+            cause = error_cause(exc) if isinstance(exc, KafkaException) else "no answer in 15 s"
+            log.warning(
+                "group %r: the broker refused its session of %d ms and heartbeat of %d ms "
+                "(%s; its group.consumer.min.session.timeout.ms and "
+                "group.consumer.min.heartbeat.interval.ms bound them); a dead member's logs "
+                "move after the broker's own session",
+                self.group,
+                self.session_timeout_ms,
+                self.heartbeat_ms,
+                cause,
+            )
 
     def _new_consumer(self) -> Consumer:
         return Consumer(self.consumer_conf())
@@ -327,6 +391,7 @@ class ProjectorGroup:
         """Take part in the group until `stop` is set; then stop every projector of this
         member (each releases its log's lease) and leave the group, so that the others
         take its logs at once."""
+        self._configure_group()
         consumer = self._new_consumer()
         found: list[tuple[str, ...]] = [self.subscribed]
         done = threading.Event()

@@ -266,6 +266,14 @@ def render_server_properties(
         "share.coordinator.state.topic.replication.factor": rf,
         "share.coordinator.state.topic.min.isr": isr,
         "group.initial.rebalance.delay.ms": "0",
+        # Projector groups (issue 17) use the consumer group protocol of KIP-848: the
+        # coordinator assigns, and a member learns of its new logs on its next heartbeat.
+        # Its defaults (a 45 s session, a 5 s heartbeat) would make a dead member's logs
+        # wait 45 s for a new owner; the group's own settings may now go down to these.
+        "group.consumer.min.session.timeout.ms": "2000",
+        "group.consumer.session.timeout.ms": "6000",
+        "group.consumer.min.heartbeat.interval.ms": "250",
+        "group.consumer.heartbeat.interval.ms": "500",
         "auto.create.topics.enable": "false",
         "delete.topic.enable": "true",
         "log.retention.ms": "-1",

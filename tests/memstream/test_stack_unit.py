@@ -83,6 +83,10 @@ def test_server_properties_single_node_kraft(tmp_path: Path) -> None:
     ):
         assert props[key] == "1", key
     assert props["group.initial.rebalance.delay.ms"] == "0"
+    # A projector group (KIP-848) may ask for a session short enough to move a dead
+    # member's logs within the takeover goal (the broker's own bound is 45 s).
+    assert int(props["group.consumer.min.session.timeout.ms"]) <= 6000
+    assert int(props["group.consumer.min.heartbeat.interval.ms"]) <= 500
     # The log is the system of record: nothing expires, and logs are created deliberately.
     assert props["log.retention.ms"] == "-1"
     assert props["auto.create.topics.enable"] == "false"

@@ -5,6 +5,7 @@ Against the real Kafka broker and Redis."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 import redis
 from confluent_kafka import Consumer, TopicCollection
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 from topic_reading import read_all
 
 from memstream import Memory, Message
@@ -117,11 +118,13 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float) -> Any:
         time.sleep(0.1)
 
 
-def member(pattern: str, group: str, err: Path) -> subprocess.Popen[bytes]:
+def member(
+    pattern: str, group: str, err: Path, protocol: str = "consumer"
+) -> subprocess.Popen[bytes]:
     """A projector process of `group` following every log matching `pattern`."""
     return subprocess.Popen(
         [sys.executable, "-m", "memstream", "projector", "run", "--logs-matching", pattern]
-        + ["--group", group, "--refresh-seconds", "1"]
+        + ["--group", group, "--group-protocol", protocol, "--refresh-seconds", "1"]
         + ["--snapshot-ms", "30", "--snapshot-records", "300"],
         env={**os.environ, "PYTHONPATH": str(REPO)},
         stdout=subprocess.DEVNULL,
@@ -211,14 +214,15 @@ def judge(loc: KafkaLocation) -> None:
 
 @pytest.mark.kafka
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("protocol", ["consumer", "classic"])
 def test_two_members_share_the_logs_and_one_takes_over_a_killed_ones(
-    kafka_bootstrap: str, redis_url: str, unique_name: str, tmp_path: Path
+    kafka_bootstrap: str, redis_url: str, unique_name: str, tmp_path: Path, protocol: str
 ) -> None:
     logs = Logs(kafka_bootstrap, redis_url, unique_name)
     locations = {loc.topic: loc for loc in (logs.create(f"log{i}", 20) for i in range(6))}
     pattern = f"kafka://{kafka_bootstrap}/{unique_name}-*?redis={redis_url}"
     group = f"{unique_name}-group"
-    a = member(pattern, group, tmp_path / "a.err")
+    a = member(pattern, group, tmp_path / "a.err", protocol)
     b: subprocess.Popen[bytes] | None = None
     writing = threading.Event()
     writer: threading.Thread | None = None
@@ -228,7 +232,7 @@ def test_two_members_share_the_logs_and_one_takes_over_a_killed_ones(
             lambda: all(logs.folded_by(t, {a.pid}, 19) for t in locations),
             60,
         )
-        b = member(pattern, group, tmp_path / "b.err")
+        b = member(pattern, group, tmp_path / "b.err", protocol)
         members = {a.pid, b.pid}
 
         def shared() -> dict[int, list[str]] | None:
@@ -240,7 +244,7 @@ def test_two_members_share_the_logs_and_one_takes_over_a_killed_ones(
                 owners.setdefault(status.pid, []).append(topic)
             return owners if len(owners) == 2 else None
 
-        # The cooperative-sticky assignor gives b half of the logs; a stops those.
+        # The group gives b half of the logs; a stops those.
         owners = wait_for("the members to share the logs", shared, 60)
         assert sorted(len(v) for v in owners.values()) == [3, 3], owners
         time.sleep(2)  # each log stays with its one owner (no flapping)
@@ -398,3 +402,67 @@ def test_a_slow_look_for_new_logs_never_holds_up_the_groups_poll(
         runner.join(60)
         logs.close()
     assert not runner.is_alive() and group.owned() == []
+
+
+def group_settings(admin: AdminClient, group: str) -> dict[str, str]:
+    resource = ConfigResource(ResourceType.GROUP, group)
+    [future] = admin.describe_configs([resource]).values()
+    return {name: entry.value for name, entry in future.result(timeout=30).items()}
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(180)
+def test_the_groups_session_is_set_on_the_broker_and_one_refused_is_warned_of(
+    kafka_bootstrap: str, redis_url: str, unique_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The consumer protocol's session is the group's, on the broker: a member sets it as
+    asked. One the broker refuses (below its bound) is warned of, naming the setting, and
+    the member still folds its logs under the broker's own session."""
+    logs = Logs(kafka_bootstrap, redis_url, unique_name)
+    first = logs.create("one", 3)
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    me = {os.getpid()}
+    for name, session, heartbeat in (("set", 4_000, 400), ("refused", 100, 50)):
+        group = ProjectorGroup(
+            [str(first)],
+            group=f"{unique_name}-{name}",
+            session_timeout_ms=session,
+            heartbeat_ms=heartbeat,
+            projector={"every_ms": 30},
+        )
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="memstream.projector.group"):
+            halt, runner = run_in_thread(group)
+            try:
+                wait_for("the log folded", lambda: logs.folded_by(first.topic, me, 2), 60)
+                settings = group_settings(admin, group.group)
+            finally:
+                halt.set()
+                runner.join(60)
+        assert not runner.is_alive()
+        refused = [r.getMessage() for r in caplog.records if "refused its session" in r.message]
+        if name == "set":
+            assert settings["consumer.session.timeout.ms"] == "4000"
+            assert settings["consumer.heartbeat.interval.ms"] == "400"
+            assert refused == []
+        else:
+            assert settings["consumer.session.timeout.ms"] != "100"
+            assert len(refused) == 1, refused
+            assert "group.consumer.min.session.timeout.ms" in refused[0]
+            assert "100 ms" in refused[0]
+    logs.close()
+    judge(first)
+
+
+def test_an_unknown_group_protocol_is_refused_naming_it() -> None:
+    with pytest.raises(LocationError, match="--group-protocol 'eager'"):
+        ProjectorGroup(["kafka://a:1/x?redis=redis://r:1/0"], group_protocol="eager")
+    done = subprocess.run(
+        [sys.executable, "-m", "memstream", "projector", "run", "--log", "kafka://a:1/x"]
+        + ["--log", "kafka://a:1/y", "--group-protocol", "eager"],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "--group-protocol" in done.stderr and "eager" in done.stderr
