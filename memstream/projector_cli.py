@@ -13,6 +13,10 @@ from typing import Any
 
 from schemas.errors import MemstreamError
 
+# A projector group member's session (`projector.group.ProjectorGroup`'s default too): a
+# dead member's logs move this long after its last heartbeat.
+SESSION_MS = 4_000
+
 log = logging.getLogger("memstream.projector.cli")
 
 
@@ -146,6 +150,8 @@ def _run_group(args: argparse.Namespace, logs: list[str]) -> int:
             group=args.group or DEFAULT_GROUP,
             refresh_s=args.refresh_seconds,
             group_protocol=args.group_protocol,
+            session_timeout_ms=args.group_session_ms,
+            heartbeat_ms=min(500, args.group_session_ms // 4),
             projector={
                 "every_records": args.snapshot_records,
                 "every_ms": args.snapshot_ms,
@@ -216,6 +222,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="consumer",
         help="the group's protocol: consumer (KIP-848, Kafka 4: the broker assigns; the "
         "default) or classic (the members rejoin on every change)",
+    )
+    run.add_argument(
+        "--group-session-ms",
+        type=_count(1000),
+        default=SESSION_MS,
+        metavar="T",
+        help="a member that stops heartbeating is taken out of the group, its logs given to "
+        f"the others, after T ms (default {SESSION_MS}; the broker bounds it: see "
+        "group.consumer.min.session.timeout.ms)",
     )
     run.add_argument(
         "--commit-linger-ms",

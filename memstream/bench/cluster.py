@@ -46,6 +46,7 @@ from rich.table import Table
 
 from memstream.bench.cleanup import drop_logs
 from memstream.bench.kafka import _START_S, _quantile, _servers, check_alive
+from memstream.projector_cli import SESSION_MS
 
 __all__ = ["run", "add_arguments"]
 
@@ -246,13 +247,16 @@ def _missing_report(seen: _Seen, topics: list[str], missing: set[tuple[int, int]
     return "\n".join(lines)
 
 
-def _member(pattern: str, group: str, linger_ms: int, log_path: Path) -> subprocess.Popen[bytes]:
+def _member(
+    pattern: str, group: str, linger_ms: int, session_ms: int, protocol: str, log_path: Path
+) -> subprocess.Popen[bytes]:
     root = Path(__file__).resolve().parents[2]
     with log_path.open("wb") as log_file:  # the child holds its own descriptor
         return subprocess.Popen(
             [sys.executable, "-m", "memstream", "--log-level", "INFO", "projector", "run"]
             + ["--logs-matching", pattern]
-            + ["--group", group, "--commit-linger-ms", str(linger_ms)],
+            + ["--group", group, "--commit-linger-ms", str(linger_ms)]
+            + ["--group-session-ms", str(session_ms), "--group-protocol", protocol],
             env={**os.environ, "PYTHONPATH": str(root)},
             stdout=subprocess.DEVNULL,
             stderr=log_file,
@@ -373,13 +377,16 @@ def _run(
     seconds = float(args.cluster_seconds or (8 if quick else 30))
     rate = float(args.cluster_rate)
     linger_ms = int(args.cluster_commit_linger_ms)
+    session_ms = int(args.cluster_group_session_ms)
+    protocol = str(args.cluster_group_protocol)
     keep_logs = bool(getattr(args, "cluster_keep_logs", False))
     prefix = f"bench-cluster-{uuid.uuid4().hex[:8]}"
     topics = [f"{prefix}-{i:03d}" for i in range(count)]
     locations = [f"kafka://{bootstrap}/{t}?redis={redis_url}" for t in topics]
     console.print(
         f"bench cluster on {bootstrap} ({where}) / {redis_url}: {count} logs, {members} "
-        f"projector processes (--commit-linger-ms {linger_ms}), {writers} writer processes"
+        f"projector processes (--commit-linger-ms {linger_ms}, --group-session-ms "
+        f"{session_ms}, --group-protocol {protocol}), {writers} writer processes"
     )
     try:
         with ThreadPoolExecutor(8) as pool:  # the logs, created by a writer each
@@ -391,7 +398,7 @@ def _run(
     started = time.monotonic()
     logs_dir = Path(tempfile.mkdtemp(prefix="memstream-bench-cluster-"))
     log_paths = [logs_dir / f"projector-{i + 1}.log" for i in range(members)]
-    procs = [_member(pattern, group, linger_ms, path) for path in log_paths]
+    procs = [_member(pattern, group, linger_ms, session_ms, protocol, path) for path in log_paths]
     seen: _Seen | None = None
     try:
         while None in _owners(redis_url, locations):
@@ -584,6 +591,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=1,
         help="cluster: the projectors' --commit-linger-ms",
+    )
+    group.add_argument(
+        "--cluster-group-session-ms",
+        type=int,
+        default=SESSION_MS,
+        help=f"cluster: the projectors' --group-session-ms (default {SESSION_MS})",
+    )
+    group.add_argument(
+        "--cluster-group-protocol",
+        choices=("consumer", "classic"),
+        default="consumer",
+        help="cluster: the projectors' --group-protocol (default consumer)",
     )
     group.add_argument(
         "--cluster-keep-logs",

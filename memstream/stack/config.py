@@ -271,6 +271,7 @@ def render_server_properties(
         # Its defaults (a 45 s session, a 5 s heartbeat) would make a dead member's logs
         # wait 45 s for a new owner; the group's own settings may now go down to these.
         "group.consumer.min.session.timeout.ms": "2000",
+        "group.min.session.timeout.ms": "2000",  # the same for the classic protocol
         "group.consumer.session.timeout.ms": "6000",
         "group.consumer.min.heartbeat.interval.ms": "250",
         "group.consumer.heartbeat.interval.ms": "500",

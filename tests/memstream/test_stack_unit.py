@@ -87,6 +87,7 @@ def test_server_properties_single_node_kraft(tmp_path: Path) -> None:
     # member's logs within the takeover goal (the broker's own bound is 45 s).
     assert int(props["group.consumer.min.session.timeout.ms"]) <= 6000
     assert int(props["group.consumer.min.heartbeat.interval.ms"]) <= 500
+    assert int(props["group.min.session.timeout.ms"]) <= 4000  # the classic protocol's
     # The log is the system of record: nothing expires, and logs are created deliberately.
     assert props["log.retention.ms"] == "-1"
     assert props["auto.create.topics.enable"] == "false"

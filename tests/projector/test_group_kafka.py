@@ -466,3 +466,31 @@ def test_an_unknown_group_protocol_is_refused_naming_it() -> None:
         timeout=60,
     )
     assert done.returncode == 2 and "--group-protocol" in done.stderr and "eager" in done.stderr
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(120)
+def test_a_classic_session_the_broker_refuses_stops_the_member_naming_it(
+    kafka_bootstrap: str, redis_url: str, unique_name: str
+) -> None:
+    """The classic protocol's session is the consumer's: one below the broker's bound could
+    never join the group, and the member says so instead of retrying forever."""
+    logs = Logs(kafka_bootstrap, redis_url, unique_name)
+    first = logs.create("one", 3)
+    group = ProjectorGroup(
+        [str(first)],
+        group=f"{unique_name}-group",
+        group_protocol="classic",
+        session_timeout_ms=1_000,
+        heartbeat_ms=250,
+    )
+    started = time.monotonic()
+    try:
+        with pytest.raises(LocationError) as refused:
+            group.run(threading.Event())
+    finally:
+        logs.close()
+    assert time.monotonic() - started < 60
+    assert "1000 ms" in str(refused.value)
+    assert "group.min.session.timeout.ms" in str(refused.value)
+    assert group.owned() == []
