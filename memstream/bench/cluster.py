@@ -567,7 +567,7 @@ def _run(
             f"projector {i + 1} ({shares[i]} logs): RSS MiB / threads (idle; paced), idle CPU",
             f"{rss:.0f} / {threads}; {rss_busy:.0f} / {threads_busy}, {idle_cpu[i]:.0f}%",
         )
-    all_resumed = len(handovers) == len(victim_logs)
+    all_resumed = bool(victim_logs) and len(handovers) == len(victim_logs)
     longest = handovers[-1] if handovers and all_resumed else float("nan")
     row(
         f"takeover after SIGKILL of projector 1: its {len(victim_logs)} logs resumed from "
@@ -576,7 +576,7 @@ def _run(
         + ")",
         f"{longest:.1f} s",
         "<= 10 s",
-        longest <= 10 if all_resumed else False,
+        (longest <= 10 if all_resumed else False) if victim_logs else None,
     )
     longest = max(takeovers, default=float("nan"))
     row(
