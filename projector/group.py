@@ -361,9 +361,10 @@ class ProjectorGroup:
             cause = error_cause(exc) if isinstance(exc, KafkaException) else "no answer in 15 s"
             log.warning(
                 "group %r: the broker refused its session of %d ms and heartbeat of %d ms "
-                "(%s; its group.consumer.min.session.timeout.ms and "
-                "group.consumer.min.heartbeat.interval.ms bound them); a dead member's logs "
-                "move after the broker's own session",
+                "(%s: a broker bounds them by its group.consumer.min.session.timeout.ms and "
+                "group.consumer.min.heartbeat.interval.ms, and setting them needs the right "
+                "to alter the group's configs); a dead member's logs move after the "
+                "broker's own session",
                 self.group,
                 self.session_timeout_ms,
                 self.heartbeat_ms,

@@ -22,8 +22,9 @@ reader     LOG and its derived topics, LOG.keys: read,          read
 ========== ==================================================== ===============================
 
 Every role also reads the consumer groups named ``memstream-*`` (memstream's readers take a
-random group id and never commit; the grant only lets librdkafka ask). Nothing else is
-allowed: the broker runs with ``allow.everyone.if.no.acl.found=false``.
+random group id and never commit; the grant only lets librdkafka ask); a projector may
+also describe and alter those groups' configs (a projector group sets its session).
+Nothing else is allowed: the broker runs with ``allow.everyone.if.no.acl.found=false``.
 """
 
 from __future__ import annotations
@@ -236,6 +237,21 @@ def bindings(name: str, role: str, log_name: str) -> list[AclBinding]:
         )
         for op in (AclOperation.READ, AclOperation.DESCRIBE)
     ]
+    if role == "projector":
+        # A projector group member sets its group's session on the broker (KIP-848:
+        # `projector.group`); without the grant it is warned and the broker's is used.
+        out += [
+            AclBinding(
+                ResourceType.GROUP,
+                GROUP_PREFIX,
+                ResourcePatternType.PREFIXED,
+                principal,
+                "*",
+                op,
+                AclPermissionType.ALLOW,
+            )
+            for op in (AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS)
+        ]
     return out
 
 

@@ -417,3 +417,74 @@ def test_an_encrypted_log_on_the_secured_stack(secured: Secured, as_user) -> Non
     )
     assert list(state.rejections) == []
     assert state.memory.erasure_of(card.id) is not None
+
+
+def test_a_projector_group_member_sets_its_groups_session_as_the_projector(
+    secured: Secured, as_user, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A projector principal may set its group's session (KIP-848: a group config on the
+    broker); an agent principal may not alter a group's configs."""
+    import threading
+
+    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+    from projector.group import ProjectorGroup
+
+    as_user("alice")
+    with Memory(secured.location(LOG, "alice")) as memory:
+        memory.add_message(message("for the group"))
+    as_user("proj")
+    group = ProjectorGroup(
+        [secured.location(LOG, "proj")],
+        group="memstream-secure-group",
+        session_timeout_ms=4_500,
+        heartbeat_ms=450,
+        projector={"every_ms": 30, "key": False},
+    )
+    halt = threading.Event()
+    caplog.set_level(logging.WARNING, logger="memstream.projector.group")
+    runner = threading.Thread(target=group.run, args=(halt,), daemon=True)
+    runner.start()
+    try:
+        deadline = time.monotonic() + 90
+        while group.owned() != [LOG] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert group.owned() == [LOG]
+    finally:
+        halt.set()
+        runner.join(60)
+    assert not runner.is_alive()
+    assert not [r for r in caplog.records if "refused its session" in r.message]
+    conf = client_conf(
+        secured.bootstrap, username=secured.admin.username, password=secured.admin.password
+    )
+    admin = AdminClient(conf)
+    [future] = admin.describe_configs(
+        [ConfigResource(ResourceType.GROUP, "memstream-secure-group")]
+    ).values()
+    settings = {name: entry.value for name, entry in future.result(timeout=30).items()}
+    assert settings["consumer.session.timeout.ms"] == "4500"
+    # An agent may not: the same change as alice is refused by the broker.
+    as_user("alice")
+    agent = AdminClient(
+        client_conf(
+            secured.bootstrap,
+            username=secured.users["alice"].username,
+            password=secured.users["alice"].password,
+        )
+    )
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+
+    resource = ConfigResource(
+        ResourceType.GROUP,
+        "memstream-secure-group",
+        incremental_configs=[
+            ConfigEntry(
+                "consumer.session.timeout.ms", "9000", incremental_operation=AlterConfigOpType.SET
+            )
+        ],
+    )
+    [refused] = agent.incremental_alter_configs([resource]).values()
+    with pytest.raises(KafkaException, match="(?i)authori"):
+        refused.result(timeout=30)
