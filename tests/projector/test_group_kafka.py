@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import redis
-from confluent_kafka import Consumer, TopicCollection
+from confluent_kafka import Consumer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 from topic_reading import read_all
 
@@ -29,6 +29,7 @@ from producers.logs.kafka_client import INDEX_HEADER, SEQ_HEADER
 from producers.logs.location import KafkaLocation, parse_kafka_location
 from projector.group import LogPattern, ProjectorGroup, is_log_topic
 from projector.record_fold import fold_log
+from projector.service import Projector
 from projector.snapshot_store import SnapshotStore
 from projector.status import ProjectorStatus, decode_status, status_key
 from schemas.codec import KIND_HEADER
@@ -494,3 +495,49 @@ def test_a_classic_session_the_broker_refuses_stops_the_member_naming_it(
     assert "1000 ms" in str(refused.value)
     assert "group.min.session.timeout.ms" in str(refused.value)
     assert group.owned() == []
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(180)
+def test_a_lost_logs_projector_is_stopped_without_holding_up_the_groups_callback(
+    kafka_bootstrap: str, redis_url: str, unique_name: str
+) -> None:
+    """Lost (this member's session expired): the group has given the logs to others
+    already, and librdkafka rejoins only once the callback returns, so the callback must
+    not wait for the projectors to stop (a revoked log's, handed over in order, is
+    waited for); the member's end waits for them."""
+    logs = Logs(kafka_bootstrap, redis_url, unique_name)
+    first = logs.create("one", 3)
+    held = threading.Event()  # the projector's thread lingers until this is set
+
+    class HeldProjector(Projector):
+        def run(self, stop: threading.Event | None = None, **kwargs: Any) -> Any:
+            try:
+                return super().run(stop, **kwargs)
+            finally:
+                held.wait(60)
+
+    class Group(ProjectorGroup):
+        def _make(self, location: KafkaLocation) -> Projector:
+            return HeldProjector(location, admin=self.admin, **self.projector_options)
+
+    group = Group(
+        [str(first)], group=f"{unique_name}-group", stop_timeout_s=5, projector={"every_ms": 30}
+    )
+    # The group is not run: the test serves its callbacks, on a consumer assigned by hand.
+    consumer = Consumer(group.consumer_conf())
+    tp = TopicPartition(first.topic, 0)
+    try:
+        group._on_assign(consumer, [tp])
+        wait_for("the log folded", lambda: logs.folded_by(first.topic, {os.getpid()}, 2), 60)
+        group._on_lost(consumer, [tp])
+        # Returned while the projector's thread is still there (held): not yet counted.
+        assert group.owned() == [] and group.handovers == 0
+        held.set()
+        wait_for("the lost log's projector to stop", lambda: group.handovers == 1, 30)
+        assert logs.client.get(status_key(first.key_prefix)) is None  # its lease released
+    finally:
+        held.set()
+        consumer.close()
+        logs.close()
+    judge(first)
