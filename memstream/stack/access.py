@@ -225,6 +225,11 @@ def bindings(name: str, role: str, log_name: str) -> list[AclBinding]:
             out += _topic(topic, principal, _READ)
     else:
         raise ValueError(f"role {role!r}: expected one of {', '.join(ROLES)}")
+    group_ops = [AclOperation.READ, AclOperation.DESCRIBE]
+    if role == "projector":
+        # A projector group member sets its group's session on the broker (KIP-848:
+        # `projector.group`); without the grant it is warned and the broker's is used.
+        group_ops += [AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS]
     out += [
         AclBinding(
             ResourceType.GROUP,
@@ -235,23 +240,8 @@ def bindings(name: str, role: str, log_name: str) -> list[AclBinding]:
             op,
             AclPermissionType.ALLOW,
         )
-        for op in (AclOperation.READ, AclOperation.DESCRIBE)
+        for op in group_ops
     ]
-    if role == "projector":
-        # A projector group member sets its group's session on the broker (KIP-848:
-        # `projector.group`); without the grant it is warned and the broker's is used.
-        out += [
-            AclBinding(
-                ResourceType.GROUP,
-                GROUP_PREFIX,
-                ResourcePatternType.PREFIXED,
-                principal,
-                "*",
-                op,
-                AclPermissionType.ALLOW,
-            )
-            for op in (AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS)
-        ]
     return out
 
 
