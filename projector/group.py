@@ -159,11 +159,11 @@ class ProjectorGroup:
     `logs`: locations (``kafka://...``) to follow; `pattern`: a `LogPattern` text. Every
     log is on one cluster. `group_protocol`: ``"consumer"`` (KIP-848, the default) or
     ``"classic"``. `session_timeout_ms` / `heartbeat_ms`: the group member's session (a
-    dead member's logs move after this long) and heartbeat. The session is 4 s by default:
-    at 100 logs on this project's 2-core machine the others resumed a killed member's logs
-    8.4-9.4 s after the kill (6 s: 10.5-11.4 s); a member starved of CPU for that long loses
-    its logs for a moment, which the projectors' fencing makes safe (they are given back,
-    resumed from their snapshots). With the consumer protocol they
+    dead member's logs move after this long) and heartbeat. The session is 4 s by default
+    (6 s before: the takeover is the session plus the projectors' start; measured in the
+    README, `bench cluster`); a member starved of CPU for that long loses its logs for a
+    moment, which the projectors' fencing makes safe (they are given back, resumed from
+    their snapshots). With the consumer protocol they
     are the group's own settings (``consumer.session.timeout.ms`` and
     ``consumer.heartbeat.interval.ms``, set on the broker when the member starts), which a
     broker takes within its ``group.consumer.min.*`` bounds only: 45 s and 5 s by default,

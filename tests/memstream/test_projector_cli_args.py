@@ -21,6 +21,8 @@ LOG = "kafka://127.0.0.1:1/x?redis=redis://127.0.0.1:1/0"
         ("--snapshot-ms", "1e3", "--snapshot-ms: '1e3' is not a whole number"),
         ("--snapshot-records", "0", "--snapshot-records: 0 is less than 1"),
         ("--commit-linger-ms", "-1", "--commit-linger-ms: -1 is less than 0"),
+        ("--group-session-ms", "999", "--group-session-ms: 999 is less than 1000"),
+        ("--group-protocol", "eager", "--group-protocol: invalid choice: 'eager'"),
     ],
 )
 def test_a_bad_value_is_refused_naming_the_option(flag: str, value: str, says: str) -> None:
@@ -34,3 +36,15 @@ def test_a_bad_value_is_refused_naming_the_option(flag: str, value: str, says: s
     assert done.returncode == 2, done.stderr
     assert says in done.stderr
     assert "metadata" not in done.stderr  # refused before any broker was asked
+
+
+def test_the_command_lines_session_is_the_groups_default() -> None:
+    """The CLI keeps its default apart (it does not import the group, a heavy import for
+    every command); the two must agree."""
+    import inspect
+
+    from memstream.projector_cli import SESSION_MS
+    from projector.group import ProjectorGroup
+
+    default = inspect.signature(ProjectorGroup).parameters["session_timeout_ms"].default
+    assert default == SESSION_MS
