@@ -7,18 +7,21 @@ not import every pydantic model with it (the importer's reader process starts fa
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 
 def __getattr__(name: str) -> Any:
-    from schemas import validation
-
+    # Not `from schemas import validation`: that asks this module for the attribute first,
+    # and so does `from schemas import codec` before `schemas.codec` is loaded: each would
+    # call this function again, without end.
+    validation = importlib.import_module("schemas.validation")
     if name in validation.__all__:
         return getattr(validation, name)
     raise AttributeError(f"module 'schemas' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    from schemas import validation
+    validation = importlib.import_module("schemas.validation")
 
     return sorted({*globals(), *validation.__all__})

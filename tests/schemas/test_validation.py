@@ -102,3 +102,21 @@ def test_adapters_exported() -> None:
     )
     assert schemas.TaskCommandAdapter.validate_python({"type": "task.cancel", "task_id": "t"})
     assert schemas.MemoryCommandAdapter.validate_python({"type": "edge.create", "edge": EDGE})
+
+
+def test_a_submodule_imported_by_name_from_the_package_in_a_fresh_process() -> None:
+    # `from schemas import codec` before anything loaded `schemas.codec` asked the package's
+    # lazy re-export hook for `codec`, which imported `schemas.validation` the same way and
+    # so asked the hook again: a RecursionError in a fresh interpreter.
+    import subprocess
+    import sys
+
+    code = (
+        "from schemas import codec, errors\n"
+        "import schemas\n"
+        "assert schemas.validate_command is schemas.validation.validate_command\n"
+        "print(codec.__name__, errors.__name__)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["schemas.codec", "schemas.errors"]
