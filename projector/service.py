@@ -521,6 +521,11 @@ class _Keeper:
       before the renewal was sent);
     - `lost`: another projector holds the lease;
     - `topic_changed`: the log topic now has another id (deleted and created again).
+
+    `report` renews at once, without waiting out the period: the status record then says
+    what the tenure has just done (its start: resumed from the snapshot), which readers of
+    the status (queryd's readiness, `stack status`, a group's new owner) otherwise learn
+    up to a period later.
     """
 
     def __init__(self, projector: Projector, held_since: float) -> None:
@@ -531,11 +536,17 @@ class _Keeper:
         self.lost = False
         self.topic_changed = False
         self._done = threading.Event()
+        self._wake = threading.Event()  # set by `report` and `stop`
         self._thread = threading.Thread(target=self._run, name="projector-lease", daemon=True)
         self._thread.start()
 
+    def report(self) -> None:
+        """Renew (and so write the status record) now rather than at the next period."""
+        self._wake.set()
+
     def stop(self) -> None:
         self._done.set()
+        self._wake.set()
         self._thread.join(5.0)
 
     def _run(self) -> None:
@@ -544,7 +555,11 @@ class _Keeper:
         failures = 0
         checked = time.monotonic()
         check: Future[None] | None = None
-        while not self._done.wait(self.period):
+        while True:
+            self._wake.wait(self.period)
+            self._wake.clear()
+            if self._done.is_set():
+                return
             sent = time.monotonic()
             try:
                 held = projector._renew()
@@ -1082,6 +1097,7 @@ class Projector:
                 evidence.resume(state.next_seq, end)
             self._folded_seq, self._log_end = state.last_seq, end
             self._published_seq = state.last_seq
+            keeper.report()  # resumed: said now, not at the next renewal
             buffer: list[Entry] = []
             first = state.next_seq
             now = last_write = last_progress = time.monotonic()

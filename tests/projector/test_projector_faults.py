@@ -415,6 +415,36 @@ def test_an_idle_projector_keeps_its_lease_and_reports_its_status(location: str)
     assert subscribed(location) == expected_lifecycle(loc)
 
 
+def test_a_projector_that_resumes_says_so_at_once_not_at_its_next_renewal(location: str) -> None:
+    # A new owner's status record is what says a log was taken over (queryd's readiness,
+    # `stack status`, `bench cluster`'s takeover); it named the resumed seq only at the
+    # first renewal after the start, a quarter of the lease later: 10 s with this lease.
+    loc = parse_kafka_location(location)
+    append(location, [f"m{i}" for i in range(5)])
+    Projector(location).run(until_caught_up=True)  # folds them, cuts a snapshot, lets go
+    assert snapshot_seq(loc) == 4
+    client = redis.Redis.from_url(loc.redis_url)
+    second = Projector(location, lease_ms=40_000)
+    stop = threading.Event()
+    runner = threading.Thread(target=second.run, args=(stop,), daemon=True)
+    started = time.monotonic()
+    runner.start()
+    try:
+
+        def resumed() -> ProjectorStatus | None:
+            status = decode_status(client.get(status_key(loc.key_prefix)))
+            ok = status is not None and status.owner == second.owner
+            return status if ok and status.folded_seq is not None else None
+
+        status = wait_for("the new owner's status naming a folded seq", resumed, timeout=30)
+        took = time.monotonic() - started
+    finally:
+        stop.set()
+        runner.join(30)
+    assert status.folded_seq == 4 and status.log_end == 5
+    assert took < 8.0, f"the status named the resumed seq {took:.1f} s after the start"
+
+
 def test_a_topic_check_waiting_on_the_broker_does_not_hold_the_lease_back(
     location: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
