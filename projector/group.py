@@ -29,6 +29,19 @@ protocol:
 The group's membership is not needed for safety, only for sharing: two members that
 disagree for a moment (one still folding a log the group gave to the other) wait for each
 other on the log's lease.
+
+It is needed for liveness: a log the broker counts as this member's, but whose projector
+this member does not run, is folded by no one. Seen once in `bench cluster` after the
+machine stalled for ten seconds (the broker fenced by its controller, the group
+coordinator unloaded and loaded again): one member's client never acknowledged the
+revocation the reloaded coordinator asked of it, so the broker kept 100 logs on it while
+it ran 50, and gave the other half to no one until the member's rebalance timeout (then
+300 s) fenced it; the client never joined again. Two bounds: the rebalance timeout
+(``max.poll.interval.ms``, which the consumer protocol sends as the time a member has to
+give logs up) is `rebalance_timeout_ms`, 30 s; and every `refresh_s` the member compares
+the broker's view of its logs (the group's description) with the projectors it runs:
+after `stuck_s` (20 s) of disagreement it stops its projectors, leaves the group and
+joins it again with a new consumer (`rejoins` counts it).
 """
 
 from __future__ import annotations
@@ -185,6 +198,8 @@ class ProjectorGroup:
         session_timeout_ms: int = 4_000,
         heartbeat_ms: int = 500,
         stop_timeout_s: float = 20.0,
+        rebalance_timeout_ms: int = 30_000,
+        stuck_s: float = 20.0,
         projector: dict[str, Any] | None = None,
     ) -> None:
         self.listed = {loc.topic: loc for loc in self._parse_logs(logs)}
@@ -212,6 +227,14 @@ class ProjectorGroup:
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_ms = heartbeat_ms
         self.stop_timeout_s = stop_timeout_s
+        if rebalance_timeout_ms <= stop_timeout_s * 1000:
+            # A revocation's callback waits up to `stop_timeout_s` for the projectors.
+            raise LocationError(
+                f"a rebalance timeout of {rebalance_timeout_ms} ms must exceed the "
+                f"{stop_timeout_s:g} s a revocation may wait for its projectors"
+            )
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.stuck_s = stuck_s
         self.projector_options = dict(projector or {})
         # One admin client for the discovery and every projector of this process.
         self.admin = AdminClient(client_conf(self.bootstrap))
@@ -222,6 +245,13 @@ class ProjectorGroup:
         self.stopped = ProjectorStats()
         self.handovers = 0  # logs given up to the group (revoked or lost)
         self._stopping: list[threading.Thread] = []  # waiting for lost logs' projectors
+        # The membership check (see the module): this member's id, as its consumer last
+        # said; since when the broker's view of its logs and its projectors disagree; and
+        # the poll loop's cue to leave the group and join it again.
+        self._member_id: str | None = None
+        self._disagree_since: float | None = None
+        self._rejoin = threading.Event()
+        self.rejoins = 0
 
     @staticmethod
     def _parse_logs(logs: Iterable[str]) -> list[KafkaLocation]:
@@ -344,6 +374,9 @@ class ProjectorGroup:
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "auto.offset.reset": "latest",
+            # With the consumer protocol, the time a member has to give up the logs the
+            # broker moves away from it (the classic protocol's rebalance timeout too).
+            "max.poll.interval.ms": self.rebalance_timeout_ms,
         }
         if self.group_protocol == "consumer":
             # The session and heartbeat are the group's, on the broker (`_configure_group`).
@@ -410,7 +443,73 @@ class ProjectorGroup:
                     log.warning(
                         "cannot list the cluster's topics (%s); trying again", error_cause(exc)
                     )
+            self._check_membership()
             stop.wait(self.refresh_s)
+
+    def _group_view(self) -> dict[str, set[str]] | None:
+        """The broker's view of the group: each member's id and the logs (partition 0 of
+        their topics) assigned to it now; None when the broker does not say."""
+        try:
+            futures = self.admin.describe_consumer_groups([self.group], request_timeout=5)
+            described = futures[self.group].result(timeout=10)
+        except (KafkaException, TimeoutError):
+            return None
+        view: dict[str, set[str]] = {}
+        for member in described.members:
+            assigned = member.assignment.topic_partitions if member.assignment else []
+            view[member.member_id] = {tp.topic for tp in assigned if tp.partition == 0}
+        return view
+
+    def _check_membership(self) -> None:
+        """Cue the poll loop to rejoin once the broker's view of this member's logs and
+        the projectors it runs have disagreed for `stuck_s` (see the module)."""
+        member = self._member_id
+        view = self._group_view() if member else None
+        if view is None:  # not joined yet, or no answer: nothing to compare
+            self._disagree_since = None
+            return
+        assigned = view.get(member)  # type: ignore[arg-type]
+        owned = set(self.owned())
+        if assigned is not None and {t for t in assigned if self.location(t)} == owned:
+            self._disagree_since = None
+            return
+        now = time.monotonic()
+        if self._disagree_since is None:
+            self._disagree_since = now
+        elif now - self._disagree_since >= self.stuck_s and not self._rejoin.is_set():
+            log.warning(
+                "group %r: for %.0f s the broker has counted %s as this member's (%s) "
+                "while it runs the projectors of %d; leaving the group and joining again",
+                self.group,
+                now - self._disagree_since,
+                "no log" if assigned is None else f"{len(assigned)} log(s)",
+                "not a member" if assigned is None else member,
+                len(owned),
+            )
+            self._rejoin.set()
+
+    def _rejoined(self, consumer: Consumer) -> Consumer:
+        """A new consumer of the group in place of `consumer`, whose projectors are
+        stopped (each releases its log's lease) and which leaves the group."""
+        self._stop(self.owned(), "rejoining the group")
+
+        def close() -> None:
+            try:
+                consumer.close()
+            except (KafkaException, RuntimeError):
+                log.debug("closing the group's consumer failed", exc_info=True)
+
+        # Not waited for past 10 s: a client stuck in its group state may not leave; the
+        # broker fences it after the rebalance timeout.
+        closing = threading.Thread(target=close, name="group-leaving", daemon=True)
+        closing.start()
+        closing.join(10)
+        self.rejoins += 1
+        self.subscribed = ()
+        self._member_id = None
+        self._disagree_since = None
+        self._rejoin.clear()
+        return self._new_consumer()
 
     def run(self, stop: threading.Event) -> None:
         """Take part in the group until `stop` is set; then stop every projector of this
@@ -426,9 +525,12 @@ class ProjectorGroup:
         discovery.start()
         try:
             while not stop.is_set():
+                if self._rejoin.is_set():
+                    consumer = self._rejoined(consumer)
                 self._resubscribe(consumer, found[0])
                 # Serves the group's heartbeats' answers and callbacks; never a record.
                 message = consumer.poll(0.2)
+                self._member_id = consumer.memberid() or None
                 error = None if message is None else message.error()
                 if error is not None:
                     if error.code() == KafkaError.INVALID_SESSION_TIMEOUT:

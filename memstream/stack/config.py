@@ -275,11 +275,23 @@ def render_server_properties(
         "group.consumer.session.timeout.ms": "6000",
         "group.consumer.min.heartbeat.interval.ms": "250",
         "group.consumer.heartbeat.interval.ms": "500",
+        # Hundreds of clients on one host (a projector process of 33 logs holds about 130
+        # connections): after a stall they all reconnect at once, and the default backlog of
+        # 50 dropped their SYNs (the kernel's ListenOverflows counted 264 in one session),
+        # each drop a retransmission 1, 3, 7 s later.
+        "socket.listen.backlog.size": "1024",
         "auto.create.topics.enable": "false",
         "delete.topic.enable": "true",
         "log.retention.ms": "-1",
         "log.retention.bytes": "-1",
     }
+    if cfg.brokers == 1:
+        # A lone broker fenced by its own controller (its heartbeat late by 9 s, the
+        # default, on a starved machine) takes every partition offline with it, and the
+        # group coordinator unloads and loads again: in `bench cluster` that left a member
+        # stuck for its rebalance timeout (`projector.group`). With no other broker to
+        # move anything to, fencing it only stops the cluster.
+        props["broker.session.timeout.ms"] = "30000"
     if cfg.brokers > 1:
         # A cluster on one shared machine (three JVMs beside the writers, often on 2 cores):
         # with KRaft's defaults (2 s fetch and request timeouts, 1 s elections) a starved

@@ -541,3 +541,71 @@ def test_a_lost_logs_projector_is_stopped_without_holding_up_the_groups_callback
         consumer.close()
         logs.close()
     judge(first)
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(240)
+def test_a_member_the_broker_counts_differently_than_it_runs_leaves_and_joins_again(
+    kafka_bootstrap: str, redis_url: str, unique_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The broker's view of a member's logs and the projectors it runs may part for good
+    (a client stuck after its coordinator was loaded again: half of `bench cluster`'s logs
+    folded by no one for 300 s). The member compares them every `refresh_s`; after
+    `stuck_s` of disagreement it stops its projectors, leaves and joins again. Here the
+    broker's view is made to say "not a member" for a while; with the real view the two
+    agree and nothing happens."""
+    logs = Logs(kafka_bootstrap, redis_url, unique_name)
+    first = logs.create("one", 3)
+    forged = threading.Event()
+    seen: list[dict[str, set[str]] | None] = []
+
+    class Group(ProjectorGroup):
+        def _group_view(self) -> dict[str, set[str]] | None:
+            view = {} if forged.is_set() else super()._group_view()
+            seen.append(view)
+            return view
+
+    group = Group(
+        [str(first)],
+        group=f"{unique_name}-group",
+        refresh_s=0.2,
+        stuck_s=1.0,
+        projector={"every_ms": 30},
+    )
+    halt, runner = run_in_thread(group)
+    me = {os.getpid()}
+    try:
+        wait_for("the log folded", lambda: logs.folded_by(first.topic, me, 2), 60)
+        # The real view names this member and its one log: no rejoin, however long.
+        time.sleep(3.0)
+        assert group.rejoins == 0, "a member whose view agrees with the broker's rejoined"
+        real = [v for v in seen if v]
+        assert real and any(v.get(group._member_id or "") == {first.topic} for v in real)
+        with caplog.at_level(logging.WARNING, logger="memstream.projector.group"):
+            forged.set()
+            wait_for("the member to rejoin", lambda: group.rejoins >= 1, 30)
+            forged.clear()
+        assert "leaving the group and joining again" in caplog.text
+        assert "not a member" in caplog.text
+        # Back in the group, with its log again, folding what is appended now.
+        seq = logs.append(first.topic, "after the rejoin")
+        wait_for("the log folded again", lambda: logs.folded_by(first.topic, me, seq), 60)
+        assert group.owned() == [first.topic]
+        rejoins = group.rejoins
+        time.sleep(2.0)
+        assert group.rejoins == rejoins, "it rejoined again with the views agreeing"
+    finally:
+        halt.set()
+        runner.join(60)
+        logs.close()
+    assert not runner.is_alive() and group.owned() == []
+    judge(first)
+
+
+def test_the_rebalance_timeout_bounds_a_revocation_and_must_exceed_its_wait() -> None:
+    location = "kafka://127.0.0.1:9/a-log?redis=redis://127.0.0.1:6379/0"
+    group = ProjectorGroup([location], rebalance_timeout_ms=45_000)
+    assert group.consumer_conf()["max.poll.interval.ms"] == 45_000
+    assert ProjectorGroup([location]).consumer_conf()["max.poll.interval.ms"] == 30_000
+    with pytest.raises(LocationError, match="must exceed the 20 s a revocation may wait"):
+        ProjectorGroup([location], rebalance_timeout_ms=20_000)
