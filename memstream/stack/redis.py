@@ -16,6 +16,7 @@ from memstream.stack.health import redis_ping
 from memstream.stack.paths import StackPaths
 from memstream.stack.procs import (
     ProcessRecord,
+    favoured,
     is_ours,
     launch,
     port_open,
@@ -94,7 +95,7 @@ def start(paths: StackPaths, cfg: StackConfig, reporter: Reporter | None = None)
     )
     with reporter.step(f"starting Redis on {cfg.redis_url}"):
         return launch(
-            [binary, str(paths.redis_config)],
+            favoured([binary, str(paths.redis_config)]),
             paths.redis_log,
             marker=str(paths.redis_config),
             cwd=paths.redis_home,

@@ -269,3 +269,22 @@ def test_cluster_nodes_have_paths_of_their_own(tmp_path: Path) -> None:
     homes = {paths.for_node(n).kafka_home for n in (1, 2, 3)}
     assert len(homes) == 3 and paths.kafka_home not in homes
     assert paths.for_node(2).kafka_data == tmp_path / "kafka-2" / "data"
+
+
+def test_a_favoured_server_is_started_through_nice_only_where_it_may(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(procs.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(procs.os, "geteuid", lambda: 0)
+    assert procs.favoured(["redis-server", "x.conf"]) == [
+        "/usr/bin/nice",
+        "-n",
+        str(procs.FAVOURED_NICENESS),
+        "redis-server",
+        "x.conf",
+    ]
+    monkeypatch.setattr(procs.os, "geteuid", lambda: 1000)  # may not raise a priority
+    assert procs.favoured(["redis-server", "x.conf"]) == ["redis-server", "x.conf"]
+    monkeypatch.setattr(procs.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(procs.shutil, "which", lambda name: None)  # no coreutils nice
+    assert procs.favoured(["redis-server"]) == ["redis-server"]
