@@ -285,13 +285,6 @@ def render_server_properties(
         "log.retention.ms": "-1",
         "log.retention.bytes": "-1",
     }
-    if cfg.brokers == 1:
-        # A lone broker fenced by its own controller (its heartbeat late by 9 s, the
-        # default, on a starved machine) takes every partition offline with it, and the
-        # group coordinator unloads and loads again: in `bench cluster` that left a member
-        # stuck for its rebalance timeout (`projector.group`). With no other broker to
-        # move anything to, fencing it only stops the cluster.
-        props["broker.session.timeout.ms"] = "30000"
     if cfg.brokers > 1:
         # A cluster on one shared machine (three JVMs beside the writers, often on 2 cores):
         # with KRaft's defaults (2 s fetch and request timeouts, 1 s elections) a starved

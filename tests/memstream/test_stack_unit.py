@@ -90,8 +90,9 @@ def test_server_properties_single_node_kraft(tmp_path: Path) -> None:
     assert int(props["group.min.session.timeout.ms"]) <= 4000  # the classic protocol's
     # A reconnect storm after a stall is accepted, not dropped (the default backlog: 50).
     assert int(props["socket.listen.backlog.size"]) >= 1024
-    # The lone broker is not fenced by its own controller on a starved machine.
-    assert int(props["broker.session.timeout.ms"]) >= 30000
+    # Kafka's own broker session (9 s): a longer one kept a restarted broker from
+    # registering until the old session ended (README, 5 December).
+    assert "broker.session.timeout.ms" not in props
     # The log is the system of record: nothing expires, and logs are created deliberately.
     assert props["log.retention.ms"] == "-1"
     assert props["auto.create.topics.enable"] == "false"
@@ -237,8 +238,6 @@ def test_a_cluster_node_renders_its_own_ports_and_the_replicated_shape(tmp_path:
     assert props["transaction.state.log.replication.factor"] == "3"
     assert props["transaction.state.log.min.isr"] == "2"
     assert cfg.bootstrap == "127.0.0.1:31000,127.0.0.1:31002,127.0.0.1:31004"
-    # A dead node is fenced at the broker's own pace (its partitions move to the others).
-    assert "broker.session.timeout.ms" not in props
     assert int(props["socket.listen.backlog.size"]) >= 1024
 
 
