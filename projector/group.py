@@ -31,7 +31,14 @@ disagree for a moment (one still folding a log the group gave to the other) wait
 other on the log's lease.
 
 It is needed for liveness: a log the broker counts as this member's, but whose projector
-this member does not run, is folded by no one. Seen once in `bench cluster` after the
+this member does not run, is folded by no one. So is a log whose projector cannot start
+because this process's one admin client (shared by its projectors) stopped answering for
+single topics: seen twice in `bench cluster` after the broker was fenced by its starved
+controller, "Broker transport failure" after every 30 s wait for minutes, while a new
+client answered at once. Every `refresh_s` the member asks the shared client for one owned
+log's metadata; after three failures running, when a new client answers, it takes the new
+client and rejoins as below, so that every projector is made again with it
+(`admin_renewals` counts it). Seen once in `bench cluster` after the
 machine stalled for ten seconds (the broker fenced by its controller, the group
 coordinator unloaded and loaded again): one member's client never acknowledged the
 revocation the reloaded coordinator asked of it, so the broker kept 100 logs on it while
@@ -200,6 +207,7 @@ class ProjectorGroup:
         stop_timeout_s: float = 20.0,
         rebalance_timeout_ms: int = 30_000,
         stuck_s: float = 20.0,
+        admin_probe_s: float = 5.0,
         projector: dict[str, Any] | None = None,
     ) -> None:
         self.listed = {loc.topic: loc for loc in self._parse_logs(logs)}
@@ -252,6 +260,12 @@ class ProjectorGroup:
         self._disagree_since: float | None = None
         self._rejoin = threading.Event()
         self.rejoins = 0
+        # The admin client check (see the module): consecutive failures of the shared
+        # client to read an owned log's metadata, and the new client to put in its place.
+        self.admin_probe_s = admin_probe_s
+        self._admin_failures = 0
+        self._new_admin: AdminClient | None = None
+        self.admin_renewals = 0
 
     @staticmethod
     def _parse_logs(logs: Iterable[str]) -> list[KafkaLocation]:
@@ -444,7 +458,42 @@ class ProjectorGroup:
                         "cannot list the cluster's topics (%s); trying again", error_cause(exc)
                     )
             self._check_membership()
+            self._check_admin()
             stop.wait(self.refresh_s)
+
+    def _check_admin(self) -> None:
+        """Cue the poll loop to put a new admin client in place of the shared one, and to
+        rejoin with it, once the shared one has failed three times running to read an
+        owned log's metadata while a new client reads it (see the module)."""
+        owned = self.owned()
+        if not owned or self._new_admin is not None:
+            return
+        try:
+            self.admin.list_topics(owned[0], timeout=self.admin_probe_s)
+            self._admin_failures = 0
+            return
+        except KafkaException as exc:
+            self._admin_failures += 1
+            cause = error_cause(exc)
+        if self._admin_failures < 3:
+            return
+        fresh = AdminClient(client_conf(self.bootstrap))
+        try:
+            fresh.list_topics(owned[0], timeout=self.admin_probe_s)
+        except KafkaException:
+            return  # the broker does not answer a new client either: nothing to replace
+        log.warning(
+            "group %r: this process's admin client failed %d times running to read log "
+            "%s's metadata (%s) while a new client reads it; replacing it, and restarting "
+            "this member's projectors with the new one",
+            self.group,
+            self._admin_failures,
+            owned[0],
+            cause,
+        )
+        self._admin_failures = 0
+        self._new_admin = fresh
+        self._rejoin.set()
 
     def _group_view(self) -> dict[str, set[str]] | None:
         """The broker's view of the group: each member's id and the logs (partition 0 of
@@ -504,6 +553,9 @@ class ProjectorGroup:
         closing = threading.Thread(target=close, name="group-leaving", daemon=True)
         closing.start()
         closing.join(10)
+        if self._new_admin is not None:  # the old one's projectors are stopped
+            self.admin, self._new_admin = self._new_admin, None
+            self.admin_renewals += 1
         self.rejoins += 1
         self.subscribed = ()
         self._member_id = None

@@ -609,3 +609,49 @@ def test_the_rebalance_timeout_bounds_a_revocation_and_must_exceed_its_wait() ->
     assert ProjectorGroup([location]).consumer_conf()["max.poll.interval.ms"] == 30_000
     with pytest.raises(LocationError, match="must exceed the 20 s a revocation may wait"):
         ProjectorGroup([location], rebalance_timeout_ms=20_000)
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(240)
+def test_a_shared_admin_client_that_stops_answering_is_replaced_and_the_projectors_remade(
+    kafka_bootstrap: str, redis_url: str, unique_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A process's one admin client (its projectors share it) failed for minutes to read
+    single logs' metadata in `bench cluster`, while a new client answered at once. The
+    member asks it for an owned log's metadata every `refresh_s`: after three failures
+    running, with a new client answering, it takes the new one and remakes its projectors.
+    Here the shared client is swapped for one of a port where no broker listens."""
+    from memstream.stack.probes import free_port
+
+    logs = Logs(kafka_bootstrap, redis_url, unique_name)
+    first = logs.create("one", 3)
+    group = ProjectorGroup(
+        [str(first)],
+        group=f"{unique_name}-group",
+        refresh_s=0.2,
+        admin_probe_s=1.0,
+        projector={"every_ms": 30},
+    )
+    halt, runner = run_in_thread(group)
+    me = {os.getpid()}
+    dead = AdminClient({"bootstrap.servers": f"127.0.0.1:{free_port()}"})
+    try:
+        wait_for("the log folded", lambda: logs.folded_by(first.topic, me, 2), 60)
+        time.sleep(2.0)  # the real client answers every probe: nothing replaced
+        assert group.admin_renewals == 0 and group.rejoins == 0
+        with caplog.at_level(logging.WARNING, logger="memstream.projector.group"):
+            group.admin = dead
+            wait_for("the shared client replaced", lambda: group.admin_renewals == 1, 60)
+        assert "replacing it, and restarting this member's projectors" in caplog.text
+        assert group.admin is not dead
+        seq = logs.append(first.topic, "after the new client")
+        wait_for("the log folded again", lambda: logs.folded_by(first.topic, me, seq), 60)
+        projectors = [f.projector for f in group.followers.values()]
+        assert projectors and all(p is not None and p._admin is group.admin for p in projectors)
+        assert group.admin_renewals == 1
+    finally:
+        halt.set()
+        runner.join(60)
+        logs.close()
+    assert not runner.is_alive() and group.owned() == []
+    judge(first)
