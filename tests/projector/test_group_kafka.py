@@ -13,7 +13,8 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -315,6 +316,24 @@ def run_in_thread(group: ProjectorGroup) -> tuple[threading.Event, threading.Thr
     return halt, runner
 
 
+@contextmanager
+def folding(group: ProjectorGroup, logs: Logs, first: KafkaLocation) -> Iterator[set[int]]:
+    """`group` running in a thread for the block (which gets this process's pid in a set),
+    once it has folded `first` to seq 2; then stopped, every projector with it, `logs`
+    closed and `first` judged."""
+    halt, runner = run_in_thread(group)
+    me = {os.getpid()}
+    try:
+        wait_for("the log folded", lambda: logs.folded_by(first.topic, me, 2), 60)
+        yield me
+    finally:
+        halt.set()
+        runner.join(60)
+        logs.close()
+    assert not runner.is_alive() and group.owned() == []
+    judge(first)
+
+
 @pytest.mark.kafka
 @pytest.mark.timeout(180)
 def test_a_listed_log_created_later_is_followed_and_stopping_releases_every_lease(
@@ -572,10 +591,7 @@ def test_a_member_the_broker_counts_differently_than_it_runs_leaves_and_joins_ag
         stuck_s=1.0,
         projector={"every_ms": 30},
     )
-    halt, runner = run_in_thread(group)
-    me = {os.getpid()}
-    try:
-        wait_for("the log folded", lambda: logs.folded_by(first.topic, me, 2), 60)
+    with folding(group, logs, first) as me:
         # The real view names this member and its one log: no rejoin, however long.
         time.sleep(3.0)
         assert group.rejoins == 0, "a member whose view agrees with the broker's rejoined"
@@ -594,12 +610,6 @@ def test_a_member_the_broker_counts_differently_than_it_runs_leaves_and_joins_ag
         rejoins = group.rejoins
         time.sleep(2.0)
         assert group.rejoins == rejoins, "it rejoined again with the views agreeing"
-    finally:
-        halt.set()
-        runner.join(60)
-        logs.close()
-    assert not runner.is_alive() and group.owned() == []
-    judge(first)
 
 
 def test_the_rebalance_timeout_bounds_a_revocation_and_must_exceed_its_wait() -> None:
@@ -632,11 +642,8 @@ def test_a_shared_admin_client_that_stops_answering_is_replaced_and_the_projecto
         admin_probe_s=1.0,
         projector={"every_ms": 30},
     )
-    halt, runner = run_in_thread(group)
-    me = {os.getpid()}
     dead = AdminClient({"bootstrap.servers": f"127.0.0.1:{free_port()}"})
-    try:
-        wait_for("the log folded", lambda: logs.folded_by(first.topic, me, 2), 60)
+    with folding(group, logs, first) as me:
         time.sleep(2.0)  # the real client answers every probe: nothing replaced
         assert group.admin_renewals == 0 and group.rejoins == 0
         with caplog.at_level(logging.WARNING, logger="memstream.projector.group"):
@@ -649,9 +656,3 @@ def test_a_shared_admin_client_that_stops_answering_is_replaced_and_the_projecto
         projectors = [f.projector for f in group.followers.values()]
         assert projectors and all(p is not None and p._admin is group.admin for p in projectors)
         assert group.admin_renewals == 1
-    finally:
-        halt.set()
-        runner.join(60)
-        logs.close()
-    assert not runner.is_alive() and group.owned() == []
-    judge(first)
