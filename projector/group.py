@@ -30,25 +30,27 @@ The group's membership is not needed for safety, only for sharing: two members t
 disagree for a moment (one still folding a log the group gave to the other) wait for each
 other on the log's lease.
 
-It is needed for liveness: a log the broker counts as this member's, but whose projector
-this member does not run, is folded by no one. So is a log whose projector cannot start
-because this process's one admin client (shared by its projectors) stopped answering for
-single topics: seen twice in `bench cluster` after the broker was fenced by its starved
-controller, "Broker transport failure" after every 30 s wait for minutes, while a new
-client answered at once. Every `refresh_s` the member asks the shared client for one owned
-log's metadata; after three failures running, when a new client answers, it takes the new
-client and rejoins as below, so that every projector is made again with it
-(`admin_renewals` counts it). Seen once in `bench cluster` after the
-machine stalled for ten seconds (the broker fenced by its controller, the group
-coordinator unloaded and loaded again): one member's client never acknowledged the
-revocation the reloaded coordinator asked of it, so the broker kept 100 logs on it while
-it ran 50, and gave the other half to no one until the member's rebalance timeout (then
-300 s) fenced it; the client never joined again. Two bounds: the rebalance timeout
-(``max.poll.interval.ms``, which the consumer protocol sends as the time a member has to
-give logs up) is `rebalance_timeout_ms`, 30 s; and every `refresh_s` the member compares
-the broker's view of its logs (the group's description) with the projectors it runs:
-after `stuck_s` (20 s) of disagreement it stops its projectors, leaves the group and
-joins it again with a new consumer (`rejoins` counts it).
+It is needed for liveness, and two things took it away after the machine stalled in
+`bench cluster` (the broker fenced by its starved controller, the group coordinator
+unloaded and loaded again), each seen twice; both are bounded now, their causes inside
+the clients not known:
+
+- a member's client never acknowledged the revocation the reloaded coordinator asked of
+  it, so the broker kept 100 logs on it while it ran 50, and gave the other half to no
+  one until the member's rebalance timeout (then 300 s) fenced it; the client never
+  joined again. The rebalance timeout (``max.poll.interval.ms``, which the consumer
+  protocol sends as the time a member has to give logs up) is `rebalance_timeout_ms`,
+  30 s; and every `refresh_s` the member compares the broker's view of its logs (the
+  group's description) with the projectors it runs: after `stuck_s` (20 s) of
+  disagreement it stops its projectors, leaves the group and joins it again with a new
+  consumer (`rejoins` counts it);
+- this process's one admin client (shared by its projectors) answered "Broker transport
+  failure" after every 30 s wait for a single log's metadata, for minutes, while a new
+  client answered at once: no projector could start. Every `refresh_s` the member asks
+  the shared client for one owned log's metadata (waiting `admin_probe_s`); after
+  `ADMIN_FAILURES` failures running, when a new client answers, it takes the new client
+  and rejoins as above, so that every projector is made again with it (`admin_renewals`
+  counts it).
 """
 
 from __future__ import annotations
@@ -92,6 +94,8 @@ log = logging.getLogger("memstream.projector.group")
 
 DEFAULT_GROUP = "memstream-projectors"
 GROUP_PROTOCOLS = ("consumer", "classic")
+# Failed probes of the shared admin client, running, before a new one is tried (see above).
+ADMIN_FAILURES = 3
 # The topics memstream derives from a log (never logs themselves): LOG + one of these.
 DERIVED_SUFFIXES = (".lifecycle", CHECKPOINTS_SUFFIX, MEMEX_TOPIC_SUFFIX, KEYS_SUFFIX)
 _GLOB = re.compile(r"^[A-Za-z0-9._\-*\[\]!]{1,240}$")
@@ -242,6 +246,9 @@ class ProjectorGroup:
                 f"{stop_timeout_s:g} s a revocation may wait for its projectors"
             )
         self.rebalance_timeout_ms = rebalance_timeout_ms
+        for name, value in (("stuck_s", stuck_s), ("admin_probe_s", admin_probe_s)):
+            if not value > 0:  # NaN too
+                raise LocationError(f"{name} {value!r}: a number of seconds above 0")
         self.stuck_s = stuck_s
         self.projector_options = dict(projector or {})
         # One admin client for the discovery and every projector of this process.
@@ -463,8 +470,8 @@ class ProjectorGroup:
 
     def _check_admin(self) -> None:
         """Cue the poll loop to put a new admin client in place of the shared one, and to
-        rejoin with it, once the shared one has failed three times running to read an
-        owned log's metadata while a new client reads it (see the module)."""
+        rejoin with it, once the shared one has failed `ADMIN_FAILURES` times running to
+        read an owned log's metadata while a new client reads it (see the module)."""
         owned = self.owned()
         if not owned or self._new_admin is not None:
             return
@@ -475,7 +482,7 @@ class ProjectorGroup:
         except KafkaException as exc:
             self._admin_failures += 1
             cause = error_cause(exc)
-        if self._admin_failures < 3:
+        if self._admin_failures < ADMIN_FAILURES:
             return
         fresh = AdminClient(client_conf(self.bootstrap))
         try:
@@ -513,13 +520,13 @@ class ProjectorGroup:
         """Cue the poll loop to rejoin once the broker's view of this member's logs and
         the projectors it runs have disagreed for `stuck_s` (see the module)."""
         member = self._member_id
-        view = self._group_view() if member else None
-        if view is None:  # not joined yet, or no answer: nothing to compare
+        view = self._group_view() if member is not None else None
+        if member is None or view is None:  # not joined yet, or no answer: no comparing
             self._disagree_since = None
             return
-        assigned = view.get(member)  # type: ignore[arg-type]
+        assigned = view.get(member)
         owned = set(self.owned())
-        if assigned is not None and {t for t in assigned if self.location(t)} == owned:
+        if assigned is not None and assigned == owned:
             self._disagree_since = None
             return
         now = time.monotonic()

@@ -621,6 +621,17 @@ def test_the_rebalance_timeout_bounds_a_revocation_and_must_exceed_its_wait() ->
         ProjectorGroup([location], rebalance_timeout_ms=20_000)
 
 
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("stuck_s", 0), ("stuck_s", -1.0), ("admin_probe_s", 0.0), ("admin_probe_s", float("nan"))],
+)
+def test_the_groups_checks_refuse_a_wait_of_no_time(option: str, value: float) -> None:
+    # A stuck_s of 0 would rejoin on the first disagreement of an ordinary rebalance.
+    location = "kafka://127.0.0.1:9/a-log?redis=redis://127.0.0.1:6379/0"
+    with pytest.raises(LocationError, match=f"{option} {value!r}: a number of seconds above 0"):
+        ProjectorGroup([location], **{option: value})
+
+
 @pytest.mark.kafka
 @pytest.mark.timeout(240)
 def test_a_shared_admin_client_that_stops_answering_is_replaced_and_the_projectors_remade(
