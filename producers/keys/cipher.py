@@ -50,7 +50,7 @@ from schemas.crypto.graph_content import (
     value_at,
 )
 from schemas.crypto.graph_erasure import GraphErasure
-from schemas.crypto.subjects import CONTENT_FIELD, subject_of
+from schemas.crypto.subjects import CONTENT_FIELD, EVENT_SUBJECT_PREFIX
 from schemas.errors import DecodeError
 from schemas.evidence.merkle import leaf_hash
 from schemas.records import GraphEnvelope, Record
@@ -73,6 +73,8 @@ class KeyStore(Protocol):
     def key(self, key_id: str) -> bytes | None: ...
 
     def key_for(self, subject: str, event_id: str | None = None) -> tuple[str, bytes]: ...
+
+    def own_key(self) -> tuple[str, bytes, AESGCM]: ...
 
     def context(self, key_id: str, key: bytes) -> AESGCM: ...
 
@@ -137,15 +139,24 @@ def seal_record(keys: KeyStore, record: Record, subjects: _Subjects | None = Non
     if not isinstance(record, Message | Document):
         return record
     field = CONTENT_FIELD[record.kind]
-    own = str(record.id) if record.retain_until is not None else None
-    key_id, key = keys.key_for(subject_of(record), own)
+    session = record.session_id
+    if (
+        record.retain_until is not None
+        or session is None
+        or session.startswith(EVENT_SUBJECT_PREFIX)
+    ):
+        # A key of its own (`key_for`'s rule, without building the subject's name).
+        key_id, key, context = keys.own_key()
+    else:
+        key_id, key = keys.key_for(session)
+        context = keys.context(key_id, key)
     token = seal(
         getattr(record, field),
         event_id=record.id,
         field=field,
         key_id=key_id,
         key=key,
-        context=keys.context(key_id, key),
+        context=context,
     )
     return record.with_field(field, token)
 

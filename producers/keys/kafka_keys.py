@@ -34,7 +34,7 @@ up by reading the topic to its end first (a record sealed under it was acknowled
 it). Tombstones read make the process forget the key. Keys of single events are made
 ahead, many in one acknowledged write (`producers.keys.held_keys`), and stored with an
 empty subject and event: the record sealed under one names it. Once a process uses them
-in batches of 8 or more, the next batch is written while the last is used (`_own_key`).
+in batches of 8 or more, the next batch is written while the last is used (`own_key`).
 
 Before an append seals content, the writer's view of the topic must include every tombstone
 acknowledged before the append began (`current`). Asking the topic's end on every append
@@ -56,6 +56,7 @@ from typing import Any, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from producers.keys.held_keys import UNASSIGNED, HeldKeys
 from producers.logs.kafka_client import (
@@ -176,7 +177,7 @@ _UNASSIGNED_META = json.dumps(
 ).encode()
 
 
-# Keys are written ahead of need (`KafkaKeyStore._own_key`) once a batch this large was made.
+# Keys are written ahead of need (`KafkaKeyStore.own_key`) once a batch this large was made.
 _REFILL_FROM = 8
 
 
@@ -238,7 +239,7 @@ class KafkaKeyStore(HeldKeys):
         self._current_since = -math.inf
         self._watcher: threading.Thread | None = None
         self._closed = threading.Event()
-        self._refill: _Refill | None = None  # keys being written ahead (`_own_key`)
+        self._refill: _Refill | None = None  # keys being written ahead (`own_key`)
         self._last_batch = 0  # how many keys the last batch made ahead held
         self.refresh()
 
@@ -263,7 +264,7 @@ class KafkaKeyStore(HeldKeys):
             return
         refill = self._refill
         if refill is not None and key_id in refill.ids:
-            return  # made here, held once its whole batch is acknowledged (`_own_key`)
+            return  # made here, held once its whole batch is acknowledged (`own_key`)
         if len(value) > _MAX_VALUE or len(value) < 1 + KEY_BYTES or value[0] != _VERSION:
             raise self._corrupt(offset, f"key {key_id}: not a key record of version {_VERSION}")
         try:
@@ -398,7 +399,8 @@ class KafkaKeyStore(HeldKeys):
         its destroyed key."""
         with self._lock:
             if event_id is not None or subject.startswith(EVENT_SUBJECT_PREFIX):
-                return self._own_key()
+                own_id, own, _ = self._own_key()
+                return own_id, own
             key_id = self._shared.get(subject)
             if key_id is not None:
                 return key_id, self._by_id[key_id].key
@@ -407,8 +409,14 @@ class KafkaKeyStore(HeldKeys):
             self._hold(key_id, subject, None, key)
             return key_id, key
 
-    def _own_key(self) -> tuple[str, bytes]:
-        """A durable key made ahead, now used. Under `_lock`.
+    def own_key(self) -> tuple[str, bytes, AESGCM]:
+        """A durable key of one event, made ahead, now used, with its context (see
+        `_own_key`)."""
+        with self._lock:
+            return self._own_key()
+
+    def _own_key(self) -> tuple[str, bytes, AESGCM]:
+        """`own_key`, under `_lock`.
 
         Once a process has used a batch of `_REFILL_FROM` keys or more, the next batch is
         written while the last ones are used (`_Refill`): an append then waits for a key

@@ -27,6 +27,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable
 
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
 from producers.keys.held_keys import UNASSIGNED, HeldKeys
 from schemas.crypto.envelope import KEY_BYTES, new_key, new_key_id
 from schemas.crypto.subjects import EVENT_SUBJECT_PREFIX
@@ -107,7 +109,8 @@ class SqliteKeyStore(HeldKeys):
         """(key id, key) to seal an event of `subject` with: the subject's shared key
         (created on first use), or a new key of that one event when `event_id` is given."""
         if event_id is not None or subject.startswith(EVENT_SUBJECT_PREFIX):
-            return self._own_key()
+            own_id, own, _ = self.own_key()
+            return own_id, own
         key_id = self._shared.get(subject)
         if key_id is not None:
             found = self._by_id.get(key_id)
@@ -129,9 +132,9 @@ class SqliteKeyStore(HeldKeys):
         self._hold(key_id, subject, None, key)
         return key_id, key
 
-    def _own_key(self) -> tuple[str, bytes]:
-        """A key of one event: one made ahead, or the first of a new batch, inserted in the
-        caller's transaction (`producers.keys.held_keys`)."""
+    def own_key(self) -> tuple[str, bytes, AESGCM]:
+        """A key of one event, with its context: one made ahead, or the first of a new
+        batch, inserted in the caller's transaction (`producers.keys.held_keys`)."""
         with self._lock:
             taken = self._take_ahead()
             if taken is None:

@@ -1,0 +1,43 @@
+"""Keys made ahead (`producers.keys.held_keys`): well formed, each its own, usable at once."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+from producers.keys.held_keys import AHEAD_MAX, UNASSIGNED, HeldKeys
+from schemas.crypto.envelope import KEY_BYTES, open_sealed, parse, seal
+
+
+def test_batches_double_up_to_the_most_and_hold_distinct_well_formed_keys() -> None:
+    held = HeldKeys()
+    sizes, ids, keys = [], [], []
+    for _ in range(9):
+        batch = held._next_batch()
+        sizes.append(len(batch))
+        ids += [key_id for key_id, _ in batch]
+        keys += [key for _, key in batch]
+    assert sizes == [1, 2, 4, 8, 16, 32, 64, AHEAD_MAX, AHEAD_MAX]
+    # 12 hex digits of time, 20 random ones: what a key id is everywhere (`new_key_id`)
+    assert all(re.fullmatch(r"[0-9a-f]{32}", key_id) for key_id in ids)
+    assert all(len(key) == KEY_BYTES for key in keys)
+    assert len(set(ids)) == len(ids) and len(set(keys)) == len(keys)
+    # one read of the random source per batch: the id and key parts do not overlap
+    assert not {key_id[12:] for key_id in ids} & {key[:10].hex() for key in keys}
+
+
+def test_a_key_taken_ahead_comes_with_the_context_of_that_key() -> None:
+    held = HeldKeys()
+    batch = held._next_batch() + held._next_batch()
+    held._made_ahead(batch)
+    event = uuid.uuid4()
+    taken = []
+    while (found := held._take_ahead()) is not None:
+        key_id, key, context = found
+        token = seal(
+            "card 4111", event_id=event, field="content", key_id=key_id, key=key, context=context
+        )
+        assert open_sealed(parse(token), event_id=event, field="content", key=key) == "card 4111"
+        taken.append(key_id)
+    assert taken == [key_id for key_id, _ in batch]  # first made, first used
+    assert all(held._by_id[key_id].subject == UNASSIGNED for key_id in taken)
