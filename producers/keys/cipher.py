@@ -9,7 +9,11 @@
 - a graph envelope: each value of each item's ``content`` it carries
   (`schemas.crypto.graph_content`) sealed, as canonical JSON, under the shared key of the
   item's subject (`item_subject`; an update: the subject of the item it updates), with
-  `seal_convergent`, so that a fold without keys compares items as a reader does.
+  `seal_convergent`, so that a fold without keys compares items as a reader does. An item
+  that holds values in the wrapped form (logs written before 7 December; the key store
+  notes each such item as its values are opened, `wrapped_items`) gets its new values in
+  that form too (`seal_wrapped`): equal plaintexts of the item then still seal alike,
+  which is what the comparison needs.
 
 `open_record` gives back the readable record: the plaintext, or `ERASED` when the key is
 gone. Other records pass unchanged; an Erasure read from the log makes this process forget
@@ -22,9 +26,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import islice
-from typing import Any, Protocol
+from json.encoder import encode_basestring
+from typing import Any, Protocol, cast
 
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM, AESGCMSIV
 
 from projector.graph.state import GraphState
 from projector.graph.transplant import reid_candidates
@@ -32,16 +37,21 @@ from projector.record_fold import LogState
 from schemas.audit import ERASED, Document, Erasure, Message
 from schemas.codec import decode_record
 from schemas.crypto.envelope import (
+    CONVERGENT_PREFIX,
+    WRAPPED_PREFIX,
     SealedError,
     is_sealed,
+    open_convergent,
     open_sealed,
     parse,
     seal,
     seal_convergent,
+    seal_wrapped,
 )
 from schemas.crypto.graph_content import (
     ContentSlot,
     binding,
+    content_binding,
     content_slots,
     is_erase_content,
     item_subject,
@@ -78,10 +88,21 @@ class KeyStore(Protocol):
 
     def context(self, key_id: str, key: bytes) -> AESGCM: ...
 
+    def siv_context(self, key_id: str, key: bytes) -> AESGCMSIV: ...
+
+    @property
+    def wrapped_items(self) -> set[str]: ...
+
     def forget_subject(self, subject: str) -> None: ...
 
 
 def _canonical(value: Any) -> str:
+    # A string or an int (most values) as json.dumps writes it, without setting up an
+    # encoder for each value.
+    if type(value) is str:
+        return encode_basestring(value)
+    if type(value) is int:
+        return int.__repr__(value)
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -110,22 +131,33 @@ class _Subjects:
 
 
 def _seal_envelope(keys: KeyStore, envelope: GraphEnvelope, subjects: _Subjects) -> GraphEnvelope:
-    # The key of each content object, taken once for all its values.
-    by_slot: dict[ContentSlot, tuple[str, bytes, AESGCM]] = {}
+    # The key of each content object and its form, taken once for all its values.
+    by_slot: dict[ContentSlot, tuple[str, bytes, AESGCMSIV | AESGCM]] = {}
 
     def sealed(slot: ContentSlot, key: str, value: Any) -> str:
         found = by_slot.get(slot)
         if found is None:
+            wrapped = slot.item_id is not None and slot.item_id in keys.wrapped_items
             key_id, subject_key = keys.key_for(subjects.of(slot))
-            found = by_slot[slot] = (key_id, subject_key, keys.context(key_id, subject_key))
+            context = (keys.context if wrapped else keys.siv_context)(key_id, subject_key)
+            found = by_slot[slot] = (key_id, subject_key, context)
+        key_id, subject_key, context = found
+        if type(context) is AESGCMSIV:
+            return seal_convergent(
+                _canonical(value),
+                binding=content_binding(slot, key),
+                key_id=key_id,
+                key=subject_key,
+                context=context,
+            )
         event_id, field = binding(slot, key)
-        return seal_convergent(
+        return seal_wrapped(
             _canonical(value),
             event_id=event_id,
             field=field,
-            key_id=found[0],
-            key=found[1],
-            context=found[2],
+            key_id=key_id,
+            key=subject_key,
+            context=cast(AESGCM, context),
         )
 
     return map_content(envelope, sealed)
@@ -231,6 +263,8 @@ def _open_value(keys: KeyStore, slot: ContentSlot, key: str, value: Any) -> Any:
     if not (isinstance(value, str) and is_sealed(value)):
         return value  # written before the log was encrypted
     sealed = parse(value)
+    if sealed.form == WRAPPED_PREFIX and slot.item_id is not None:
+        keys.wrapped_items.add(slot.item_id)  # its new values are sealed alike
     subject_key = keys.key(sealed.key_id)
     if subject_key is None:
         # Its key is destroyed: folded sealed, as the projector folds it. An import that
@@ -239,14 +273,22 @@ def _open_value(keys: KeyStore, slot: ContentSlot, key: str, value: Any) -> Any:
         # after an erasure reaches the state readers reached before it. The erasure's
         # receipt, later in the log, turns the item's values into ERASED.
         return value
-    event_id, field = binding(slot, key)
-    plain = open_sealed(
-        sealed,
-        event_id=event_id,
-        field=field,
-        key=subject_key,
-        context=keys.context(sealed.key_id, subject_key),
-    )
+    if sealed.form == CONVERGENT_PREFIX:
+        plain = open_convergent(
+            sealed,
+            binding=content_binding(slot, key),
+            key=subject_key,
+            context=keys.siv_context(sealed.key_id, subject_key),
+        )
+    else:
+        event_id, field = binding(slot, key)
+        plain = open_sealed(
+            sealed,
+            event_id=event_id,
+            field=field,
+            key=subject_key,
+            context=keys.context(sealed.key_id, subject_key),
+        )
     try:
         return json.loads(plain)
     except ValueError:

@@ -2,7 +2,8 @@
 Kafka store (`kafka_keys`), which differ only in where a key is kept.
 
 - The keys read or made, by id (`Held`), and each subject's shared key by subject.
-- An AES-GCM context per key (`context`): an append seals without setting its key up again.
+- An AES-GCM context per key (`context`), and an AES-GCM-SIV one per key that seals graph
+  values (`siv_context`): an append seals without setting its key up again.
 - Keys made ahead for events that get a key of their own (an event without a session, or
   with a `retain_until`). Made one per append, such a key cost every append one more
   B-tree page in its commit (embedded) or one more acknowledged write before it (Kafka);
@@ -27,9 +28,9 @@ import time
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM, AESGCMSIV
 
-from schemas.crypto.envelope import KEY_BYTES, KEY_ID_RANDOM, aead
+from schemas.crypto.envelope import KEY_BYTES, KEY_ID_RANDOM, aead, aead_siv
 
 __all__ = ["AHEAD_MAX", "UNASSIGNED", "Held", "HeldKeys"]
 
@@ -54,6 +55,11 @@ class HeldKeys:
         self._by_id: dict[str, Held] = {}
         self._shared: dict[str, str] = {}  # subject -> the id of its shared key
         self._contexts: dict[str, AESGCM] = {}
+        self._siv_contexts: dict[str, AESGCMSIV] = {}  # of shared keys that seal graph values
+        # Graph items seen holding values in the wrapped form (``msenc1``, logs written
+        # before 7 December), noted as they are opened; their new values are sealed alike
+        # (`producers.keys.cipher`). Knowledge of the log, not keys: `forget_all` keeps it.
+        self._wrapped_items: set[str] = set()
         self._ahead: list[str] = []  # ids of durable keys made ahead, not used yet
         self._batch = 1  # how many keys the next batch makes
 
@@ -75,6 +81,20 @@ class HeldKeys:
                 found = aead(key)
                 if key_id in self._by_id:  # only a held key's context is kept
                     self._contexts[key_id] = found
+            return found
+
+    @property
+    def wrapped_items(self) -> set[str]:
+        return self._wrapped_items
+
+    def siv_context(self, key_id: str, key: bytes) -> AESGCMSIV:
+        """The AES-GCM-SIV context of `key` (graph values), made once while it is held."""
+        with self._lock:
+            found = self._siv_contexts.get(key_id)
+            if found is None:
+                found = aead_siv(key)
+                if key_id in self._by_id:
+                    self._siv_contexts[key_id] = found
             return found
 
     def _take_ahead(self) -> tuple[str, bytes, AESGCM] | None:
@@ -123,6 +143,7 @@ class HeldKeys:
         with self._lock:
             for key_id in key_ids:
                 self._contexts.pop(key_id, None)
+                self._siv_contexts.pop(key_id, None)
                 found = self._by_id.pop(key_id, None)
                 if found is not None and self._shared.get(found.subject) == key_id:
                     del self._shared[found.subject]
@@ -137,4 +158,5 @@ class HeldKeys:
             self._by_id.clear()
             self._shared.clear()
             self._contexts.clear()
+            self._siv_contexts.clear()
             self._ahead.clear()

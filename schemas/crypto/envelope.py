@@ -1,35 +1,51 @@
-"""The sealed form of a content field, bound to its event and field.
+"""The sealed forms of content, each bound to where it belongs.
 
 A content field (a message's `content`, a document's `text`) of an encrypted log is
-stored as the text ``msenc2:<key id>:<sealed content>``:
+stored as the text ``msenc2:<key id>:<sealed content>`` (`seal`):
 
 - ``key id``: 32 hex digits naming the key it is sealed under (a data subject's key, held
   by the key store; `producers.keys`), never the subject itself;
 - ``sealed content``: base64url (no padding) of a random 12-byte nonce and AES-256-GCM of
-  the UTF-8 content under the subject key.
+  the UTF-8 content under the subject key, bound (associated data) to the event's id and
+  the field's name.
 
-A graph item's content value (`seal_convergent`), and an event's content in logs written
-before 4 December, is ``msenc1:<key id>:<wrapped data key>:<sealed content>``: the content
-under a data key of its own, itself wrapped (nonce and AES-256-GCM) by the subject key.
-Both forms open here (`parse`, `open_sealed`).
+A graph item's content value is ``msenc3:<key id>:<sealed value>`` (`seal_convergent`):
+base64url of AES-256-GCM-SIV (RFC 8452) of the value under the subject key, its
+associated data the value's binding (its item and content key;
+`schemas.crypto.graph_content.content_binding`), its nonce a hash of that binding: the
+same value of the same item's field under the same key always seals to the same text.
 
-Each is bound (associated data) to the event's id and the field's name, so a sealed value
-moved to another event or field does not open; the associated data of the two forms
-differ (``msenc2`` starts with its name), so a part of one form never opens as the other.
-Destroying the subject key makes the content unrecoverable, while the stored bytes (the
-Merkle leaves) stay exactly as they were.
+Logs written before 7 December hold graph values, and logs written before 4 December
+event content too, as ``msenc1:<key id>:<wrapped data key>:<sealed content>``
+(`seal_wrapped`): the content under a data key of its own, derived from the content and
+wrapped (nonce and AES-256-GCM) by the subject key, bound to an event id and a field.
+All three forms open here (`parse`, then `open_sealed` or `open_convergent`).
+
+The associated data of the forms differ (``msenc2`` and ``msenc3`` start with their
+names), so a part of one form never opens as another. Destroying the subject key makes
+the content unrecoverable, while the stored bytes (the Merkle leaves) stay exactly as
+they were.
 
 Why a direct seal for events: a data key per event made every encrypted append wrap a
 key (a second AES-GCM, a second base64 part) for nothing a reader needs: erasure destroys
 the subject key either way, and stored records are never re-wrapped. Random 96-bit nonces
 keep AES-GCM safe for up to 2**32 seals under one key (NIST SP 800-38D), far more events
 than one subject (a session, an event) holds.
+
+Why GCM-SIV for graph values: a fold that holds no key (the projector) compares sealed
+values where a reader compares plaintexts (a graph import skips items identical to
+existing ones), so equal plaintexts of one item's field must seal alike. The wrapped form
+did that with an HMAC, a data key and two AES-GCM operations per value; GCM-SIV is made
+for it (a repeated nonce reveals only that the same plaintext and associated data were
+sealed again) in one. Its nonce, a hash of the binding, repeats only for values of the
+same field of the same item.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import hmac
 import os
 import secrets
@@ -38,12 +54,13 @@ from typing import NamedTuple
 from uuid import UUID
 
 from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM, AESGCMSIV
 
 from schemas.errors import MemstreamError
 
 __all__ = [
     "PREFIX",
+    "CONVERGENT_PREFIX",
     "WRAPPED_PREFIX",
     "KEY_BYTES",
     "KEY_ID_HEX",
@@ -53,17 +70,22 @@ __all__ = [
     "new_key",
     "new_key_id",
     "aead",
+    "aead_siv",
     "is_sealed",
     "parse",
     "seal",
     "seal_convergent",
+    "seal_wrapped",
     "open_sealed",
+    "open_convergent",
 ]
 
 PREFIX = "msenc2:"  # what `seal` writes
-WRAPPED_PREFIX = "msenc1:"  # what `seal_convergent` writes, and `seal` did before
-_PREFIXES = (PREFIX, WRAPPED_PREFIX)
+CONVERGENT_PREFIX = "msenc3:"  # what `seal_convergent` writes
+WRAPPED_PREFIX = "msenc1:"  # what `seal_wrapped` writes (`seal_convergent` did before)
+_PREFIXES = (PREFIX, CONVERGENT_PREFIX, WRAPPED_PREFIX)
 _DIRECT_AAD = b"msenc2\x00"
+_CONVERGENT_AAD = b"msenc3\x00"
 KEY_BYTES = 32
 _NONCE = 12
 _TAG = 16
@@ -80,11 +102,13 @@ class SealedError(MemstreamError, ValueError):
 
 
 class Sealed(NamedTuple):
-    """A parsed sealed value: `wrapped_key` is empty in the direct form (``msenc2``)."""
+    """A parsed sealed value: `form` is its prefix; `wrapped_key` is empty but in the
+    wrapped form (``msenc1``)."""
 
     key_id: str
     wrapped_key: bytes
     ciphertext: bytes
+    form: str = PREFIX
 
 
 def new_key() -> bytes:
@@ -104,6 +128,13 @@ def aead(key: bytes) -> AESGCM:
     if len(key) != KEY_BYTES:
         raise SealedError(f"subject key: expected {KEY_BYTES} bytes, got {len(key)}")
     return AESGCM(key)
+
+
+def aead_siv(key: bytes) -> AESGCMSIV:
+    """The AES-256-GCM-SIV context of a subject key (`seal_convergent`'s `context`)."""
+    if len(key) != KEY_BYTES:
+        raise SealedError(f"subject key: expected {KEY_BYTES} bytes, got {len(key)}")
+    return AESGCMSIV(key)
 
 
 def is_sealed(value: str) -> bool:
@@ -148,6 +179,18 @@ def seal(
 
 
 def seal_convergent(
+    plaintext: str, *, binding: bytes, key_id: str, key: bytes, context: AESGCMSIV | None = None
+) -> str:
+    """`plaintext` sealed in the convergent form under `key` (named `key_id`; `context`:
+    its `aead_siv`, when the caller holds one), bound to `binding`: the same plaintext,
+    binding and key always give the same text (see the module's docstring)."""
+    sealer = aead_siv(key) if context is None else context
+    aad = _CONVERGENT_AAD + binding
+    nonce = hashlib.blake2b(aad, digest_size=_NONCE).digest()
+    return f"{CONVERGENT_PREFIX}{key_id}:{_b64(sealer.encrypt(nonce, plaintext.encode(), aad))}"
+
+
+def seal_wrapped(
     plaintext: str,
     *,
     event_id: UUID,
@@ -159,14 +202,13 @@ def seal_convergent(
     """`plaintext` sealed in the wrapped form (`open_sealed` opens it), deterministically:
     the data key and the wrapping nonce are one HMAC-SHA512 of the binding and the
     plaintext under `key`, so the same plaintext of the same field of the same event under
-    the same key always seals to the same text.
+    the same key always seals to the same text. Nonces are never reused with different
+    data (as in SIV): a data key seals one plaintext only, so its nonce is fixed; the
+    wrapping nonce differs with the plaintext.
 
-    Why: a fold that holds no key (the projector) compares sealed values where a reader
-    compares plaintexts (a graph import skips items identical to existing ones); equal
-    sealed values then mean equal plaintexts, and both decide alike. What it reveals: only
-    whether two values of one field of one item, under one key, are equal. Nonces are
-    never reused with different data (as in SIV): a data key seals one plaintext only, so
-    its nonce is fixed; the wrapping nonce differs with the plaintext."""
+    What graph values were sealed with before 7 December: still written for an item that
+    holds values in this form, so that its equal plaintexts keep sealing alike
+    (`producers.keys.cipher`)."""
     wrapper = aead(key) if context is None else context
     aad = _aad(event_id, field)
     data = plaintext.encode()
@@ -185,7 +227,7 @@ def parse(value: str) -> Sealed:
     if prefix is None:
         raise SealedError(f"not a sealed value (expected the prefix {PREFIX!r})")
     parts = value[len(prefix) :].split(":")
-    count = 2 if prefix == PREFIX else 3
+    count = 3 if prefix == WRAPPED_PREFIX else 2
     if len(parts) != count:
         raise SealedError(
             f"sealed value: expected {count} parts after {prefix!r}, got {len(parts)}"
@@ -199,9 +241,9 @@ def parse(value: str) -> Sealed:
         if len(wrapped) != _NONCE + KEY_BYTES + _TAG:
             raise SealedError(f"sealed value: wrapped data key of {len(wrapped)} bytes")
     ciphertext = _unb64(rest[-1], "the sealed content")
-    if len(ciphertext) < _NONCE + _TAG:
+    if len(ciphertext) < (_TAG if prefix == CONVERGENT_PREFIX else _NONCE + _TAG):
         raise SealedError(f"sealed value: sealed content of {len(ciphertext)} bytes")
-    return Sealed(key_id, wrapped, ciphertext)
+    return Sealed(key_id, wrapped, ciphertext, prefix)
 
 
 def open_sealed(
@@ -209,7 +251,11 @@ def open_sealed(
 ) -> str:
     """The plaintext, given the subject key `sealed.key_id` names (`context`: its `aead`,
     when the caller holds one); SealedError when it does not open (another key, another
-    event or field, changed bytes)."""
+    event or field, changed bytes), or is a graph value's (`open_convergent`)."""
+    if sealed.form == CONVERGENT_PREFIX:
+        raise SealedError(
+            f"sealed {field} of event {event_id}: a graph value's form ({CONVERGENT_PREFIX!r})"
+        )
     aad = _aad(event_id, field)
     try:
         opener = aead(key) if context is None else context
@@ -227,3 +273,20 @@ def open_sealed(
         raise SealedError(
             f"sealed {field} of event {event_id} does not open with key {sealed.key_id}"
         ) from None
+
+
+def open_convergent(
+    sealed: Sealed, *, binding: bytes, key: bytes, context: AESGCMSIV | None = None
+) -> str:
+    """The plaintext of a value `seal_convergent` sealed, given the key `sealed.key_id`
+    names (`context`: its `aead_siv`, when the caller holds one); SealedError when it is
+    of another form or does not open (another key, another binding, changed bytes)."""
+    if sealed.form != CONVERGENT_PREFIX:
+        raise SealedError(f"sealed value of the form {sealed.form!r}, not {CONVERGENT_PREFIX!r}")
+    aad = _CONVERGENT_AAD + binding
+    try:
+        opener = aead_siv(key) if context is None else context
+        nonce = hashlib.blake2b(aad, digest_size=_NONCE).digest()
+        return opener.decrypt(nonce, sealed.ciphertext, aad).decode()
+    except (InvalidTag, ValueError):
+        raise SealedError(f"sealed value does not open with key {sealed.key_id}") from None

@@ -40,6 +40,7 @@ __all__ = [
     "is_erase_content",
     "value_at",
     "binding",
+    "content_binding",
 ]
 
 _BATCH = f"{OPERATION_NAMESPACE}.batch"
@@ -91,11 +92,19 @@ def is_erase_content(record: Record) -> bool:
     )
 
 
-def binding(slot: ContentSlot, key: str) -> tuple[UUID, str]:
-    """What a sealed content value is bound to (`seal`'s event id and field): the item and
+def content_binding(slot: ContentSlot, key: str) -> bytes:
+    """What a sealed content value is bound to (`seal_convergent`'s binding): the item and
     the content key, so a value moved to another item or key does not open. Not the
     envelope: the same value of the same item seals alike in any envelope, which keeps
-    comparisons of sealed items exact (`schemas.crypto.envelope.seal_convergent`)."""
+    comparisons of sealed items exact (`schemas.crypto.envelope.seal_convergent`). The
+    item id's length first, so that no other item and key give the same bytes."""
+    item = (slot.item_id or "").encode()
+    return len(item).to_bytes(4, "big") + item + key.encode()
+
+
+def binding(slot: ContentSlot, key: str) -> tuple[UUID, str]:
+    """What a value in the wrapped form (``msenc1``, `seal_wrapped`) is bound to: an event
+    id made from the item id, and the content key."""
     return _item_uuid(slot.item_id or ""), f"content:{key}"
 
 

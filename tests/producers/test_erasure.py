@@ -411,11 +411,11 @@ def test_content_sealed_in_the_wrapped_form_still_opens_and_erases(
     a data key per event wrapped by the subject key); the direct form (``msenc2``) came
     after. A log holding both reads each back and erases both with their subject."""
     from producers.keys import cipher
-    from schemas.crypto.envelope import seal_convergent
+    from schemas.crypto.envelope import seal_wrapped
 
     with Memory(log_dir, encrypt=True) as memory:
         with monkeypatch.context() as patch:
-            patch.setattr(cipher, "seal", seal_convergent)  # the wrapped form's layout
+            patch.setattr(cipher, "seal", seal_wrapped)  # the wrapped form's layout
             old = memory.add_message(Message(speaker="user", content=CARD, session_id="alice"))
         new = memory.add_message(Message(speaker="user", content=SECRET_DOC, session_id="alice"))
     stored = {decode_record(data).id: decode_record(data) for _, data in _stored(log_dir)}

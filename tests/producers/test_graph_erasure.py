@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from producers.keys.cipher import open_record
+from producers.keys.cipher import open_record, sealed_values
+from producers.keys.held_keys import HeldKeys
 from producers.logs.sqlite import LOG_FILE
 from producers.memex_log_store import LogGraphs
 from producers.memex_store import MemexStore
@@ -20,7 +21,7 @@ from projector.record_fold import LogState, empty_state, fold_record
 from schemas.audit import ERASED, Erasure, Message
 from schemas.codec import decode_record
 from schemas.crypto.envelope import SealedError, parse
-from schemas.crypto.graph_content import ERASE_CONTENT
+from schemas.crypto.graph_content import ERASE_CONTENT, value_at
 from schemas.crypto.graph_erasure import GraphErasure
 from schemas.errors import CorruptLogError, EncryptionError, UnknownSubjectError
 from schemas.evidence.merkle import leaf_hash
@@ -141,6 +142,14 @@ def _keyless(log_dir: Path) -> LogState:
     return state
 
 
+def _values(data: bytes) -> list[str]:
+    """The sealed content values a stored record holds (none but in a graph record)."""
+    record = decode_record(data)
+    if not isinstance(record, GraphEnvelope):
+        return []
+    return [value_at(record.payload, slot.path)[key] for slot, key, _ in sealed_values(record)]
+
+
 def _shape(state: LogState) -> list[tuple[Any, ...]]:
     """Everything of the graph but content: what both folds must agree on."""
     items = [
@@ -151,14 +160,34 @@ def _shape(state: LogState) -> list[tuple[Any, ...]]:
     return [tuple(items), tuple(edges), tuple(state.rejections)]
 
 
-def test_a_fold_without_keys_decides_as_a_reader_does(log_dir: Path) -> None:
+class _Every(set[str]):
+    """A set that holds every item: each counts as one whose values are wrapped."""
+
+    def __contains__(self, item: object) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("written_before", [False, True], ids=["now", "wrapped-form-items"])
+def test_a_fold_without_keys_decides_as_a_reader_does(
+    log_dir: Path, written_before: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # An import compares items: identical ones are skipped, different ones re-id'd. The
     # projector compares sealed values, a reader plaintexts; both must decide alike.
-    with MemexStore.open(str(log_dir)) as store:
+    # `written_before`: the items were created as before 7 December, their values in
+    # the wrapped form (``msenc1``); what a later process seals for them must compare
+    # with those alike.
+    with monkeypatch.context() as patch, MemexStore.open(str(log_dir)) as store:
+        if written_before:
+            patch.setattr(HeldKeys, "wrapped_items", property(lambda self: _Every()))
         a = _item(store, "ana", {"text": CARD, "n": 1})
         b = _item(store, "ana", {"text": ADDRESS})
         c = _item(store, "bob", {"text": TEA})
+    form = "msenc1:" if written_before else "msenc3:"
+    assert all(v.startswith(form) for _, data in _stored(log_dir) for v in _values(data))
+    with MemexStore.open(str(log_dir)) as store:  # a process of today, opening the log
         store.update(b.id, {"content": {"n": 2}}, author="agent:a")
+        # the update's value takes the form of the item's values
+        assert [v[:7] for v in _values(_stored(log_dir)[-1][1])] == [form]
         exported = store.export_slice(memory_ids=[a.id, b.id, c.id]).model_dump(mode="json")
         for memory in exported["memories"]:
             if memory["id"] == c.id:

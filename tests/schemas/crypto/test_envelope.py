@@ -7,16 +7,19 @@ import uuid
 import pytest
 
 from schemas.crypto.envelope import (
+    CONVERGENT_PREFIX,
     PREFIX,
     WRAPPED_PREFIX,
     SealedError,
     is_sealed,
     new_key,
     new_key_id,
+    open_convergent,
     open_sealed,
     parse,
     seal,
     seal_convergent,
+    seal_wrapped,
 )
 
 EVENT = uuid.UUID("00000000-0000-4000-8000-000000000001")
@@ -56,7 +59,7 @@ def test_a_part_of_one_form_never_opens_as_the_other() -> None:
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
     key, key_id = new_key(), new_key_id()
-    wrapped = seal_convergent("card 4111", event_id=EVENT, field="content", key_id=key_id, key=key)
+    wrapped = seal_wrapped("card 4111", event_id=EVENT, field="content", key_id=key_id, key=key)
     _, _, wrapped_key, _ = wrapped.split(":")
     # what the wrapped form's binding seals under the subject key, text this time
     nonce = bytes(range(12))
@@ -80,13 +83,13 @@ def test_a_part_of_one_form_never_opens_as_the_other() -> None:
         )
 
 
-def test_a_convergent_seal_is_the_same_for_the_same_value_binding_and_key() -> None:
+def test_a_wrapped_seal_is_the_same_for_the_same_value_binding_and_key() -> None:
     key, key_id = new_key(), new_key_id()
 
     def sealed(
         text: str, event_id: uuid.UUID = EVENT, field: str = "content", k: bytes = key
     ) -> str:
-        return seal_convergent(text, event_id=event_id, field=field, key_id=key_id, key=k)
+        return seal_wrapped(text, event_id=event_id, field=field, key_id=key_id, key=k)
 
     token = sealed("card 4111")
     assert token == sealed("card 4111") and "4111" not in token
@@ -98,6 +101,51 @@ def test_a_convergent_seal_is_the_same_for_the_same_value_binding_and_key() -> N
     assert len({t.split(":")[2] for t in [token, *others]}) == 5  # wrapped data keys too
     with pytest.raises(SealedError, match="does not open"):
         open_sealed(parse(token), event_id=OTHER, field="content", key=key)
+
+
+ITEM = len(b"item-1").to_bytes(4, "big") + b"item-1" + b"text"
+OTHER_ITEM = len(b"item-2").to_bytes(4, "big") + b"item-2" + b"text"
+
+
+def test_a_convergent_seal_is_the_same_for_the_same_value_binding_and_key() -> None:
+    key, key_id = new_key(), new_key_id()
+
+    def sealed(text: str, binding: bytes = ITEM, k: bytes = key) -> str:
+        return seal_convergent(text, binding=binding, key_id=key_id, key=k)
+
+    token = sealed('"card 4111"')
+    assert token == sealed('"card 4111"') and "4111" not in token
+    assert token.startswith(CONVERGENT_PREFIX) and token.count(":") == 2
+    assert open_convergent(parse(token), binding=ITEM, key=key) == '"card 4111"'
+    # Anything else changed, it differs: the value, the binding, the key.
+    others = [sealed('"card 4112"'), sealed('"card 4111"', OTHER_ITEM)]
+    others.append(sealed('"card 4111"', k=new_key()))
+    assert len({token, *others}) == 4
+    for binding, k in ((OTHER_ITEM, key), (ITEM, new_key())):
+        with pytest.raises(SealedError, match="does not open"):
+            open_convergent(parse(token), binding=binding, key=k)
+    head, body = token.rsplit(":", 1)
+    flipped = body[:-3] + ("A" if body[-3] != "A" else "B") + body[-2:]
+    with pytest.raises(SealedError):
+        open_convergent(parse(f"{head}:{flipped}"), binding=ITEM, key=key)
+
+
+def test_a_convergent_value_never_opens_as_an_event_s_nor_the_other_way_round() -> None:
+    """The GCM-SIV form's body is not an AES-GCM body: moved under the event form's prefix
+    (or the other way round) it is refused, whatever the binding given."""
+    key, key_id = new_key(), new_key_id()
+    convergent = seal_convergent("card 4111", binding=ITEM, key_id=key_id, key=key)
+    direct = seal("card 4111", event_id=EVENT, field="content", key_id=key_id, key=key)
+    with pytest.raises(SealedError, match="graph value"):
+        open_sealed(parse(convergent), event_id=EVENT, field="content", key=key)
+    with pytest.raises(SealedError, match="not 'msenc3:'"):
+        open_convergent(parse(direct), binding=ITEM, key=key)
+    moved = PREFIX + convergent[len(CONVERGENT_PREFIX) :]
+    with pytest.raises(SealedError):
+        open_sealed(parse(moved), event_id=EVENT, field="content", key=key)
+    moved = CONVERGENT_PREFIX + direct[len(PREFIX) :]
+    with pytest.raises(SealedError, match="does not open"):
+        open_convergent(parse(moved), binding=ITEM, key=key)
 
 
 @pytest.mark.parametrize(
@@ -132,6 +180,9 @@ def test_a_changed_byte_does_not_open() -> None:
         (PREFIX + "zz:a", "key id"),
         (PREFIX + "0" * 32 + ":!!!", "not base64url|sealed content of"),
         (PREFIX + "0" * 32 + ":AA", "sealed content of"),
+        (CONVERGENT_PREFIX + "abc", "expected 2 parts"),
+        (CONVERGENT_PREFIX + "0" * 32 + ":a:b", "expected 2 parts"),
+        (CONVERGENT_PREFIX + "0" * 32 + ":AAAA", "sealed content of"),
         (WRAPPED_PREFIX + "abc", "expected 3 parts"),
         (WRAPPED_PREFIX + "zz:a:b", "key id"),
         (WRAPPED_PREFIX + "0" * 32 + ":!!!:b", "not base64url|wrapped data key of"),
