@@ -46,10 +46,12 @@ from __future__ import annotations
 
 import json
 import logging
+import queue
 import threading
 import uuid
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
@@ -600,25 +602,60 @@ class SnapshotStore:
         checks, or holds other seqs than its key says."""
         keys = [self.chunk_key(position.epoch, span) for span in spans]
         chunks: list[Chunk] = []
-        with no_gc(spans[-1][1] - spans[0][0] if spans else 0):
-            for start in range(0, len(keys), 64):
-                batch = keys[start : start + 64]
-                for key, span, raw in zip(
-                    batch, spans[start : start + 64], self.redis.mget(batch), strict=True
-                ):
-                    if raw is None:
-                        return None
-                    try:
-                        # The client does not decode responses: values are bytes.
-                        chunk = decode_chunk(cast(bytes, raw))
-                    except SnapshotFormatError as exc:
-                        raise SnapshotFormatError(f"{key}: {exc}") from None
-                    if (chunk.first, chunk.last) != tuple(span):
-                        raise SnapshotFormatError(
-                            f"{key}: holds seqs {chunk.first}-{chunk.last}, not {span[0]}-{span[1]}"
-                        )
-                    chunks.append(chunk)
+        with no_gc(spans[-1][1] - spans[0][0] if spans else 0), self._fetched(keys) as values:
+            for key, span, raw in zip(keys, spans, values, strict=True):
+                if raw is None:
+                    return None
+                try:
+                    chunk = decode_chunk(raw)
+                except SnapshotFormatError as exc:
+                    raise SnapshotFormatError(f"{key}: {exc}") from None
+                if (chunk.first, chunk.last) != tuple(span):
+                    raise SnapshotFormatError(
+                        f"{key}: holds seqs {chunk.first}-{chunk.last}, not {span[0]}-{span[1]}"
+                    )
+                chunks.append(chunk)
         return chunks
+
+    @contextmanager
+    def _fetched(self, keys: Sequence[str]) -> Iterator[Iterator[bytes | None]]:
+        """The values of `keys` in order (None: missing), fetched by a thread while the
+        caller decodes those before: a cold load waited for every chunk to arrive before
+        decoding the first (a fifth of its time on a 1M-event log). One GET a chunk, in
+        order; chunks are never rewritten (a merge writes new keys and lets the old ones
+        expire a minute later), so reading them one by one reads what one MGET would.
+        The thread stops when the caller leaves (a chunk missing, a refusal); an error of
+        the client reaches the caller as it was raised."""
+        if len(keys) < 2:
+            yield iter(cast("list[bytes | None]", self.redis.mget(keys)) if keys else [])
+            return
+        values: queue.SimpleQueue[tuple[bytes | None, BaseException | None]] = queue.SimpleQueue()
+        stop = threading.Event()
+
+        def fetch() -> None:
+            try:
+                for key in keys:
+                    if stop.is_set():
+                        return
+                    # The client does not decode responses: values are bytes.
+                    values.put((cast(bytes | None, self.redis.get(key)), None))
+            except BaseException as exc:  # handed to the reader, which raises it
+                values.put((None, exc))
+
+        def read() -> Iterator[bytes | None]:
+            for _ in keys:
+                value, error = values.get()
+                if error is not None:
+                    raise error
+                yield value
+
+        thread = threading.Thread(target=fetch, name="memstream-snapshot-fetch", daemon=True)
+        thread.start()
+        try:
+            yield read()
+        finally:
+            stop.set()
+            thread.join()
 
     def _belongs(self, position: Position) -> bool:
         """Whether `position` is a snapshot of this store's log (`identify`; none: unchecked).

@@ -205,3 +205,49 @@ def test_merges_stop_below_the_byte_bound(
     monkeypatch.undo()
     assert store.compact(before.epoch) > 0
     assert store.load() == fold_log(records)
+
+
+def _fetch_threads() -> list[Any]:
+    import threading
+
+    return [t for t in threading.enumerate() if t.name == "memstream-snapshot-fetch"]
+
+
+def test_chunks_fetched_while_decoding_load_as_one_read_and_stop_with_the_reader(
+    store: SnapshotStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A load fetches chunks in a thread while it decodes those before (`_fetched`): it
+    loads what the fold gives; a chunk gone mid-way makes it no snapshot (None: read the
+    position again), a failing Redis raises the client's own error; no fetch outlives
+    the load."""
+    records = _log(120)
+    _write(store, records, every=10)  # 12 chunks
+    position = store.read_position()
+    assert position is not None and len(position.chunks) == 12
+    loaded = store.load()
+    assert loaded is not None and loaded.next_seq == 120
+    assert loaded.memory == fold_log(records).memory
+    assert not _fetch_threads()
+
+    gets = 0
+    real_get = store.redis.get
+
+    def get_then_drop(key: Any) -> Any:  # the 6th chunk is replaced while we read
+        nonlocal gets
+        gets += 1
+        if gets == 5:
+            store.redis.delete(store.chunk_key(position.epoch, position.chunks[5]))
+        return real_get(key)
+
+    monkeypatch.setattr(store.redis, "get", get_then_drop)
+    spans = list(position.chunks)
+    assert store._read_chunks(position, spans) is None
+    assert not _fetch_threads()
+
+    def get_failing(key: Any) -> Any:
+        raise redis.ConnectionError("Redis went away")
+
+    monkeypatch.setattr(store.redis, "get", get_failing)
+    with pytest.raises(redis.ConnectionError, match="went away"):
+        store._read_chunks(position, spans)
+    assert not _fetch_threads()
