@@ -73,13 +73,20 @@ class HeldKeys:
         """Whether the key `key_id` is held now (no lookup in the store)."""
         return key_id in self._by_id
 
+    def _shared_held(self, key_id: str) -> bool:
+        held = self._by_id.get(key_id)
+        return held is not None and held.event_id is None
+
     def context(self, key_id: str, key: bytes) -> AESGCM:
-        """The AES-GCM context of `key` (named `key_id`), made once while it is held."""
+        """The AES-GCM context of `key` (named `key_id`): made once while it is held when
+        it is a subject's shared key, made each time for a key of one event (a context
+        holds about 1.3 KB: kept for every event, they grew a writer or reader by that
+        much an event)."""
         with self._lock:
             found = self._contexts.get(key_id)
             if found is None:
                 found = aead(key)
-                if key_id in self._by_id:  # only a held key's context is kept
+                if self._shared_held(key_id):
                     self._contexts[key_id] = found
             return found
 
@@ -88,26 +95,25 @@ class HeldKeys:
         return self._wrapped_items
 
     def siv_context(self, key_id: str, key: bytes) -> AESGCMSIV:
-        """The AES-GCM-SIV context of `key` (graph values), made once while it is held."""
+        """The AES-GCM-SIV context of `key` (graph values), kept as `context` keeps one."""
         with self._lock:
             found = self._siv_contexts.get(key_id)
             if found is None:
                 found = aead_siv(key)
-                if key_id in self._by_id:
+                if self._shared_held(key_id):
                     self._siv_contexts[key_id] = found
             return found
 
     def _take_ahead(self) -> tuple[str, bytes, AESGCM] | None:
-        """An unused key made ahead, now used, with its context (None: none left)."""
+        """An unused key made ahead, now used, with its context, which is handed over
+        and no longer kept: a key of one event seals once (None: none left)."""
         with self._lock:
             while self._ahead:
                 key_id = self._ahead.pop()
                 held = self._by_id.get(key_id)
                 if held is not None:
-                    context = self._contexts.get(key_id)
-                    if context is None:
-                        context = self._contexts[key_id] = aead(held.key)
-                    return key_id, held.key, context
+                    context = self._contexts.pop(key_id, None)
+                    return key_id, held.key, aead(held.key) if context is None else context
             return None
 
     def _next_batch(self) -> list[tuple[str, bytes]]:

@@ -59,8 +59,9 @@ class SqliteKeyStore(HeldKeys):
 
     Methods run on that connection, so inside a log transaction they are part of it (a
     rollback undoes a key created or deleted there: the log then calls `forget_all`).
-    Keys read are held in memory by id (`HeldKeys`); `forget_subject` drops a subject's
-    keys from memory (after its erasure).
+    Subjects' shared keys read are held in memory by id (`HeldKeys`); keys of single
+    events are read from the table each time (a reader of a log of n such events would
+    hold n keys); `forget_subject` drops a subject's keys from memory (after its erasure).
     """
 
     def __init__(self, conn: sqlite3.Connection, location: str) -> None:
@@ -101,8 +102,8 @@ class SqliteKeyStore(HeldKeys):
         if row is None:
             return None
         subject, key = self._checked(key_id, row[0], row[2])
-        event_id = None if row[1] is None else str(row[1])
-        self._hold(key_id, subject, event_id, key)
+        if row[1] is None:  # a subject's shared key: held; a key of one event is read once
+            self._hold(key_id, subject, None, key)
         return key
 
     def key_for(self, subject: str, event_id: str | None = None) -> tuple[str, bytes]:
@@ -134,7 +135,9 @@ class SqliteKeyStore(HeldKeys):
 
     def own_key(self) -> tuple[str, bytes, AESGCM]:
         """A key of one event, with its context: one made ahead, or the first of a new
-        batch, inserted in the caller's transaction (`producers.keys.held_keys`)."""
+        batch, inserted in the caller's transaction (`producers.keys.held_keys`). Not
+        held once handed out: it seals one event, and the table has it for any later read
+        (held, keys of single events grew a writer by about 350 bytes an event)."""
         with self._lock:
             taken = self._take_ahead()
             if taken is None:
@@ -145,6 +148,7 @@ class SqliteKeyStore(HeldKeys):
                 self._made_ahead(batch)
                 taken = self._take_ahead()
                 assert taken is not None
+            self._by_id.pop(taken[0], None)
             return taken
 
     def shared_key_id(self, subject: str) -> str | None:

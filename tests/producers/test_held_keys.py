@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from pathlib import Path
 
 from producers.keys.held_keys import AHEAD_MAX, UNASSIGNED, HeldKeys
 from schemas.crypto.envelope import KEY_BYTES, open_sealed, parse, seal
@@ -41,3 +42,23 @@ def test_a_key_taken_ahead_comes_with_the_context_of_that_key() -> None:
         taken.append(key_id)
     assert taken == [key_id for key_id, _ in batch]  # first made, first used
     assert all(held._by_id[key_id].subject == UNASSIGNED for key_id in taken)
+
+
+def test_keys_of_single_events_are_not_kept_by_a_writer_or_a_reader(tmp_path: Path) -> None:
+    """A key of one event seals once; kept with its AES-GCM context (about 1.3 KB), they
+    grew an embedded writer, and a reader of its log, by about 1.6 KB an event. Held now:
+    at most the keys made ahead and not used yet, and subjects' shared keys."""
+    from memstream import Memory, Message
+
+    count = 3 * AHEAD_MAX
+    with Memory(tmp_path / "log", encrypt=True) as memory:
+        written = [
+            memory.add_message(Message(speaker="a", content=f"note {i}")) for i in range(count)
+        ]
+        memory.add_message(Message(speaker="a", content="in a session", session_id="s1"))
+        keys = memory.log.keys  # type: ignore[attr-defined]
+        assert len(keys._by_id) <= AHEAD_MAX + 1 and len(keys._contexts) <= AHEAD_MAX + 1
+    with Memory(tmp_path / "log", create=False) as reader:
+        assert [reader.get(e.id).content for e in written] == [f"note {i}" for i in range(count)]
+        keys = reader.log.keys  # type: ignore[attr-defined]
+        assert len(keys._by_id) <= 1 and len(keys._contexts) <= 1  # the session's key
