@@ -25,14 +25,16 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterable
-from typing import NamedTuple
+from collections.abc import Callable, Iterable
+from typing import NamedTuple, TypeVar
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM, AESGCMSIV
 
 from schemas.crypto.envelope import KEY_BYTES, KEY_ID_RANDOM, aead, aead_siv
 
 __all__ = ["AHEAD_MAX", "UNASSIGNED", "Held", "HeldKeys"]
+
+C = TypeVar("C")  # a context: AESGCM or AESGCMSIV
 
 AHEAD_MAX = 64
 UNASSIGNED = ""  # the subject and event stored with a key made ahead
@@ -73,36 +75,31 @@ class HeldKeys:
         """Whether the key `key_id` is held now (no lookup in the store)."""
         return key_id in self._by_id
 
-    def _shared_held(self, key_id: str) -> bool:
-        held = self._by_id.get(key_id)
-        return held is not None and held.event_id is None
+    def _kept(self, cache: dict[str, C], key_id: str, key: bytes, make: Callable[[bytes], C]) -> C:
+        """`make(key)` from `cache`: kept there while `key_id` is a held shared key."""
+        with self._lock:
+            found = cache.get(key_id)
+            if found is None:
+                found = make(key)
+                held = self._by_id.get(key_id)
+                if held is not None and held.event_id is None:
+                    cache[key_id] = found
+            return found
 
     def context(self, key_id: str, key: bytes) -> AESGCM:
         """The AES-GCM context of `key` (named `key_id`): made once while it is held when
         it is a subject's shared key, made each time for a key of one event (a context
         holds about 1.3 KB: kept for every event, they grew a writer or reader by that
         much an event)."""
-        with self._lock:
-            found = self._contexts.get(key_id)
-            if found is None:
-                found = aead(key)
-                if self._shared_held(key_id):
-                    self._contexts[key_id] = found
-            return found
+        return self._kept(self._contexts, key_id, key, aead)
+
+    def siv_context(self, key_id: str, key: bytes) -> AESGCMSIV:
+        """The AES-GCM-SIV context of `key` (graph values), kept as `context` keeps one."""
+        return self._kept(self._siv_contexts, key_id, key, aead_siv)
 
     @property
     def wrapped_items(self) -> set[str]:
         return self._wrapped_items
-
-    def siv_context(self, key_id: str, key: bytes) -> AESGCMSIV:
-        """The AES-GCM-SIV context of `key` (graph values), kept as `context` keeps one."""
-        with self._lock:
-            found = self._siv_contexts.get(key_id)
-            if found is None:
-                found = aead_siv(key)
-                if self._shared_held(key_id):
-                    self._siv_contexts[key_id] = found
-            return found
 
     def _take_ahead(self) -> tuple[str, bytes, AESGCM] | None:
         """An unused key made ahead, now used, with its context, which is handed over
