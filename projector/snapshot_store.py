@@ -545,6 +545,10 @@ def _graph_size(state: LogState) -> int:
     )
 
 
+# How many chunks a load's fetch thread reads ahead of its decoding (`_fetched`).
+_FETCH_AHEAD = 8
+
+
 class SnapshotStore:
     """Reads and writes one log's snapshots in Redis."""
 
@@ -622,25 +626,34 @@ class SnapshotStore:
         """The values of `keys` in order (None: missing), fetched by a thread while the
         caller decodes those before: a cold load waited for every chunk to arrive before
         decoding the first (a fifth of its time on a 1M-event log). One GET a chunk, in
-        order; chunks are never rewritten (a merge writes new keys and lets the old ones
-        expire a minute later), so reading them one by one reads what one MGET would.
-        The thread stops when the caller leaves (a chunk missing, a refusal); an error of
-        the client reaches the caller as it was raised."""
+        order, at most `_FETCH_AHEAD` chunks ahead of the decoding (bytes held bounded, as
+        the batches of one MGET bounded them); chunks are never rewritten (a merge writes
+        new keys and lets the old ones expire a minute later), so reading them one by one
+        reads what one MGET would. The thread stops when the caller leaves (a chunk
+        missing, a refusal); an error of the client reaches the caller as it was raised."""
         if len(keys) < 2:
             yield iter(cast("list[bytes | None]", self.redis.mget(keys)) if keys else [])
             return
-        values: queue.SimpleQueue[tuple[bytes | None, BaseException | None]] = queue.SimpleQueue()
+        values: queue.Queue[tuple[bytes | None, BaseException | None]] = queue.Queue(_FETCH_AHEAD)
         stop = threading.Event()
+
+        def hand(value: bytes | None, error: BaseException | None) -> bool:
+            while not stop.is_set():
+                try:
+                    values.put((value, error), timeout=0.05)
+                    return True
+                except queue.Full:
+                    continue
+            return False
 
         def fetch() -> None:
             try:
                 for key in keys:
-                    if stop.is_set():
-                        return
                     # The client does not decode responses: values are bytes.
-                    values.put((cast(bytes | None, self.redis.get(key)), None))
+                    if not hand(cast(bytes | None, self.redis.get(key)), None):
+                        return
             except BaseException as exc:  # handed to the reader, which raises it
-                values.put((None, exc))
+                hand(None, exc)
 
         def read() -> Iterator[bytes | None]:
             for _ in keys:
