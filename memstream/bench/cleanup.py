@@ -40,7 +40,9 @@ def drop_logs(bootstrap: str, redis_url: str, logs: Iterable[str], timeout: floa
     deleted = 0
     try:
         present = [t for t in admin.list_topics(timeout=timeout).topics if t in wanted]
-        for topic, future in admin.delete_topics(present, operation_timeout=timeout).items():
+        # None left (deleted already): the client refuses an empty list with a ValueError.
+        doomed = admin.delete_topics(present, operation_timeout=timeout) if present else {}
+        for topic, future in doomed.items():
             try:
                 future.result(timeout)
                 deleted += 1
