@@ -42,7 +42,7 @@ from memstream.stack.manager import partition_leaders, status
 from memstream.stack.probes import free_port, wait_http_ready
 from producers.logs.base import fold_lifecycle
 from producers.logs.kafka import KafkaLog
-from producers.logs.kafka_client import INDEX_HEADER, SEQ_HEADER
+from producers.logs.kafka_client import INDEX_HEADER, SEQ_HEADER, KafkaUnavailableError
 from producers.logs.location import KafkaLocation, parse_kafka_location
 from projector.record_fold import fold_log
 from projector.snapshot_store import SnapshotStore
@@ -96,12 +96,9 @@ class Probe:
     stop: threading.Event = field(default_factory=threading.Event)
 
     def run(self) -> None:
-        log = KafkaLog(
-            parse_kafka_location(self.location),
-            hydrate=False,
-            append_timeout=APPEND_TIMEOUT,
-            read_timeout=APPEND_TIMEOUT,
-        )
+        log = self._open()
+        if log is None:  # stopped before the cluster answered
+            return
         client = httpx.Client(timeout=15)
         try:
             while not self.stop.is_set():
@@ -133,6 +130,22 @@ class Probe:
         finally:
             client.close()
             log.close()
+
+    def _open(self) -> KafkaLog | None:
+        """The probe's log, opened as a client would: again after a refusal within its
+        bounded time (the loaded three-node cluster once left a describe of the lifecycle
+        topic unanswered for 7.9 s, and a probe that gave up then judged nothing)."""
+        while not self.stop.is_set():
+            try:
+                return KafkaLog(
+                    parse_kafka_location(self.location),
+                    hydrate=False,
+                    append_timeout=APPEND_TIMEOUT,
+                    read_timeout=APPEND_TIMEOUT,
+                )
+            except KafkaUnavailableError:
+                time.sleep(0.5)
+        return None
 
 
 def start_queryd(location: str, out: Path) -> tuple[subprocess.Popen[bytes], str]:
