@@ -178,6 +178,13 @@ def seal(
     return f"{PREFIX}{key_id}:{_b64(nonce + sealed)}"
 
 
+def _convergent_aad_nonce(binding: bytes) -> tuple[bytes, bytes]:
+    """The associated data and the nonce of a convergent seal of `binding` (one place for
+    `seal_convergent` and `open_convergent`, which must agree)."""
+    aad = _CONVERGENT_AAD + binding
+    return aad, hashlib.blake2b(aad, digest_size=_NONCE).digest()
+
+
 def seal_convergent(
     plaintext: str, *, binding: bytes, key_id: str, key: bytes, context: AESGCMSIV | None = None
 ) -> str:
@@ -185,8 +192,7 @@ def seal_convergent(
     its `aead_siv`, when the caller holds one), bound to `binding`: the same plaintext,
     binding and key always give the same text (see the module's docstring)."""
     sealer = aead_siv(key) if context is None else context
-    aad = _CONVERGENT_AAD + binding
-    nonce = hashlib.blake2b(aad, digest_size=_NONCE).digest()
+    aad, nonce = _convergent_aad_nonce(binding)
     return f"{CONVERGENT_PREFIX}{key_id}:{_b64(sealer.encrypt(nonce, plaintext.encode(), aad))}"
 
 
@@ -283,10 +289,9 @@ def open_convergent(
     of another form or does not open (another key, another binding, changed bytes)."""
     if sealed.form != CONVERGENT_PREFIX:
         raise SealedError(f"sealed value of the form {sealed.form!r}, not {CONVERGENT_PREFIX!r}")
-    aad = _CONVERGENT_AAD + binding
+    aad, nonce = _convergent_aad_nonce(binding)
     try:
         opener = aead_siv(key) if context is None else context
-        nonce = hashlib.blake2b(aad, digest_size=_NONCE).digest()
         return opener.decrypt(nonce, sealed.ciphertext, aad).decode()
     except (InvalidTag, ValueError):
         raise SealedError(f"sealed value does not open with key {sealed.key_id}") from None
