@@ -12,12 +12,13 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -37,6 +38,7 @@ from producers.logs.base import Appended
 from producers.logs.kafka import READ_TIMEOUT_ENV, KafkaLog
 from producers.logs.kafka_client import client_conf
 from producers.logs.location import KafkaLocation, parse_kafka_location
+from producers.logs.shared_producer import PRODUCERS
 from producers.memory import Memory
 from schemas.audit import Message
 from schemas.codec import decode_record
@@ -169,13 +171,17 @@ def test_a_failed_append_never_lands_later(
     """Item 8: the broker stops answering (SIGSTOP) while appends are in flight and queued.
     Every append fails within its timeout saying which records were not appended and which
     have an unknown outcome; after the broker resumes, the log holds what was acknowledged,
-    none of the "not appended" records, no duplicate, and appends work again."""
+    none of the "not appended" records, no duplicate, and appends work again. The log gave
+    up on the producer that held them (dropping what it had in flight too, so that it
+    never renumbers and sends again what it may have written: no duplicates) and appends
+    with a new one."""
     location = _location(private_broker.bootstrap, redis_url, unique_name)
     log = _open(location)
     try:
         acknowledged = [
             str(a.record.id) for a in log.append([_message(f"ok{i}") for i in range(5)])
         ]  # type: ignore[union-attr]
+        given_up = log._producer
         futures: list[tuple[str, Future[Appended]]] = []
         private_broker.pause()
         try:
@@ -207,9 +213,11 @@ def test_a_failed_append_never_lands_later(
         for id_, error in outcomes:
             _sort_failure(id_, error, not_appended, unknown)
         assert unknown and not_appended  # both kinds happened, each told apart
+        assert any("given up while the records were in flight" in str(e) for _, e in outcomes)
 
         # Appends work again, with no record reported failed landing later.
         after = _append_once_recovered(log, "after", not_appended, unknown)
+        assert given_up is not None and log._producer is not given_up
         assert after.seq >= 5
         time.sleep(APPEND_TIMEOUT)  # anything librdkafka still held would be sent by now
         in_log = _ids_in_log(location)
@@ -219,6 +227,34 @@ def test_a_failed_append_never_lands_later(
         assert set(in_log) <= {*acknowledged, *unknown, str(after.record.id)}  # type: ignore[union-attr]
     finally:
         log.close()
+
+
+def test_a_logs_producer_cannot_renumber_records_it_may_have_written(
+    kafka_bootstrap: str, redis_url: str, unique_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The settings that keep librdkafka's idempotent producer from bumping its epoch over
+    records it may have written (which the broker would then write again): its message
+    timeout lies past the append's deadline (the log gives the producer up before), and
+    one produce request is in flight at a time (no later request to be refused as out of
+    order during a leader change)."""
+    seen: list[dict[str, object]] = []
+    acquire = PRODUCERS.acquire
+
+    def spy(conf: dict[str, object], listener: Callable[[KafkaError], None]) -> Producer:
+        seen.append(conf)
+        return acquire(conf, listener)
+
+    monkeypatch.setattr(PRODUCERS, "acquire", spy)
+    log = _open(_location(kafka_bootstrap, redis_url, unique_name))
+    try:
+        assert log.append([_message("one")])[0].seq == 0
+    finally:
+        log.close()
+    assert seen, "the log made no producer"
+    conf = seen[-1]
+    assert conf["enable.idempotence"] is True and conf["acks"] == "all"
+    assert conf["max.in.flight.requests.per.connection"] == 1
+    assert int(str(conf["message.timeout.ms"])) > APPEND_TIMEOUT * 1000
 
 
 def test_an_unreachable_broker_is_log_unavailable_in_bounded_time(
