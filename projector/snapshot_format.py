@@ -44,6 +44,7 @@ from __future__ import annotations
 import json
 import sys
 from array import array
+from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import chain, compress, repeat
@@ -383,17 +384,21 @@ def _positions(
     return row_offsets, [*lists], extra_offsets
 
 
-def decode(data: bytes) -> Decoded:
-    """A chunk's content, from bytes `encode` made; `SnapshotFormatError` for anything else."""
+def decode(data: bytes, rows_up_to: int | None = None) -> Decoded:
+    """A chunk's content, from bytes `encode` made; `SnapshotFormatError` for anything else.
+
+    `rows_up_to`: the rows of seqs after it are not built (a load up to a seq inside the
+    chunk cuts them anyway: `projector.snapshot_store.Chunk.cut`, which the caller then
+    owes); the chunk is checked whole all the same, and everything else is whole."""
     try:
-        return _decode(data)
+        return _decode(data, rows_up_to)
     except SnapshotFormatError:
         raise
     except Exception as exc:  # every check passed yet it failed: still a refusal, not a crash
         raise SnapshotFormatError(f"unreadable: {type(exc).__name__}: {exc}") from None
 
 
-def _decode(data: bytes) -> Decoded:
+def _decode(data: bytes, rows_up_to: int | None) -> Decoded:
     if len(data) > MAX_CHUNK_BYTES:
         raise SnapshotFormatError(f"{len(data):,} bytes, over the {MAX_CHUNK_BYTES:,} bound")
     if data[:1] == b"\x80":
@@ -462,15 +467,21 @@ def _decode(data: bytes) -> Decoded:
         row_seqs = list(range(first, last + 1))
     else:
         row_seqs = list(map(first.__add__, row_offsets))
+    # The rows built: all, or those up to `rows_up_to`; the positions of each kind's.
+    built = len(row_seqs)
+    if rows_up_to is not None and rows_up_to < last:
+        built = bisect_right(row_seqs, rows_up_to)
+    kept = [rel if built == len(row_seqs) else rel[: bisect_left(rel, built)] for rel in rels]
     by_kind: list[list[Row]] = []
     for kind, cols in enumerate(columns):
         if not counts[kind]:
             by_kind.append([])
             continue
+        # A kind none of whose rows is built still has its columns checked (below).
         if counts[kind] == len(row_seqs):
-            seqs = row_seqs
+            seqs = row_seqs if built == len(row_seqs) else row_seqs[:built]
         else:
-            seqs = list(map(row_seqs.__getitem__, rels[kind]))
+            seqs = list(map(row_seqs.__getitem__, kept[kind]))
         head = (
             seqs,
             repeat(kind),
@@ -502,16 +513,17 @@ def _decode(data: bytes) -> Decoded:
         else:
             x: Any = cols
             rest = (map(_uuid_ints, x.targets), x.reason, column(x.requested_by))
-        # zip stops at the ids (checked: one per row); constant columns repeat endlessly.
+        # zip stops at the seqs, the first (the ids: checked, one per row); constant
+        # columns repeat endlessly.
         by_kind.append(list(zip(*head, *rest, strict=False)))
     rows: list[Row]
-    present = [kind for kind in range(4) if counts[kind]]
-    if len(present) == 1:
+    present = [kind for kind in range(4) if kept[kind]]
+    if len(present) == 1 and len(by_kind[present[0]]) == built:
         rows = by_kind[present[0]]
     else:
-        rows = [()] * len(row_offsets)
+        rows = [()] * built
         for kind in present:
-            deque(map(rows.__setitem__, rels[kind], by_kind[kind]), maxlen=0)
+            deque(map(rows.__setitem__, kept[kind], by_kind[kind]), maxlen=0)
 
     words = _words(wire, where, row_seqs, rels)
     extras = _extras(wire, where, first, kinds, extra_offsets, counts)

@@ -599,26 +599,29 @@ class SnapshotStore:
         return position
 
     def _read_chunks(
-        self, position: Position, spans: Sequence[tuple[int, int]]
+        self, position: Position, spans: Sequence[tuple[int, int]], up_to_seq: int | None = None
     ) -> list[Chunk] | None:
-        """The chunks of `spans`; None if one is missing (a merge replaced it: read the
-        position again). `SnapshotFormatError` naming the key of a chunk that fails its
-        checks, or holds other seqs than its key says."""
+        """The chunks of `spans` (the last cut after `up_to_seq` when given: its rows past
+        it are never built); None if one is missing (a merge replaced it: read the position
+        again). `SnapshotFormatError` naming the key of a chunk that fails its checks, or
+        holds other seqs than its key says."""
         keys = [self.chunk_key(position.epoch, span) for span in spans]
         chunks: list[Chunk] = []
         with no_gc(spans[-1][1] - spans[0][0] if spans else 0), self._fetched(keys) as values:
-            for key, span, raw in zip(keys, spans, values, strict=True):
+            for i, (key, span, raw) in enumerate(zip(keys, spans, values, strict=True)):
                 if raw is None:
                     return None
+                cut = up_to_seq if i == len(spans) - 1 else None
                 try:
-                    chunk = decode_chunk(raw)
+                    decoded = decode(raw, cut)
                 except SnapshotFormatError as exc:
                     raise SnapshotFormatError(f"{key}: {exc}") from None
-                if (chunk.first, chunk.last) != tuple(span):
+                if (decoded.first, decoded.last) != tuple(span):
                     raise SnapshotFormatError(
-                        f"{key}: holds seqs {chunk.first}-{chunk.last}, not {span[0]}-{span[1]}"
+                        f"{key}: holds seqs {decoded.first}-{decoded.last}, not {span[0]}-{span[1]}"
                     )
-                chunks.append(chunk)
+                chunk = Chunk(*decoded)
+                chunks.append(chunk if cut is None else chunk.cut(cut))
         return chunks
 
     @contextmanager
@@ -724,7 +727,7 @@ class SnapshotStore:
             if not spans:
                 return None
             try:
-                chunks = self._read_chunks(position, spans)
+                chunks = self._read_chunks(position, spans, up_to_seq)
             except SnapshotFormatError as exc:  # a cache: a refused chunk means no snapshot
                 log.warning("snapshot chunk refused, folding the log instead: %s", exc)
                 return None

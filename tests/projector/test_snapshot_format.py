@@ -337,6 +337,12 @@ def test_any_chunk_the_fold_makes_round_trips_and_hydrates_to_the_fold(
     prefix = [c for c in map(decode_chunk, blobs) if c.first <= k]
     prefix[-1] = prefix[-1].cut(k)
     _same_state(hydrate(prefix), fold_log(records[: k + 1]))
+    # The same cut with the rows past it never built (as a load up to k decodes its last
+    # chunk): the same chunk, the same state.
+    *before, last = [b for c, b in zip(chunks, blobs, strict=True) if c.first <= k]
+    unbuilt = Chunk(*fmt.decode(last, rows_up_to=k)).cut(k)
+    _same_chunk(unbuilt, decode_chunk(last).cut(k))
+    _same_state(hydrate([*map(decode_chunk, before), unbuilt]), fold_log(records[: k + 1]))
 
 
 # --- forged bytes ---------------------------------------------------------------------------
@@ -486,6 +492,9 @@ def test_a_forged_chunk_is_refused_naming_what_is_wrong(name: str) -> None:
     change, expected = FORGED[name]
     with pytest.raises(SnapshotFormatError, match=expected.replace("(", r"\(")):
         decode_chunk(_forged(change))
+    # Checked whole even when only the rows up to its first seq are to be built.
+    with pytest.raises(SnapshotFormatError, match=expected.replace("(", r"\(")):
+        fmt.decode(_forged(change), rows_up_to=0)
 
 
 def test_the_sample_is_valid_and_every_forgery_starts_from_it() -> None:
