@@ -11,13 +11,14 @@ its own delivery report, and its log its own deadlines.
 
 What sharing changes, and each log must know:
 
-- `Producer.purge` acts on the whole producer. A log that drops what the producer holds at
-  its deadline, or retires one that failed, drops what other logs have in it too:
-  librdkafka reports their queued records as never sent and those in flight with an
-  unknown outcome, so those appends fail, truthfully, and say why.
+- `Producer.purge` acts on the whole producer. A log that gives up on the producer at its
+  deadline, or retires one that failed, drops what other logs have in it too: librdkafka
+  reports their queued records as never sent and those in flight with an unknown outcome,
+  so those appends fail, truthfully, and say why.
 - Client errors (a broker connection lost) are told to every log sharing the producer.
-- A producer that failed is `retire`d: the next log to ask gets a new one; a log still
-  holding the old one finds out at its next send (a fatal error refuses it), and asks.
+- A producer given up or failed is `retire`d: the next log to ask gets a new one; a log
+  still holding the old one goes on with it (it holds nothing it sent before: no record
+  can be sent twice) until its own deadline or a fatal error makes it ask.
 - A process forked after a producer was made gets its own (librdkafka does not survive a
   fork).
 """

@@ -171,15 +171,17 @@ def test_a_failed_append_never_lands_later(
     """Item 8: the broker stops answering (SIGSTOP) while appends are in flight and queued.
     Every append fails within its timeout saying which records were not appended and which
     have an unknown outcome; after the broker resumes, the log holds what was acknowledged,
-    none of the "not appended" records, no duplicate, and appends work again. What was in
-    flight was dropped with what was queued (so that the producer holds nothing it may
-    have written, for librdkafka to renumber and send again: no duplicates)."""
+    none of the "not appended" records, no duplicate, and appends work again. The log gave
+    up on the producer that held them (dropping what it had in flight too, so that it
+    never renumbers and sends again what it may have written: no duplicates) and appends
+    with a new one."""
     location = _location(private_broker.bootstrap, redis_url, unique_name)
     log = _open(location)
     try:
         acknowledged = [
             str(a.record.id) for a in log.append([_message(f"ok{i}") for i in range(5)])
         ]  # type: ignore[union-attr]
+        given_up = log._producer
         futures: list[tuple[str, Future[Appended]]] = []
         private_broker.pause()
         try:
@@ -211,10 +213,11 @@ def test_a_failed_append_never_lands_later(
         for id_, error in outcomes:
             _sort_failure(id_, error, not_appended, unknown)
         assert unknown and not_appended  # both kinds happened, each told apart
-        assert any("records in flight were dropped" in str(e) for _, e in outcomes)
+        assert any("given up while the records were in flight" in str(e) for _, e in outcomes)
 
         # Appends work again, with no record reported failed landing later.
         after = _append_once_recovered(log, "after", not_appended, unknown)
+        assert given_up is not None and log._producer is not given_up
         assert after.seq >= 5
         time.sleep(APPEND_TIMEOUT)  # anything librdkafka still held would be sent by now
         in_log = _ids_in_log(location)
@@ -231,9 +234,9 @@ def test_a_logs_producer_cannot_renumber_records_it_may_have_written(
 ) -> None:
     """The settings that keep librdkafka's idempotent producer from bumping its epoch over
     records it may have written (which the broker would then write again): its message
-    timeout lies past the append's deadline (the log drops what the producer holds
-    before), and one produce request is in flight at a time (no later request to be
-    refused as out of order during a leader change)."""
+    timeout lies past the append's deadline (the log gives the producer up before), and
+    one produce request is in flight at a time (no later request to be refused as out of
+    order during a leader change)."""
     seen: list[dict[str, object]] = []
     acquire = PRODUCERS.acquire
 
