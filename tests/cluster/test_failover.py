@@ -11,7 +11,7 @@ within a bounded time, read-your-writes held at queryd for every acknowledged pr
 queryd served the probe again after each fault (within SERVE_AGAIN_S),
 each lifecycle event is on the lifecycle topic once, and the projector's snapshot equals a
 fresh fold of the topic. The figures (lost, duplicated, longest writer pause, time to serve
-again after each fault) are printed and kept in the test's JSON report file.
+again after each fault) are printed (shown with `-s`, or when the test fails).
 """
 
 from __future__ import annotations
