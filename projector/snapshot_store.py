@@ -749,9 +749,7 @@ class SnapshotStore:
                 )
                 return None
             expected = chunk.last + 1
-        if up_to_seq is not None:
-            chunks[-1] = chunks[-1].cut(up_to_seq)
-        return chunks
+        return chunks  # the last one cut at `up_to_seq` already (`_read_chunks`)
 
     def load(self, up_to_seq: int | None = None) -> LogState | None:
         """The snapshot's state (at or before `up_to_seq` when given); None if absent.
