@@ -18,7 +18,8 @@ types and per-value bounds are checked in C as it decodes):
   actors, speakers, media types), which the columns name by index: each is decoded once
   and shared by the rows, as in the fold's own rows (interned);
 - ``messages`` .. ``deletions``: the rows of each kind as columns, in seq order; event
-  ids as 16-byte big-endian UUIDs, times as microseconds since the epoch. A column of
+  ids as 16-byte big-endian UUIDs, all of a kind's one after the other in one bytes value
+  (one object to decode, not one per row), times as microseconds since the epoch. A column of
   strings from the table, or of optional values, is a single index (or None) when it
   holds one value for every row;
 - ``rejected``: ``(reason, error)`` of each refused record, UTF-8 with surrogates passed
@@ -33,6 +34,10 @@ types and per-value bounds are checked in C as it decodes):
 - ``checkpoint``: None, or JSON text (the standard library's: exact for every value a
   fold holds, NaN and integers of any size included) of ``[seq, graph_seq, items, edges,
   intents, tasks]``, each model as the array of its fields in declaration order.
+
+`decode` checks the chunk whole, then hands its rows over as the columns it decoded
+(`projector.audit.rows.LazyRows`): each row is built when first read, so a cold load
+that reads a few events builds only those.
 
 Sizes are bounded: a chunk of at most `MAX_CHUNK_BYTES`, `MAX_ENTRIES` seqs, strings of
 at most `MAX_STRING` characters, records of at most `MAX_RECORD_BYTES`, JSON nested no
@@ -55,12 +60,23 @@ import msgspec
 from msgspec import Meta
 
 from projector.audit.index import WordFragment
-from projector.audit.rows import DELETION, DOCUMENT, FIELDS, KIND, MESSAGE, RECALL, SEQ, Row
+from projector.audit.rows import (
+    DELETION,
+    DOCUMENT,
+    FIELDS,
+    KIND,
+    MESSAGE,
+    RECALL,
+    SEQ,
+    LazyRows,
+    Row,
+)
 from projector.graph.intents import IntentState
 from projector.graph.native import native
 from projector.graph.pmap import OrderedPMap
 from projector.graph.state import GraphState
 from projector.graph.tasks import TaskState
+from schemas.audit import ERASED
 from schemas.errors import MemstreamError
 from schemas.fields import shared_fields_set
 from schemas.graph.intents import Intent, IntentStatus
@@ -84,7 +100,7 @@ __all__ = [
     "decode_checkpoint",
 ]
 
-FORMAT = 4
+FORMAT = 5
 # The kinds of an extra entry: ``(seq, RAW, bytes)``, ``(seq, REJECTED, reason, error)``.
 RAW = -1
 REJECTED = -2
@@ -127,7 +143,7 @@ class Decoded(NamedTuple):
 
     first: int
     last: int
-    rows: list[Row]
+    rows: Sequence[Row]
     message_rel: Sequence[int]
     document_rel: Sequence[int]
     other_rel: Sequence[int]
@@ -146,7 +162,9 @@ _Micros = Annotated[int, Meta(ge=_MIN_US, le=_MAX_US)]
 _Ref = Annotated[int, Meta(ge=0)]  # an index into `strings` (its upper bound: checked after)
 _Text = Annotated[str, Meta(max_length=MAX_STRING)]
 _Text1 = Annotated[str, Meta(min_length=1, max_length=MAX_STRING)]
-_Id = Annotated[bytes, Meta(min_length=16, max_length=16)]
+# The ids of a kind's rows, 16 bytes each, one after the other (one bytes object decoded,
+# not one per row; the length is checked after).
+_IdRun = Annotated[bytes, Meta(max_length=16 * MAX_ENTRIES)]
 _Ids = Annotated[bytes, Meta(max_length=MAX_RECORD_BYTES)]  # 16 bytes per id (checked after)
 _Record = Annotated[bytes, Meta(max_length=MAX_RECORD_BYTES)]
 
@@ -158,7 +176,7 @@ _Retain = list[_Micros | None] | None
 
 
 class _Head(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
-    ids: list[_Id]
+    ids: _IdRun
     ts: list[_Micros]
     session: _Refs
     source: _Refs
@@ -191,7 +209,7 @@ class _Deletions(_Head, array_like=True, forbid_unknown_fields=True):
 
 
 class _Wire(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
-    format: Literal[4]
+    format: Literal[5]
     first: _Seq
     last: _Seq
     kinds: Annotated[bytes, Meta(max_length=MAX_ENTRIES)]
@@ -215,10 +233,6 @@ _encoder = msgspec.msgpack.Encoder()
 # --- encoding -----------------------------------------------------------------------------------
 
 
-def _id_bytes(values: Sequence[int]) -> list[bytes]:
-    return list(map(int.to_bytes, values, repeat(16)))
-
-
 def _ids_blob(values: Sequence[int]) -> bytes:
     return b"".join(map(int.to_bytes, values, repeat(16)))
 
@@ -240,6 +254,8 @@ def encode(
     `words_of` holds the words of every content row, `checkpoint` is `encode_checkpoint`'s.
 
     Raises `SnapshotFormatError` for a chunk that `decode` would refuse."""
+    if not isinstance(rows, list):  # read several times below: built once
+        rows = list(rows)
     n = last - first + 1
     if not 0 <= first <= last or n > MAX_ENTRIES or len(rows) + len(extras) != n:
         raise SnapshotFormatError(f"chunk {first}-{last}: {len(rows) + len(extras)} entries")
@@ -282,7 +298,7 @@ def encode(
 
     def head(columns: list[Any]) -> list[Any]:
         ids, ts, session, source, actor = columns[KIND + 1 : FIELDS]
-        return [_id_bytes(ids), list(ts), refs(session), refs(source), refs(actor)]
+        return [_ids_blob(ids), list(ts), refs(session), refs(source), refs(actor)]
 
     m = _columns(by_kind[MESSAGE], 10)
     d = _columns(by_kind[DOCUMENT], 12)
@@ -384,10 +400,181 @@ def _positions(
     return row_offsets, [*lists], extra_offsets
 
 
+# --- the rows, built from the decoded columns when read ---------------------------------------
+
+
+class _Column:
+    """One field of one kind's rows, as decoded; `span` gives the values of ranks
+    `lo` to `hi` (the kind's rows in seq order), `at` one of them."""
+
+    __slots__ = ()
+
+    def span(self, lo: int, hi: int) -> Iterable[Any]:
+        raise NotImplementedError
+
+    def at(self, rank: int) -> Any:
+        raise NotImplementedError
+
+
+class _Values(_Column):
+    __slots__ = ("values",)
+
+    def __init__(self, values: list[Any]) -> None:
+        self.values = values
+
+    def span(self, lo: int, hi: int) -> Iterable[Any]:
+        return self.values[lo:hi]
+
+    def at(self, rank: int) -> Any:
+        return self.values[rank]
+
+
+class _Same(_Column):
+    """One value for every row."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def span(self, lo: int, hi: int) -> Iterable[Any]:
+        return repeat(self.value, hi - lo)
+
+    def at(self, rank: int) -> Any:
+        return self.value
+
+
+class _Named(_Column):
+    """Indexes into the chunk's string table (checked in range)."""
+
+    __slots__ = ("refs", "strings")
+
+    def __init__(self, refs: list[int], strings: list[str | None]) -> None:
+        self.refs, self.strings = refs, strings
+
+    def span(self, lo: int, hi: int) -> Iterable[Any]:
+        return map(self.strings.__getitem__, self.refs[lo:hi])
+
+    def at(self, rank: int) -> Any:
+        return self.strings[self.refs[rank]]
+
+
+class _EventIds(_Column):
+    """Event ids, 16 bytes each in one run, read as `UUID.int`."""
+
+    __slots__ = ("blob",)
+
+    def __init__(self, blob: bytes) -> None:
+        self.blob = blob
+
+    def span(self, lo: int, hi: int) -> Iterable[Any]:
+        cut = self.blob.__getitem__
+        return map(int.from_bytes, map(cut, map(slice, range(16 * lo, 16 * hi, 16), _ends(lo, hi))))
+
+    def at(self, rank: int) -> Any:
+        return int.from_bytes(self.blob[16 * rank : 16 * rank + 16])
+
+
+def _ends(lo: int, hi: int) -> range:
+    return range(16 * lo + 16, 16 * hi + 16, 16)
+
+
+class _IdLists(_Column):
+    """Per row a run of ids (16 bytes each), read as a tuple of `UUID.int`."""
+
+    __slots__ = ("blobs",)
+
+    def __init__(self, blobs: list[bytes]) -> None:
+        self.blobs = blobs
+
+    def span(self, lo: int, hi: int) -> Iterable[Any]:
+        return map(_uuid_ints, self.blobs[lo:hi])
+
+    def at(self, rank: int) -> Any:
+        return _uuid_ints(self.blobs[rank])
+
+
+# A content row's text (a message's content, a document's text) among its kind's columns.
+_TEXT = FIELDS + 1 - 2
+
+
+class _ChunkRows(LazyRows):
+    """A decoded chunk's rows (`projector.audit.rows`), built from its columns when read.
+
+    `kinds`: per kind present, (kind, the positions of its rows among all rows, its
+    columns in row order after seq and kind). Every column was checked whole by `decode`,
+    so building a row cannot fail."""
+
+    __slots__ = ("seqs", "_count", "_kinds")
+
+    def __init__(
+        self,
+        seqs: list[int],
+        count: int,
+        kinds: list[tuple[int, Sequence[int], tuple[_Column, ...]]],
+    ) -> None:
+        self.seqs = seqs
+        self._count = count
+        self._kinds = kinds
+
+    def __len__(self) -> int:
+        return self._count
+
+    def _rank(self, pos: int) -> tuple[int, int, tuple[_Column, ...]]:
+        for kind, rel, cols in self._kinds:
+            rank = bisect_left(rel, pos)
+            if rank < len(rel) and rel[rank] == pos:
+                return kind, rank, cols
+        raise IndexError(pos)  # every position is some kind's: not reached
+
+    def row(self, pos: int) -> Row:
+        kind, rank, cols = self._rank(pos)
+        return (self.seqs[pos], kind, *[col.at(rank) for col in cols])
+
+    def between(self, start: int, stop: int) -> list[Row]:
+        if start >= stop:
+            return []
+        seqs = self.seqs
+        if len(self._kinds) == 1:  # one kind: a row's rank is its position
+            kind, _, cols = self._kinds[0]
+            spans = [col.span(start, stop) for col in cols]
+            return list(zip(seqs[start:stop], repeat(kind), *spans, strict=False))
+        out: list[Row] = [()] * (stop - start)
+        for kind, rel, cols in self._kinds:
+            lo, hi = bisect_left(rel, start), bisect_left(rel, stop)
+            if lo == hi:
+                continue
+            positions = rel[lo:hi]
+            spans = [col.span(lo, hi) for col in cols]
+            rows = zip(map(seqs.__getitem__, positions), repeat(kind), *spans, strict=False)
+            deque(map(out.__setitem__, map((-start).__add__, positions), rows), maxlen=0)
+        return out
+
+    def ids(self) -> Iterable[int]:
+        n = self._count
+        if len(self._kinds) == 1:
+            return self._kinds[0][2][0].span(0, n)
+        out = [0] * n
+        for _, rel, cols in self._kinds:
+            hi = bisect_left(rel, n)
+            deque(map(out.__setitem__, rel[:hi], cols[0].span(0, hi)), maxlen=0)
+        return out
+
+    def prefix(self, count: int) -> _ChunkRows:
+        return _ChunkRows(self.seqs, min(count, self._count), self._kinds)
+
+    def forget(self, pos: int) -> None:
+        kind, rank, cols = self._rank(pos)
+        text = cols[_TEXT]
+        if kind in (MESSAGE, DOCUMENT) and isinstance(text, _Values):
+            text.values[rank] = ERASED
+
+
 def decode(data: bytes, rows_up_to: int | None = None) -> Decoded:
     """A chunk's content, from bytes `encode` made; `SnapshotFormatError` for anything else.
 
-    `rows_up_to`: the rows of seqs after it are not built (a load up to a seq inside the
+    The rows come as `LazyRows`, built from the checked columns when read.
+    `rows_up_to`: the rows of seqs after it are left out (a load up to a seq inside the
     chunk cuts them anyway: `projector.snapshot_store.Chunk.cut`, which the caller then
     owes); the chunk is checked whole all the same, and everything else is whole."""
     try:
@@ -422,7 +609,14 @@ def _decode(data: bytes, rows_up_to: int | None) -> Decoded:
     for kind, cols in enumerate(columns):
         for name in cols.__struct_fields__:
             values = getattr(cols, name)
-            if type(values) is list and len(values) != counts[kind]:
+            if name == "ids":
+                if len(values) != 16 * counts[kind]:
+                    raise _fail(
+                        where,
+                        f"{type(cols).__name__[1:].lower()}.ids: {len(values)} bytes for "
+                        f"{counts[kind]} rows, not 16 each",
+                    )
+            elif type(values) is list and len(values) != counts[kind]:
                 raise _fail(
                     where,
                     f"{type(cols).__name__[1:].lower()}.{name}: "
@@ -437,22 +631,19 @@ def _decode(data: bytes, rows_up_to: int | None) -> Decoded:
 
     def strs(
         refs: list[int] | int, name: str, nullable: bool = True, empty: bool = True
-    ) -> Iterable[Any]:
-        try:  # the refs are >= 0
-            out: Any = (
-                [strings[refs]] if isinstance(refs, int) else list(map(strings.__getitem__, refs))
-            )
-        except IndexError:
-            top = refs if isinstance(refs, int) else max(refs)
-            raise _fail(where, f"{name}: string {top} of {len(strings)}") from None
-        if not nullable and None in out:
-            raise _fail(where, f"{name}: null")
-        if not empty and "" in out:
-            raise _fail(where, f"{name}: empty")
-        return repeat(out[0]) if isinstance(refs, int) else out
+    ) -> _Column:
+        # Every index in range, and no row names a None or "" where the field has none.
+        top = refs if isinstance(refs, int) else max(refs)
+        if top >= len(strings):  # the refs are >= 0
+            raise _fail(where, f"{name}: string {top} of {len(strings)}")
+        for ref, value in enumerate(strings):
+            if (value is None and not nullable) or (value == "" and not empty):
+                if ref == refs if isinstance(refs, int) else ref in refs:
+                    raise _fail(where, f"{name}: {'null' if value is None else 'empty'}")
+        return _Same(strings[refs]) if isinstance(refs, int) else _Named(refs, strings)
 
-    def column(values: list[Any] | None) -> Iterable[Any]:
-        return repeat(None) if values is None else values
+    def column(values: list[Any] | None) -> _Column:
+        return _Same(None) if values is None else _Values(values)
 
     for blob in chain(wire.recalls.recalled, wire.deletions.targets):
         if len(blob) % 16:
@@ -467,63 +658,45 @@ def _decode(data: bytes, rows_up_to: int | None) -> Decoded:
         row_seqs = list(range(first, last + 1))
     else:
         row_seqs = list(map(first.__add__, row_offsets))
-    # The rows built: all, or those up to `rows_up_to`; the positions of each kind's.
-    built = len(row_seqs)
+    # The rows kept: all, or those up to `rows_up_to`.
+    kept = len(row_seqs)
     if rows_up_to is not None and rows_up_to < last:
-        built = bisect_right(row_seqs, rows_up_to)
-    kept = [rel if built == len(row_seqs) else rel[: bisect_left(rel, built)] for rel in rels]
-    by_kind: list[list[Row]] = []
+        kept = bisect_right(row_seqs, rows_up_to)
+    by_kind: list[tuple[int, Sequence[int], tuple[_Column, ...]]] = []
     for kind, cols in enumerate(columns):
         if not counts[kind]:
-            by_kind.append([])
             continue
-        # A kind none of whose rows is built still has its columns checked (below).
-        if counts[kind] == len(row_seqs):
-            seqs = row_seqs if built == len(row_seqs) else row_seqs[:built]
-        else:
-            seqs = list(map(row_seqs.__getitem__, kept[kind]))
         head = (
-            seqs,
-            repeat(kind),
-            map(int.from_bytes, cols.ids),
-            cols.ts,
+            _EventIds(cols.ids),
+            _Values(cols.ts),
             strs(cols.session, "session_id"),
             strs(cols.source, "source", False),
             strs(cols.actor, "actor"),
         )
         if kind == MESSAGE:
             m: Any = cols
-            rest: tuple[Any, ...] = (
+            rest: tuple[_Column, ...] = (
                 strs(m.speaker, "speaker", False, False),
-                m.content,
+                _Values(m.content),
                 column(m.retain),
             )
         elif kind == DOCUMENT:
             d: Any = cols
             rest = (
-                d.name,
-                d.text,
+                _Values(d.name),
+                _Values(d.text),
                 strs(d.media_type, "media_type", False),
                 column(d.sha256),
                 column(d.retain),
             )
         elif kind == RECALL:
             r: Any = cols
-            rest = (r.query, map(_uuid_ints, r.recalled))
+            rest = (_Values(r.query), _IdLists(r.recalled))
         else:
             x: Any = cols
-            rest = (map(_uuid_ints, x.targets), x.reason, column(x.requested_by))
-        # zip stops at the seqs, the first (the ids: checked, one per row); constant
-        # columns repeat endlessly.
-        by_kind.append(list(zip(*head, *rest, strict=False)))
-    rows: list[Row]
-    present = [kind for kind in range(4) if kept[kind]]
-    if len(present) == 1 and len(by_kind[present[0]]) == built:
-        rows = by_kind[present[0]]
-    else:
-        rows = [()] * built
-        for kind in present:
-            deque(map(rows.__setitem__, kept[kind], by_kind[kind]), maxlen=0)
+            rest = (_IdLists(x.targets), _Values(x.reason), column(x.requested_by))
+        by_kind.append((kind, rels[kind], head + rest))
+    rows = _ChunkRows(row_seqs, kept, by_kind)
 
     words = _words(wire, where, row_seqs, rels)
     extras = _extras(wire, where, first, kinds, extra_offsets, counts)

@@ -51,8 +51,10 @@ import threading
 import uuid
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, cast
 
 import redis
@@ -121,6 +123,27 @@ _ERASURE_PREFIX = encode_record(
         reason="r",
     )
 )[:10]
+
+
+class _NotThisLog(Exception):
+    """A snapshot position of another log (`SnapshotStore._belongs` said no)."""
+
+
+def _in_thread(ask: Callable[[], bool], name: str) -> Future[bool]:
+    """`ask()` answered by a thread of its own (its error, if it raises, re-raised by
+    `result()`)."""
+    answer: Future[bool] = Future()
+
+    def run() -> None:
+        try:
+            answer.set_result(ask())
+        except BaseException as exc:  # handed to whoever waits for the answer
+            answer.set_exception(exc)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return answer
+
+
 # Chunks replaced by a merge stay readable this long for readers mid-load.
 _REPLACED_TTL_MS = 60_000
 
@@ -145,7 +168,7 @@ class Chunk:
 
     first: int
     last: int
-    rows: list[Row]
+    rows: Sequence[Row]
     message_rel: Sequence[int]
     document_rel: Sequence[int]
     other_rel: Sequence[int]
@@ -599,14 +622,22 @@ class SnapshotStore:
         return position
 
     def _read_chunks(
-        self, position: Position, spans: Sequence[tuple[int, int]], up_to_seq: int | None = None
+        self,
+        position: Position,
+        spans: Sequence[tuple[int, int]],
+        up_to_seq: int | None = None,
+        belongs: Callable[[], bool] | None = None,
     ) -> list[Chunk] | None:
         """The chunks of `spans` (the last cut after `up_to_seq` when given: its rows past
         it are never built); None if one is missing (a merge replaced it: read the position
         again). `SnapshotFormatError` naming the key of a chunk that fails its checks, or
-        holds other seqs than its key says."""
+        holds other seqs than its key says. `belongs` (the check that the position is of
+        this log: a round trip to Kafka) is asked by a thread while the chunks are fetched
+        and decoded (decoding is safe on any bytes), and answered before any chunk is
+        returned: `_NotThisLog` when it says no."""
         keys = [self.chunk_key(position.epoch, span) for span in spans]
         chunks: list[Chunk] = []
+        asked = None if belongs is None else _in_thread(belongs, "memstream-snapshot-identity")
         with no_gc(spans[-1][1] - spans[0][0] if spans else 0), self._fetched(keys) as values:
             for i, (key, span, raw) in enumerate(zip(keys, spans, values, strict=True)):
                 if raw is None:
@@ -622,6 +653,8 @@ class SnapshotStore:
                     )
                 chunk = Chunk(*decoded)
                 chunks.append(chunk if cut is None else chunk.cut(cut))
+        if asked is not None and not asked.result():
+            raise _NotThisLog
         return chunks
 
     @contextmanager
@@ -720,14 +753,20 @@ class SnapshotStore:
         """The snapshot's chunks (cut at `up_to_seq` when given); None if absent, or not
         a snapshot of the log (see `load`)."""
         for _ in range(3):  # a merge may replace chunks while we read: read again
-            position = self.load_position()
-            if position is None:
+            position = self.read_position()
+            if position is None or not position.chunks:
                 return None
             spans = [s for s in position.chunks if up_to_seq is None or s[0] <= up_to_seq]
             if not spans:
                 return None
             try:
-                chunks = self._read_chunks(position, spans, up_to_seq)
+                # The log's identity is asked while the chunks are on their way (two round
+                # trips at once: a cold load's first wait is the chunks' bytes).
+                chunks = self._read_chunks(
+                    position, spans, up_to_seq, partial(self._belongs, position)
+                )
+            except _NotThisLog:
+                return None
             except SnapshotFormatError as exc:  # a cache: a refused chunk means no snapshot
                 log.warning("snapshot chunk refused, folding the log instead: %s", exc)
                 return None

@@ -13,13 +13,18 @@ A row is ``(seq, kind, id, timestamp, session_id, source, actor, *fields)`` with
 - deletion: ``targets`` (a tuple of ``UUID.int``), ``reason, requested_by``
 
 Rows hold data the fold already accepted, so events are rebuilt without validation.
+
+A decoded snapshot chunk hands its rows over as `LazyRows`: its columns as decoded, each
+row built when first read (a cold load that reads a few events never builds the rest).
 """
 
 from __future__ import annotations
 
 import sys
+from abc import abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, overload
 from uuid import UUID, SafeUUID
 
 from schemas.audit import BaseEvent, Deletion, Document, Message, Recall
@@ -27,6 +32,7 @@ from schemas.fields import shared_fields_set
 
 __all__ = [
     "Row",
+    "LazyRows",
     "MESSAGE",
     "DOCUMENT",
     "RECALL",
@@ -51,6 +57,61 @@ _US = timedelta(microseconds=1)
 _new = object.__new__
 _set = object.__setattr__
 _UNKNOWN = SafeUUID.unknown
+
+
+class LazyRows(Sequence[Row]):
+    """Rows in seq order, each built from columns when read: indexing builds one,
+    `between` (and iteration) builds a run at once. Built rows are not kept: the reader
+    (`projector.audit.state.Ledger`) keeps what it builds."""
+
+    # The rows' seqs (at least `len(self)` of them), the rows' own ints.
+    seqs: list[int]
+
+    @abstractmethod
+    def __len__(self) -> int: ...
+
+    @abstractmethod
+    def between(self, start: int, stop: int) -> list[Row]:
+        """The rows at positions `start` to `stop` (0 <= start <= stop <= len(self))."""
+
+    @abstractmethod
+    def row(self, pos: int) -> Row:
+        """The row at `pos` (0 <= pos < len(self))."""
+
+    @abstractmethod
+    def ids(self) -> Iterable[int]:
+        """Every row's event id (`UUID.int`), in row order, without building the rows."""
+
+    @abstractmethod
+    def prefix(self, count: int) -> LazyRows:
+        """The first `count` rows (count <= len(self))."""
+
+    @abstractmethod
+    def forget(self, pos: int) -> None:
+        """The content of the row at `pos` (a message's or document's text) is erased:
+        its columns stop holding it."""
+
+    @overload
+    def __getitem__(self, index: int) -> Row: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Row]: ...
+
+    def __getitem__(self, index: int | slice) -> Row | Sequence[Row]:
+        n = len(self)
+        if isinstance(index, slice):
+            start, stop, step = index.indices(n)
+            if start == 0 and step == 1:
+                return self.prefix(max(stop, 0))
+            return self.between(0, n)[index]
+        if index < 0:
+            index += n
+        if not 0 <= index < n:
+            raise IndexError(f"row {index} of {n}")
+        return self.row(index)
+
+    def __iter__(self) -> Iterator[Row]:
+        return iter(self.between(0, len(self)))
 
 
 def _us(value: datetime | None) -> int | None:

@@ -14,12 +14,13 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from functools import cached_property
+from itertools import repeat
 from operator import itemgetter
 from typing import Any, NamedTuple
 from uuid import UUID
 
 from projector.audit.index import WordFragment, WordIndex
-from projector.audit.rows import Row, event_of
+from projector.audit.rows import LazyRows, Row, event_of
 from schemas.audit import ERASED, Deletion, Document, Erasure, Message, Recall
 from schemas.fields import share_fields_set
 from schemas.gc_guard import no_cyclic_gc
@@ -30,6 +31,7 @@ AnyEvent = Message | Document | Recall | Deletion | Erasure
 
 
 _SEQ = itemgetter(0)
+_FIRST = itemgetter(0)
 # Below this many new objects, a full collection is not worth avoiding.
 _BULK = 10_000
 
@@ -52,6 +54,16 @@ def no_gc(objects: int) -> Iterator[None]:
 _ID = itemgetter(2)
 
 
+class _Lazy:
+    """In `Ledger.events`: a row still in the columns of a `LazyRows` run."""
+
+    def __repr__(self) -> str:
+        return "<lazy row>"
+
+
+_LAZY: Any = _Lazy()
+
+
 class RecallStats(NamedTuple):
     """How often an item was recalled, and when last (the last Recall in log order)."""
 
@@ -62,8 +74,9 @@ class RecallStats(NamedTuple):
 class Ledger:
     """Everything folded from one log, append-only, indexed for the reads.
 
-    ``events`` holds, per position, the event model or its compact row (`rows`): a ledger
-    hydrated from a snapshot keeps rows and builds each model on first read, in place.
+    ``events`` holds, per position, the event model, its compact row (`rows`), or `_LAZY`
+    for a row of a `LazyRows` run (a decoded snapshot chunk's columns): a ledger hydrated
+    from a snapshot builds each row and model on first read, in place.
     The other structures name events by position (their index in ``events``), so building
     a model never has to update them. Rows entered in bulk (`extend_rows`) join the id map
     `by_id` when it is first read: a reader that never looks an event up by id (a time
@@ -78,7 +91,11 @@ class Ledger:
         # first event with that id; see `by_id`.
         self._ids: dict[int, int] = {}
         # Runs of rows entered in bulk and not in `_ids` yet: (position of the first, rows).
-        self._unindexed: list[tuple[int, list[Row]]] = []
+        self._unindexed: list[tuple[int, Sequence[Row]]] = []
+        # The `LazyRows` runs some of whose rows are still `_LAZY` in `events`, by position:
+        # (position of the first, rows). Replaced whole, never changed in place, so a
+        # reader of another thread always finds a run whole.
+        self._lazy: tuple[tuple[int, LazyRows], ...] = ()
         self._indexing = threading.Lock()
         self.message_pos: list[int] = []
         self.message_seqs: list[int] = []
@@ -114,16 +131,30 @@ class Ledger:
                 # Every id new and once (the usual case) when the map grew by one entry a
                 # row; otherwise an id was met before and got overwritten: the first one is
                 # put back.
-                ids.update(zip(map(_ID, rows), range(base, base + len(rows)), strict=True))
+                found = rows.ids() if isinstance(rows, LazyRows) else map(_ID, rows)
+                ids.update(zip(found, range(base, base + len(rows)), strict=True))
                 if len(ids) != size + len(rows):
                     self._first_ids_again(base, base + len(rows))
             # Emptied only once the map holds every run: a reader that finds no runs left
             # finds them all in the map.
             self._unindexed = []
 
+    def _row(self, pos: int) -> Row | AnyEvent:
+        """The row at a `_LAZY` position, from its run; or, when the run is gone (every
+        row of it built meanwhile, by another thread), what is there now."""
+        runs = self._lazy
+        i = bisect_right(runs, pos, key=_FIRST) - 1
+        if i >= 0:
+            base, rows = runs[i]
+            if pos - base < len(rows):
+                return rows.row(pos - base)
+        return self.events[pos]
+
     def event(self, pos: int) -> AnyEvent:
         """The event at `pos`, its model built now if it was still a row."""
         event = self.events[pos]
+        if event is _LAZY:
+            event = self._row(pos)
         if type(event) is tuple:
             # Two threads may build the same row: equal models, either one is kept.
             event = self.events[pos] = event_of(event)
@@ -132,12 +163,22 @@ class Ledger:
     def built(self, count: int) -> list[AnyEvent]:
         """Build every model among the first `count` events; return the live list."""
         events = self.events
-        if self._built < count:
-            with no_gc(count - self._built):
-                for pos in range(self._built, count):
+        start = self._built
+        if start < count:
+            with no_gc(count - start):
+                for base, rows in self._lazy:
+                    a, b = max(start, base), min(count, base + len(rows))
+                    if a < b:  # a run's rows, built together (those still `_LAZY`)
+                        built = rows.between(a - base, b - base)
+                        for pos, row in zip(range(a, b), built, strict=True):
+                            if events[pos] is _LAZY:
+                                events[pos] = event_of(row)
+                for pos in range(start, count):
                     if type(events[pos]) is tuple:
                         events[pos] = event_of(events[pos])  # type: ignore[arg-type]
             self._built = count
+            if self._lazy and self._lazy[0][0] + len(self._lazy[0][1]) <= count:
+                self._lazy = tuple(run for run in self._lazy if run[0] + len(run[1]) > count)
         return events  # type: ignore[return-value]
 
     def models(self, positions: list[int]) -> tuple[AnyEvent, ...]:
@@ -204,6 +245,7 @@ class Ledger:
         pos = self.by_id.get(target.int)
         if pos is None:
             return
+        lazy = self.events[pos] is _LAZY
         event = self.event(pos)
         if isinstance(event, Message):
             self.events[pos] = event.model_copy(update={"content": ERASED})
@@ -211,6 +253,10 @@ class Ledger:
             self.events[pos] = event.model_copy(update={"text": ERASED})
         else:
             return
+        if lazy:  # its run's columns still hold the content: not any more
+            for base, rows in self._lazy:
+                if 0 <= pos - base < len(rows):
+                    rows.forget(pos - base)
         index = self.index
         seq = self.seqs[pos]
         for word in index.words_of.pop(seq, ()):
@@ -222,7 +268,7 @@ class Ledger:
 
     def extend_rows(
         self,
-        rows: list[Row],
+        rows: Sequence[Row],
         message_rel: Sequence[int],
         document_rel: Sequence[int],
         other_rel: Sequence[int],
@@ -235,9 +281,13 @@ class Ledger:
         the documents, the recalls and deletions; `words`: the words of these rows, a
         decoded snapshot's fragment (merged into the index when it is first read) or an
         index of them; `seqs`: the rows' seqs, when known. Takes ownership of its lists.
+        `LazyRows` are kept as they are, each row built when first read.
         """
         if not rows:
             return
+        lazy = isinstance(rows, LazyRows)
+        if seqs is None and isinstance(rows, LazyRows):
+            seqs = rows.seqs[: len(rows)]
         if seqs is None:
             first_seq, last_seq = _SEQ(rows[0]), _SEQ(rows[-1])
             if last_seq - first_seq + 1 == len(rows):  # increasing, so every seq between
@@ -248,7 +298,11 @@ class Ledger:
         if last is not None and seqs[0] <= last:
             raise ValueError(f"out-of-order event: seq {seqs[0]} after seq {last}")
         base = len(self.events)
-        self.events.extend(rows)
+        if lazy:
+            self.events.extend(repeat(_LAZY, len(rows)))
+            self._lazy = (*self._lazy, (base, rows))  # type: ignore[arg-type]
+        else:
+            self.events.extend(rows)
         self.seqs.extend(seqs)
         self._unindexed.append((base, rows))
         shift = base.__add__
@@ -277,11 +331,15 @@ class Ledger:
         `since` to `until` were entered over it (rare: an id that occurs twice in the log)."""
         by_id = self._ids
         for pos in range(since, until):
-            event = self.events[pos]
-            by_id.pop(_ID(event) if isinstance(event, tuple) else event.id.int, None)
+            by_id.pop(self._id_at(pos), None)
         for pos in range(until):
-            event = self.events[pos]
-            by_id.setdefault(_ID(event) if isinstance(event, tuple) else event.id.int, pos)
+            by_id.setdefault(self._id_at(pos), pos)
+
+    def _id_at(self, pos: int) -> int:
+        event = self.events[pos]
+        if event is _LAZY:
+            event = self._row(pos)
+        return _ID(event) if isinstance(event, tuple) else event.id.int
 
     def branch(self, count: int) -> Ledger:
         """A private ledger holding the first `count` events of this one."""

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import projector.snapshot_format as fmt
+from projector.audit.rows import LazyRows
 from projector.graph.pmap import HOLE, sset_iter
 from projector.graph.state import (
     COLUMN_NAMES,
@@ -271,7 +272,15 @@ def _graph_reads(state: LogState) -> dict[str, Any]:
 
 def _same_chunk(a: Chunk, b: Chunk) -> None:
     assert (a.first, a.last) == (b.first, b.last)
-    assert a.rows == b.rows
+    assert list(a.rows) == list(b.rows)
+    # A decoded chunk's rows are built when read: one by one, in runs, and their ids
+    # without the rows, all alike.
+    n = len(b.rows)
+    assert [a.rows[i] for i in range(n)] == list(b.rows)
+    assert [row for i in range(0, n, 3) for row in a.rows[i : i + 3]] == list(b.rows)
+    if isinstance(a.rows, LazyRows):
+        assert list(a.rows.ids()) == [row[2] for row in b.rows]
+        assert list(a.rows.between(n // 3, n - n // 3)) == list(b.rows)[n // 3 : n - n // 3]
     # As lists: a decoded chunk of one kind of row holds its positions as a range.
     rels_a = [list(a.message_rel), list(a.document_rel), list(a.other_rel)]
     assert rels_a == [list(b.message_rel), list(b.document_rel), list(b.other_rel)]
@@ -417,7 +426,8 @@ FORGED = {
     # (what is changed, what the error names)
     "a message's time is a string": (_set((5, 1, 0), "yesterday"), "Expected `int`"),
     "a time beyond datetime's range": (_set((5, 1, 0), 2**62), "<= 253402300799999999"),
-    "an id of 15 bytes": (_set((5, 0, 0), b"\x01" * 15), "length >= 16"),
+    "an id of 15 bytes": (_set((5, 0), b"\x01" * 15), "messages.ids: 15 bytes for 1 rows"),
+    "ids for two rows": (_set((5, 0), b"\x01" * 32), "messages.ids: 32 bytes for 1 rows"),
     "an empty message": (_set((5, 6, 0), ""), "length >= 1"),
     "an unknown entry kind": (_set((3,), b"\x00\x01\x02\x03\x05\x09\x04\x04"), "kind 9"),
     "a kind for a seq the chunk lacks": (_set((3,), b"\x00\x01"), "2 kinds for 8 seqs"),
@@ -426,6 +436,14 @@ FORGED = {
     "a null source": (
         lambda w: (w[4].append(None), w[5].__setitem__(3, len(w[4]) - 1)),
         "source: null",
+    ),
+    "a null source in a column": (
+        lambda w: (w[4].append(None), w[5].__setitem__(3, [len(w[4]) - 1])),
+        "source: null",
+    ),
+    "an empty speaker": (
+        lambda w: (w[4].append(""), w[5].__setitem__(5, len(w[4]) - 1)),
+        "speaker: empty",
     ),
     "a column of the wrong length": (_set((5, 3), [0, 0]), "source: 2 values for 1 rows"),
     "a column one value short": (lambda w: w[5][6].pop(), "content: 0 values for 1 rows"),
@@ -503,7 +521,7 @@ def test_the_sample_is_valid_and_every_forgery_starts_from_it() -> None:
     assert hydrate([chunk]) == fold_log(log)
     assert chunk.checkpoint is not None and len(chunk.checkpoint[1].items) == 3
     unchanged = msgspec.msgpack.encode(msgspec.msgpack.decode(data))
-    assert decode_chunk(unchanged).rows == chunk.rows
+    assert list(decode_chunk(unchanged).rows) == list(chunk.rows)
 
 
 def test_a_word_no_row_holds_gets_no_posting_and_the_index_is_built_when_read() -> None:
@@ -692,3 +710,107 @@ def _read_at_once(chunks: list[Chunk], expected: dict[str, list[int]]) -> None:
         for thread in threads:
             thread.join()
         assert seen == [expected] * 8
+
+
+def _mixed_log(n: int) -> list[tuple[int, bytes]]:
+    """Messages, documents, recalls and deletions interleaved (each chunk holds them all)."""
+    records: list[tuple[int, bytes]] = []
+    ids: list[UUID] = []
+    for seq in range(n):
+        if seq % 7 == 3 and ids:
+            event: Any = Recall(query=f"q{seq}", recalled=(ids[-1], ids[0]))
+        elif seq % 11 == 5 and ids:
+            event = Deletion(targets=(ids[seq % len(ids)],), reason="r")
+        elif seq % 5 == 1:
+            event = Document(name=f"d{seq}", text=f"doc text {seq}", session_id="s2")
+        else:
+            event = Message(speaker="s", content=f"word{seq % 7} n{seq}", session_id=f"s{seq % 3}")
+        ids.append(event.id)
+        records.append((seq, encode_record(event)))
+    return records
+
+
+def test_threads_reading_rows_built_when_read_all_see_the_fold() -> None:
+    """A hydrated ledger builds each row from its chunk's columns when read. Threads that
+    read at once (by id, by seq, every message, every event), with Python switching
+    between them every microsecond, all see exactly the fold; no row stays unbuilt."""
+    import threading
+
+    records = _mixed_log(3_000)
+    chunks, clean = _chunks(records, [700, 1_500, 2_200])
+    fold_events = clean.memory.events
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for _ in range(3):
+            memory = hydrate([decode_chunk(encode_chunk(c)) for c in chunks]).memory
+            ledger = memory._ledger
+            assert ledger._lazy, "the decoded chunks' rows are entered unbuilt"
+            start = threading.Barrier(6)
+            wrong: list[str] = []
+
+            def read(
+                part: int, memory: Any = memory, start: Any = start, wrong: Any = wrong
+            ) -> None:
+                start.wait()
+                if part == 0:
+                    if memory.events != fold_events:
+                        wrong.append("events")
+                elif part == 1:
+                    if memory.messages != clean.memory.messages:
+                        wrong.append("messages")
+                else:
+                    for event in fold_events[part::4]:
+                        if memory.get(event.id) != clean.memory.get(event.id):
+                            wrong.append(f"get {event.seq}")
+                        if isinstance(event, Message | Document):
+                            if memory.content_at(event.seq) != event:
+                                wrong.append(f"content_at {event.seq}")
+
+            threads = [threading.Thread(target=read, args=(part,)) for part in range(6)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert wrong == []
+            assert ledger._lazy == ()  # every run built: its columns let go
+            assert memory == clean.memory
+    finally:
+        sys.setswitchinterval(switch)
+
+
+def test_a_row_erased_before_it_was_built_is_gone_from_its_chunks_columns_too() -> None:
+    """An Erasure folded onto a hydrated ledger redacts rows still in their chunk's
+    columns: the event reads as erased, and the columns no longer hold its text (a later
+    build of the run must not bring it back)."""
+    from projector.audit.state import fold
+    from schemas.audit import ERASED, Erasure
+
+    records = _mixed_log(400)
+    chunks, clean = _chunks(records, [199])
+    memory = hydrate([decode_chunk(encode_chunk(c)) for c in chunks]).memory
+    secret = clean.memory.messages[150]
+    document = clean.memory.documents[20]
+    ledger = memory._ledger
+    assert repr(ledger.events[ledger.by_id[secret.id.int]]) == "<lazy row>"
+    erasure = Erasure(
+        subject="someone",
+        erased=(secret.id, document.id),
+        leaf_hashes=("00" * 32, "11" * 32),
+        reason="asked",
+        seq=400,
+    )
+    after = fold(memory, erasure)
+    assert after.get(secret.id).content == ERASED  # type: ignore[union-attr]
+    assert after.get(document.id).text == ERASED  # type: ignore[union-attr]
+    runs = after._ledger._lazy
+    assert runs, "other rows are still unbuilt"
+    held = [field for _, rows in runs for row in rows for field in row]
+    assert secret.content not in held and document.text not in held
+    assert ERASED in held
+    # Built later, the run gives every other row as folded, the erased ones erased.
+    events = after.events
+    erased = [e for e in events if e.id in (secret.id, document.id)]
+    assert [getattr(e, "content", None) or getattr(e, "text", None) for e in erased] == [ERASED] * 2
+    others = [e for e in events[:-1] if e.id not in (secret.id, document.id)]
+    assert others == [e for e in clean.memory.events if e.id not in (secret.id, document.id)]
