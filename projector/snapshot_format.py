@@ -47,6 +47,7 @@ deeper than the interpreter's recursion limit.
 from __future__ import annotations
 
 import json
+import struct
 import sys
 from array import array
 from bisect import bisect_left, bisect_right
@@ -468,15 +469,15 @@ class _EventIds(_Column):
         self.blob = blob
 
     def span(self, lo: int, hi: int) -> Iterable[Any]:
-        cut = self.blob.__getitem__
-        return map(int.from_bytes, map(cut, map(slice, range(16 * lo, 16 * hi, 16), _ends(lo, hi))))
+        # Two 64-bit halves each, unpacked in one pass: faster than a bytes slice per id.
+        halves = _HALVES.iter_unpack(memoryview(self.blob)[16 * lo : 16 * hi])
+        return [(high << 64) | low for high, low in halves]
 
     def at(self, rank: int) -> Any:
         return int.from_bytes(self.blob[16 * rank : 16 * rank + 16])
 
 
-def _ends(lo: int, hi: int) -> range:
-    return range(16 * lo + 16, 16 * hi + 16, 16)
+_HALVES = struct.Struct(">QQ")
 
 
 class _IdLists(_Column):
