@@ -64,6 +64,15 @@ class _Lazy:
 _LAZY: Any = _Lazy()
 
 
+def _redacted(event: AnyEvent) -> AnyEvent:
+    """The event with its content erased (itself when it holds none, or holds it no more)."""
+    if isinstance(event, Message) and event.content != ERASED:
+        return event.model_copy(update={"content": ERASED})
+    if isinstance(event, Document) and event.text != ERASED:
+        return event.model_copy(update={"text": ERASED})
+    return event
+
+
 class RecallStats(NamedTuple):
     """How often an item was recalled, and when last (the last Recall in log order)."""
 
@@ -158,6 +167,10 @@ class Ledger:
         if type(event) is tuple:
             # Two threads may build the same row: equal models, either one is kept.
             event = self.events[pos] = event_of(event)
+            if self.erased and event.id in self.erased:
+                # Erased by a fold on another thread while this row was built: its
+                # redaction stands (checked after the write, which it may have followed).
+                event = self.events[pos] = _redacted(event)
         return event  # type: ignore[return-value]
 
     def built(self, count: int) -> list[AnyEvent]:
@@ -176,6 +189,11 @@ class Ledger:
                 for pos in range(start, count):
                     if type(events[pos]) is tuple:
                         events[pos] = event_of(events[pos])  # type: ignore[arg-type]
+                erased = self.erased
+                if erased:  # as in `event`: a redaction made meanwhile stands
+                    for pos in range(start, count):
+                        if events[pos].id in erased:  # type: ignore[union-attr]
+                            events[pos] = _redacted(events[pos])  # type: ignore[arg-type]
             self._built = count
             if self._lazy and self._lazy[0][0] + len(self._lazy[0][1]) <= count:
                 self._lazy = tuple(run for run in self._lazy if run[0] + len(run[1]) > count)
@@ -247,12 +265,9 @@ class Ledger:
             return
         lazy = self.events[pos] is _LAZY
         event = self.event(pos)
-        if isinstance(event, Message):
-            self.events[pos] = event.model_copy(update={"content": ERASED})
-        elif isinstance(event, Document):
-            self.events[pos] = event.model_copy(update={"text": ERASED})
-        else:
+        if not isinstance(event, Message | Document):
             return
+        self.events[pos] = _redacted(event)
         if lazy:  # its run's columns still hold the content: not any more
             for base, rows in self._lazy:
                 if 0 <= pos - base < len(rows):

@@ -814,3 +814,43 @@ def test_a_row_erased_before_it_was_built_is_gone_from_its_chunks_columns_too() 
     assert [getattr(e, "content", None) or getattr(e, "text", None) for e in erased] == [ERASED] * 2
     others = [e for e in events[:-1] if e.id not in (secret.id, document.id)]
     assert others == [e for e in clean.memory.events if e.id not in (secret.id, document.id)]
+
+
+@pytest.mark.parametrize("read", ["get", "events"])
+def test_an_erasure_folded_while_a_reader_builds_that_row_stands(
+    read: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader builds an unbuilt row's event while a fold on another thread erases it
+    (here: in the middle of the build, between reading the row and storing the event).
+    The event stored last must still be the erased one, in every state of the ledger."""
+    import projector.audit.state as state_module
+    from projector.audit.state import fold
+    from schemas.audit import ERASED, Erasure
+
+    records = _mixed_log(400)
+    chunks, clean = _chunks(records, [199])
+    memory = hydrate([decode_chunk(encode_chunk(c)) for c in chunks]).memory
+    secret = clean.memory.messages[150]
+    erasure = Erasure(
+        subject="someone", erased=(secret.id,), leaf_hashes=("00" * 32,), reason="r", seq=400
+    )
+    build = state_module.event_of
+    folded: list[Any] = []
+    raced: list[bool] = []
+
+    def racing(row: Any) -> Any:
+        if row[2] == secret.id.int and not raced:
+            raced.append(True)  # once: the fold builds that row too
+            folded.append(fold(memory, erasure))  # the other thread's turn
+        return build(row)
+
+    monkeypatch.setattr(state_module, "event_of", racing)
+    if read == "get":
+        seen = memory.get(secret.id)
+    else:
+        seen = next(e for e in memory.events if e.id == secret.id)
+    monkeypatch.undo()
+    assert folded, "the erasure was folded in the middle of the build"
+    assert seen is not None and seen.content == ERASED  # type: ignore[union-attr]
+    for state in (memory, folded[0]):
+        assert state.get(secret.id).content == ERASED  # type: ignore[union-attr]
