@@ -378,6 +378,15 @@ _LEADER_MOVING = frozenset(
 # Local errors of a client whose cached metadata lacks the partition (see `watermarks`), and
 # how many times a watermark question is asked again after one (each after a refresh).
 _STALE_METADATA = frozenset({KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC})
+# Local errors of a client whose brokers are failing over, which it does not call
+# retriable: the question went to a bootstrap connection the client let go once it knew
+# the cluster ("Broker handle destroyed"), or every connection it had was to a node that
+# just died ("All broker connections are down"), or that connection broke. Asked again,
+# it goes to a live node. In the three-node failover test a projector's new tenure met
+# them right after a leader's kill and ended at once, three times, 14-22 s apart.
+_CONNECTIONS_MOVING = frozenset(
+    {KafkaError._DESTROY, KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT}
+)
 _STALE_TRIES = 3
 
 # At most this long for one try of a watermark question: a try sent to a node that died
@@ -423,7 +432,8 @@ def ask_until(
 
 def watermarks(consumer: Consumer, topic: str, timeout: float) -> tuple[int, int]:
     """Partition 0's (low, high) watermarks from the broker. An answer of a moving leader
-    (or any error librdkafka calls retriable), or no answer within a try's few seconds, is
+    (or any error librdkafka calls retriable, or a connection let go or lost while the
+    cluster fails over), or no answer within a try's few seconds, is
     asked again until `timeout`, asking any live broker for the topic's metadata between
     tries (`ask_until`; in the three-node failover test, queryd answered 503 for 15 s
     after each restart of the leader it had known). Any other error, or the last one at
@@ -452,6 +462,7 @@ def watermarks(consumer: Consumer, topic: str, timeout: float) -> tuple[int, int
         return (
             error.retriable()
             or error.code() in _LEADER_MOVING
+            or error.code() in _CONNECTIONS_MOVING
             or error.code() == KafkaError._TIMED_OUT
         )
 

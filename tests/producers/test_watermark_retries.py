@@ -48,3 +48,41 @@ def test_a_partition_still_unknown_after_refreshes_fails_soon() -> None:
         watermarks(consumer, "log", timeout=60.0)  # type: ignore[arg-type]
     assert info.value.args[0].code() == KafkaError._UNKNOWN_PARTITION
     assert consumer.asked == 4  # the first answer and three more, not a minute of them
+
+
+class _FailingOver:
+    """Raises `code` for the first `failures` questions, then answers."""
+
+    def __init__(self, code: int, failures: int) -> None:
+        self.code, self.failures = code, failures
+        self.asked = 0
+
+    def get_watermark_offsets(self, tp: Any, timeout: float, cached: bool) -> tuple[int, int]:
+        self.asked += 1
+        if self.asked <= self.failures:
+            raise KafkaException(KafkaError(self.code))
+        return 0, 7
+
+    def list_topics(self, topic: str, timeout: float) -> None:
+        pass
+
+
+_MOVING = [KafkaError._DESTROY, KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT]
+
+
+@pytest.mark.parametrize("code", _MOVING)
+def test_a_connection_lost_in_a_failover_is_asked_again(code: int) -> None:
+    """A question that went to a connection the client let go or lost (a node killed) is
+    asked again, of a live node, within the question's time."""
+    consumer = _FailingOver(code, failures=2)
+    assert watermarks(consumer, "log", timeout=10.0) == (0, 7)  # type: ignore[arg-type]
+    assert consumer.asked == 3
+
+
+@pytest.mark.parametrize("code", _MOVING)
+def test_a_cluster_still_unreachable_at_the_deadline_fails_with_that_error(code: int) -> None:
+    consumer = _FailingOver(code, failures=1_000)
+    with pytest.raises(KafkaException) as info:
+        watermarks(consumer, "log", timeout=1.0)  # type: ignore[arg-type]
+    assert info.value.args[0].code() == code
+    assert consumer.asked > 1
