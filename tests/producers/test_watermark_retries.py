@@ -67,7 +67,7 @@ class _FailingOver:
         pass
 
 
-_MOVING = [KafkaError._DESTROY, KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT]
+_MOVING = [KafkaError._DESTROY_BROKER, KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT]
 
 
 @pytest.mark.parametrize("code", _MOVING)
@@ -86,3 +86,11 @@ def test_a_cluster_still_unreachable_at_the_deadline_fails_with_that_error(code:
         watermarks(consumer, "log", timeout=1.0)  # type: ignore[arg-type]
     assert info.value.args[0].code() == code
     assert consumer.asked > 1
+
+
+def test_a_client_that_is_closing_is_not_asked_again() -> None:
+    consumer = _FailingOver(KafkaError._DESTROY, failures=1_000)
+    with pytest.raises(KafkaException) as info:
+        watermarks(consumer, "log", timeout=10.0)  # type: ignore[arg-type]
+    assert info.value.args[0].code() == KafkaError._DESTROY
+    assert consumer.asked == 1
