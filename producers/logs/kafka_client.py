@@ -383,8 +383,8 @@ _STALE_METADATA = frozenset({KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_
 # the cluster ("Broker handle destroyed without termination"), or every connection it had
 # was to a node that just died ("All broker connections are down"), or that connection
 # broke. Asked again, it goes to a live node. In the three-node failover test a
-# projector's new tenure met them right after a leader's kill and ended at once, three
-# times, 14-22 s apart. (`_DESTROY`, the client itself closing, is no such error.)
+# projector's new tenure met them after a leader's kill and ended at once, three times in
+# one run. (`_DESTROY`, the client itself closing, is no such error.)
 _CONNECTIONS_MOVING = frozenset(
     {KafkaError._DESTROY_BROKER, KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT}
 )
