@@ -566,8 +566,9 @@ class _ChunkRows(LazyRows):
 
     def forget(self, pos: int) -> None:
         kind, rank, cols = self._rank(pos)
-        text = cols[_TEXT]
-        if kind in (MESSAGE, DOCUMENT) and isinstance(text, _Values):
+        if kind in (MESSAGE, DOCUMENT):  # the only rows with a text
+            text = cols[_TEXT]
+            assert isinstance(text, _Values)  # built so by `decode`
             text.values[rank] = ERASED
 
 

@@ -300,9 +300,9 @@ class Ledger:
         """
         if not rows:
             return
-        lazy = isinstance(rows, LazyRows)
-        if seqs is None and isinstance(rows, LazyRows):
-            seqs = rows.seqs[: len(rows)]
+        lazy = rows if isinstance(rows, LazyRows) else None
+        if seqs is None and lazy is not None:
+            seqs = lazy.seqs[: len(lazy)]
         if seqs is None:
             first_seq, last_seq = _SEQ(rows[0]), _SEQ(rows[-1])
             if last_seq - first_seq + 1 == len(rows):  # increasing, so every seq between
@@ -313,9 +313,9 @@ class Ledger:
         if last is not None and seqs[0] <= last:
             raise ValueError(f"out-of-order event: seq {seqs[0]} after seq {last}")
         base = len(self.events)
-        if lazy:
-            self.events.extend(repeat(_LAZY, len(rows)))
-            self._lazy = (*self._lazy, (base, rows))  # type: ignore[arg-type]
+        if lazy is not None:
+            self.events.extend(repeat(_LAZY, len(lazy)))
+            self._lazy = (*self._lazy, (base, lazy))
         else:
             self.events.extend(rows)
         self.seqs.extend(seqs)
