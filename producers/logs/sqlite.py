@@ -2,11 +2,12 @@
 
 Several processes may append at once: an append takes SQLite's write lock
 (BEGIN IMMEDIATE), catches up with what others wrote, checks, then inserts at the next
-seq. Once an append has found the lock busy, the next ones fold what others wrote before
-taking the lock and retry a busy lock every few tens of microseconds rather than sleep in
-SQLite's busy handler (`SqliteLog._begin_contended`), so the lock, held for one fsync,
-passes from writer to writer without idling. Triggers refuse any UPDATE or DELETE, so the
-table is append-only even to sqlite3.
+seq. Processes that find the lock busy wait in line (`producers.logs.writers_line`)
+rather than in SQLite's sleeping busy handler: the next in line folds what the holder
+commits while it waits and takes the lock as soon as the holder pauses, so the lock
+passes from writer to writer without idling and the next writer starts caught up
+(`SqliteLog._begin_contended`). Triggers refuse any UPDATE or DELETE, so the table is
+append-only even to sqlite3.
 Rows hold the record bytes exactly as the Kafka log would (`schemas.codec`), and the state
 is the same total fold of them.
 
@@ -33,7 +34,6 @@ from __future__ import annotations
 import logging
 import os
 import queue
-import random
 import sqlite3
 import threading
 import time
@@ -65,6 +65,7 @@ from producers.logs.base import (
 from producers.logs.location import PATH_SCHEME
 from producers.logs.signing_key import KeySpec, SigningKeyError, resolve_signer
 from producers.logs.sqlite_evidence import SqliteEvidence
+from producers.logs.writers_line import WritersLine
 from projector.authorship import AuthorshipError
 from projector.lifecycle import lifecycle_envelope
 from projector.record_fold import (
@@ -103,13 +104,13 @@ _LOCK_WAIT_S = 60
 # appends take the lock by `_begin_contended`, until it is free this many times in a row.
 _CONTENDED_S = 0.0005
 _UNCONTENDED_RUN = 64
-# Sleeps between tries of a busy write lock: from the first, doubling up to the most;
-# once a wait has lasted `_SPIN_LONG_S` (a long queue of writers, or a holder that is slow
-# or stopped), up to `_SPIN_LONG_MAX_S`, so waiters do not crowd out the holder's CPU.
-_SPIN_FIRST_S = 0.00005
-_SPIN_MAX_S = 0.0005
-_SPIN_LONG_S = 0.02
-_SPIN_LONG_MAX_S = 0.005
+# The writer next in line (`_begin_contended`) looks for new commits this often, and takes
+# the lock at the first try this long after it became next, even if the holder never paused.
+_NEXT_POLL_S = 0.002
+_TURN_S = 0.25
+_FOLD_EVERY_S = 0.01
+# Rows read at a time by a catch-up (`SqliteLog._rows`).
+_READ_BATCH = 1000
 _INSERT = "INSERT INTO events (seq, id, kind, record, crc) VALUES (?, ?, ?, ?, ?)"
 # CAST: a damaged row may hold text that is not UTF-8, which sqlite3 would fail to decode
 # without saying where; as bytes every value reaches the checks below.
@@ -404,9 +405,12 @@ class SqliteLog:
         self._state = empty_state()
         self._data_version = -1
         self._folder: _FoldThread | None = None
-        # Other processes are appending too: take the write lock by `_begin_contended`.
-        self._contended = False
+        # Other processes may be appending too: take the write lock by `_begin_contended`
+        # (a writer starts so, and goes to the plain BEGIN once the lock stays free), in
+        # line with the other waiting processes of this path.
+        self._contended = True
         self._free_runs = 0
+        self._line = WritersLine(self.path)
         self._conn = self._connect()
         try:
             self._rows_sql = self._prepare_table()
@@ -541,9 +545,20 @@ class SqliteLog:
         return set(names)
 
     def _rows(self, conn: sqlite3.Connection, from_seq: int) -> Iterator[_Row]:
-        if self._rows_sql is None:
-            return iter(())
-        return map(_Row._make, conn.execute(self._rows_sql, (from_seq,)))
+        """Stored rows from `from_seq` on, read `_READ_BATCH` at a time, each batch whole
+        before it is handed on: no read transaction stays open while rows are folded,
+        which would keep the writers' checkpoints from starting the WAL over (its file
+        then grows, and each commit's fsync costs more)."""
+        sql = self._rows_sql
+        if sql is None:
+            return
+        sql += f" LIMIT {_READ_BATCH}"
+        while True:
+            batch = conn.execute(sql, (from_seq,)).fetchall()
+            yield from map(_Row._make, batch)
+            if len(batch) < _READ_BATCH:
+                return
+            from_seq = batch[-1][0] + 1
 
     def _catch_up(self) -> None:
         """Fold what other connections appended since we last looked, checked strictly."""
@@ -689,44 +704,67 @@ class SqliteLog:
             return appended, value
 
     def _begin_contended(self, cursor: sqlite3.Cursor) -> None:
-        """BEGIN IMMEDIATE retried every few tens of microseconds while another process
-        holds the write lock, until `_LOCK_WAIT_S` have passed.
+        """BEGIN IMMEDIATE for a writer that expects others to be appending: at once when
+        the lock is free; else in line (`producers.logs.writers_line`) until
+        `_LOCK_WAIT_S` have passed.
 
-        SQLite's own busy handler sleeps 1, 2, 5, ... up to 100 ms between tries, so with
-        several writers the lock, held for one fsync (a fraction of a millisecond), stays
-        idle most of the time. Without its handler (busy_timeout 0 for this statement), a
-        busy lock raises at once and is tried again after a short, jittered sleep.
+        Next in line, it folds what the holder commits, and tries the lock every
+        `_NEXT_POLL_S` once the holder has paused (no commit since the last poll) or
+        `_TURN_S` after it became next: a writer appending without pause keeps the lock
+        for a run of appends, and the next one starts caught up. SQLite's own busy
+        handler is off meanwhile (busy_timeout 0), and restored whatever happens.
         Appends that find the lock free `_UNCONTENDED_RUN` times in a row go back to the
         plain BEGIN, which costs nothing extra when one process writes.
         """
         cursor.execute("PRAGMA busy_timeout=0")
         try:
-            started = time.monotonic()
-            deadline = started + _LOCK_WAIT_S
-            delay = _SPIN_FIRST_S
-            most = _SPIN_MAX_S
-            tries = 0
-            while True:
-                try:
-                    cursor.execute("BEGIN IMMEDIATE")
-                    break
-                except sqlite3.OperationalError as exc:
-                    if (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF != _SQLITE_BUSY:
-                        raise
+            busy = self._try_begin(cursor)
+            if busy is None:
+                self._free_runs += 1
+                if self._free_runs >= _UNCONTENDED_RUN:
+                    self._contended = False
+                    self._free_runs = 0
+                return
+            self._free_runs = 0
+            deadline = time.monotonic() + _LOCK_WAIT_S
+            if not self._line.join(deadline):
+                raise busy
+            try:
+                now = time.monotonic()
+                turn_ends = now + _TURN_S
+                fold_at = now
+                seen = None
+                while True:
+                    version = cursor.execute("PRAGMA data_version").fetchone()[0]
                     now = time.monotonic()
+                    if version == seen or now > turn_ends:
+                        refused = self._try_begin(cursor)
+                        if refused is None:
+                            return
+                        busy = refused
+                    elif now >= fold_at:
+                        self._catch_up()  # what the holder committed, folded while waiting
+                        fold_at = now + _FOLD_EVERY_S
+                    seen = version
                     if now > deadline:
-                        raise
-                    if now - started > _SPIN_LONG_S:
-                        most = _SPIN_LONG_MAX_S
-                tries += 1
-                time.sleep(delay * (0.5 + random.random()))
-                delay = min(delay * 2, most)
+                        raise busy
+                    time.sleep(_NEXT_POLL_S)
+            finally:
+                self._line.leave()
         finally:
             cursor.execute(f"PRAGMA busy_timeout={_LOCK_WAIT_S * 1000:.0f}")
-        self._free_runs = 0 if tries else self._free_runs + 1
-        if self._free_runs >= _UNCONTENDED_RUN:
-            self._contended = False
-            self._free_runs = 0
+
+    @staticmethod
+    def _try_begin(cursor: sqlite3.Cursor) -> sqlite3.OperationalError | None:
+        """BEGIN IMMEDIATE once: None when it began, SQLite's busy error when another
+        connection holds the lock (any other error is raised)."""
+        try:
+            cursor.execute("BEGIN IMMEDIATE")
+            return None
+        except sqlite3.OperationalError as exc:
+            if (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF != _SQLITE_BUSY:
+                raise
+            return exc
 
     def _sealed(self, state: LogState, records: list[Record]) -> list[Record]:
         """An encrypted log's records as stored: content sealed, keys created in this
@@ -964,6 +1002,7 @@ class SqliteLog:
             except _DRIVER_ERRORS as exc:
                 raise _driver_error(self.location, "close", exc) from exc
             finally:
+                self._line.close()
                 if self._folder is not None:
                     self._folder.stop()
                     self._folder.thread.join()

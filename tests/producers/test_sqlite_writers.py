@@ -1,7 +1,8 @@
-"""Issue 16, item 2: several writers on one embedded path take the write lock by short
-retries rather than SQLite's sleeping busy handler, and nothing else changes: a lock held
-too long is still `LogUnavailableError` naming the log, the busy timeout is restored, and
-records others committed meanwhile are folded before the append is checked."""
+"""Issue 16, item 2: several writers on one embedded path wait for the write lock in line
+(`producers.logs.writers_line`) rather than in SQLite's sleeping busy handler, and
+nothing else changes: a lock held too long is still `LogUnavailableError` naming the log,
+the busy timeout is restored, and records others committed meanwhile are folded before
+the append is checked."""
 
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ from pathlib import Path
 import pytest
 
 import producers.logs.sqlite as sqlite_log
-from producers.logs.sqlite import LOG_FILE, SqliteLog
+from producers.logs.sqlite import LOG_FILE, SqliteLog, record_checksum
+from producers.logs.writers_line import LINE_FILE, WritersLine
 from producers.memory import Memory
 from schemas.audit import Message
+from schemas.codec import encode_record
 from schemas.errors import LogUnavailableError
 
 
@@ -54,23 +57,140 @@ def _busy_timeout(memory: Memory) -> int:
     return value
 
 
-def test_a_busy_lock_switches_to_short_retries_and_back(tmp_path: Path) -> None:
+def test_a_writer_starts_contended_goes_plain_and_back(tmp_path: Path) -> None:
+    path = tmp_path / "memory-db"
+    with Memory(path) as memory:
+        log = memory.log
+        assert isinstance(log, SqliteLog)
+        assert log._contended  # a writer starts as if others were appending
+        for i in range(sqlite_log._UNCONTENDED_RUN):
+            memory.add_message(Message(speaker="ana", content=f"alone {i}"))
+        assert not log._contended  # the lock stayed free: the plain BEGIN
+        assert _busy_timeout(memory) == sqlite_log._LOCK_WAIT_S * 1000
+        holder = _hold_lock(path, 0.05)
+        memory.add_message(Message(speaker="ana", content="waited for the lock"))
+        holder.join()
+        assert log._contended  # it waited in SQLite's handler once: in line from now on
+        assert _busy_timeout(memory) == sqlite_log._LOCK_WAIT_S * 1000
+        assert not (path / LINE_FILE).exists()  # no one waited in line yet
+        holder = _hold_lock(path, 0.05)
+        memory.add_message(Message(speaker="ana", content="waited in line"))
+        holder.join()
+        assert (path / LINE_FILE).exists()
+        assert _busy_timeout(memory) == sqlite_log._LOCK_WAIT_S * 1000
+        assert [e.seq for e in memory.events()] == list(range(2 + sqlite_log._UNCONTENDED_RUN))
+
+
+def test_the_next_in_line_folds_while_waiting_and_gets_its_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another connection appends messages without pause for 3 s, holding the lock all
+    but between two commits. The writer waiting in line folds them as they come (outside
+    any transaction) and takes the lock once its turn (0.3 s here) is over, not when the
+    other stops."""
+    monkeypatch.setattr(sqlite_log, "_TURN_S", 0.3)
     path = tmp_path / "memory-db"
     with Memory(path) as memory:
         log = memory.log
         assert isinstance(log, SqliteLog)
         memory.add_message(Message(speaker="ana", content="first"))
-        assert not log._contended
-        holder = _hold_lock(path, 0.05)
-        memory.add_message(Message(speaker="ana", content="waited for the lock"))
+        folded_waiting: list[int] = []
+        waiting = False
+        catch_up, begin = log._catch_up, log._begin_contended
+
+        def watched_catch_up() -> None:
+            before = log._state.next_seq
+            catch_up()
+            if waiting and not log._conn.in_transaction:
+                folded_waiting.append(log._state.next_seq - before)
+
+        def watched_begin(cursor: sqlite3.Cursor) -> None:
+            nonlocal waiting
+            waiting = True
+            try:
+                begin(cursor)
+            finally:
+                waiting = False
+
+        monkeypatch.setattr(log, "_catch_up", watched_catch_up)
+        monkeypatch.setattr(log, "_begin_contended", watched_begin)
+        stop, started = threading.Event(), threading.Event()
+        theirs: list[int] = []
+
+        def append_without_pause() -> None:
+            # Rows as a writer stores them, by raw SQL: no Python of memstream's (nor its
+            # share of the GIL) between two commits.
+            other = sqlite3.connect(path / LOG_FILE, isolation_level=None, timeout=60)
+            end = time.monotonic() + 3.0
+            while time.monotonic() < end and not stop.is_set():
+                other.execute("BEGIN IMMEDIATE")
+                if not started.is_set():  # held until the writer below has found it busy
+                    started.set()
+                    time.sleep(0.1)
+                seq = other.execute("SELECT max(seq) + 1 FROM events").fetchone()[0]
+                message = Message(speaker="bob", content=f"busy {seq}")
+                data = encode_record(message)
+                other.execute(
+                    "INSERT INTO events (seq, id, kind, record, crc) VALUES (?, ?, ?, ?, ?)",
+                    (seq, str(message.id), "message", data, record_checksum(seq, data)),
+                )
+                other.execute("COMMIT")
+                theirs.append(seq)
+            other.close()
+
+        holder = threading.Thread(target=append_without_pause)
+        holder.start()
+        assert started.wait(10)
+        begun = time.monotonic()
+        try:
+            mine = memory.add_message(Message(speaker="ana", content="my turn"))
+            waited = time.monotonic() - begun
+        finally:
+            stop.set()
+            holder.join()
+        assert waited < 2.0, f"waited {waited:.2f} s for a writer that never paused"
+        assert any(folded_waiting), folded_waiting  # folded while waiting, not only before
+        assert mine.seq is not None and min(theirs) < mine.seq
+        seqs = [e.seq for e in memory.events()]
+        assert seqs == list(range(len(theirs) + 2))
+
+
+def test_a_line_file_that_cannot_be_made_changes_nothing(tmp_path: Path) -> None:
+    """A line that cannot be opened (here its name is a directory): the waiting writer
+    polls SQLite's lock itself, and appends as before."""
+    path = tmp_path / "memory-db"
+    with Memory(path) as memory:
+        (path / LINE_FILE).mkdir()
+        holder = _hold_lock(path, 0.1)
+        stored = memory.add_message(Message(speaker="ana", content="waited"))
         holder.join()
-        assert log._contended  # it waited in SQLite's handler once: short retries now
+        assert stored.seq == 0
         assert _busy_timeout(memory) == sqlite_log._LOCK_WAIT_S * 1000
-        for i in range(sqlite_log._UNCONTENDED_RUN):
-            memory.add_message(Message(speaker="ana", content=f"alone {i}"))
-        assert not log._contended  # the lock stayed free: the plain BEGIN again
-        assert _busy_timeout(memory) == sqlite_log._LOCK_WAIT_S * 1000
-        assert [e.seq for e in memory.events()] == list(range(2 + sqlite_log._UNCONTENDED_RUN))
+
+
+def test_waiting_in_line_counts_towards_the_lock_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process stays next in line and the lock stays held: the append is
+    `LogUnavailableError` once `_LOCK_WAIT_S` have passed in all, nothing appended."""
+    monkeypatch.setattr(sqlite_log, "_LOCK_WAIT_S", 0.3)
+    path = tmp_path / "memory-db"
+    with Memory(path) as memory:
+        memory.add_message(Message(speaker="ana", content="before"))
+        ahead = WritersLine(path)
+        assert ahead.join(time.monotonic() + 1)
+        try:
+            holder = _hold_lock(path, 2.0)
+            started = time.monotonic()
+            with pytest.raises(LogUnavailableError, match="locked by another connection"):
+                memory.add_message(Message(speaker="ana", content="refused"))
+            assert time.monotonic() - started < 1.5
+            holder.join()
+        finally:
+            ahead.leave()
+            ahead.close()
+        assert _busy_timeout(memory) == 300
+        assert [e.content for e in memory.events()] == ["before"]  # type: ignore[union-attr]
 
 
 def test_records_committed_while_waiting_are_folded_before_the_check(tmp_path: Path) -> None:
