@@ -40,10 +40,13 @@ class WritersLine:
         self.path = directory / LINE_FILE
         self._fd: int | None = None
         self._pid = 0
+        self._broken = False  # flock failed here: no line for this process
 
     def _descriptor(self) -> int | None:
         if self._fd is not None and self._pid == os.getpid():
             return self._fd
+        if self._broken:
+            return None
         try:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except OSError:
@@ -68,11 +71,19 @@ class WritersLine:
                 if time.monotonic() > deadline:
                     return False
                 time.sleep(_POLL_S)
+            except OSError:
+                # A file system without flock (ENOLCK, EOPNOTSUPP): no line, as above.
+                self.close()
+                self._broken = True
+                return True
 
     def leave(self) -> None:
         """Let the next waiter be next in line (after `join` returned True)."""
         if self._fd is not None and self._pid == os.getpid():
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+            except OSError:
+                self.close()  # closing the descriptor lets go of the lock too
 
     def close(self) -> None:
         if self._fd is not None and self._pid == os.getpid():

@@ -6,6 +6,7 @@ the append is checked."""
 
 from __future__ import annotations
 
+import errno
 import sqlite3
 import threading
 import time
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import producers.logs.sqlite as sqlite_log
+import producers.logs.writers_line as writers_line
 from producers.logs.sqlite import LOG_FILE, SqliteLog, record_checksum
 from producers.logs.writers_line import LINE_FILE, WritersLine
 from producers.memory import Memory
@@ -165,6 +167,25 @@ def test_a_line_file_that_cannot_be_made_changes_nothing(tmp_path: Path) -> None
         stored = memory.add_message(Message(speaker="ana", content="waited"))
         holder.join()
         assert stored.seq == 0
+        assert _busy_timeout(memory) == sqlite_log._LOCK_WAIT_S * 1000
+
+
+def test_a_file_system_without_flock_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_flock(fd: int, operation: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(writers_line.fcntl, "flock", no_flock)
+    path = tmp_path / "memory-db"
+    with Memory(path) as memory:
+        holder = _hold_lock(path, 0.1)
+        stored = memory.add_message(Message(speaker="ana", content="waited"))
+        holder.join()
+        holder = _hold_lock(path, 0.1)
+        again = memory.add_message(Message(speaker="ana", content="waited again"))
+        holder.join()
+        assert (stored.seq, again.seq) == (0, 1)
         assert _busy_timeout(memory) == sqlite_log._LOCK_WAIT_S * 1000
 
 
