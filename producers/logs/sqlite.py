@@ -104,11 +104,12 @@ _LOCK_WAIT_S = 60
 # appends take the lock by `_begin_contended`, until it is free this many times in a row.
 _CONTENDED_S = 0.0005
 _UNCONTENDED_RUN = 64
-# The writer next in line (`_begin_contended`) looks for new commits this often, and takes
-# the lock at the first try this long after it became next, even if the holder never paused.
+# The writer next in line (`_begin_contended`) looks for new commits this often, folds
+# them at most this often, and takes the lock at the first try this long after it became
+# next, even if the holder never paused.
 _NEXT_POLL_S = 0.002
-_TURN_S = 0.25
 _FOLD_EVERY_S = 0.01
+_TURN_S = 0.25
 # Rows read at a time by a catch-up (`SqliteLog._rows`).
 _READ_BATCH = 1000
 _INSERT = "INSERT INTO events (seq, id, kind, record, crc) VALUES (?, ?, ?, ?, ?)"
@@ -742,7 +743,7 @@ class SqliteLog:
                         if refused is None:
                             return
                         busy = refused
-                    elif now >= fold_at:
+                    if now >= fold_at:
                         self._catch_up()  # what the holder committed, folded while waiting
                         fold_at = now + _FOLD_EVERY_S
                     seen = version

@@ -232,7 +232,7 @@ def test_records_committed_while_waiting_are_folded_before_the_check(tmp_path: P
         assert [e.id for e in memory.events()] == [theirs.id, deletion.id]
 
 
-@pytest.mark.parametrize("contended", [False, True], ids=["plain", "short-retries"])
+@pytest.mark.parametrize("contended", [False, True], ids=["plain", "in-line"])
 def test_a_lock_held_too_long_is_log_unavailable_and_changes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, contended: bool
 ) -> None:
