@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import errno
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -187,6 +189,41 @@ def test_a_file_system_without_flock_changes_nothing(
         holder.join()
         assert (stored.seq, again.seq) == (0, 1)
         assert _busy_timeout(memory) == sqlite_log._LOCK_WAIT_S * 1000
+
+
+def test_a_process_killed_in_line_lets_the_next_one_in(tmp_path: Path) -> None:
+    """A process that holds the line (next in line) and is SIGKILLed: the kernel lets go
+    of its file lock, and a writer waiting behind it appends."""
+    path = tmp_path / "memory-db"
+    with Memory(path) as memory:
+        memory.add_message(Message(speaker="ana", content="before"))
+        ahead = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "import fcntl, os, sys, time\n"
+                "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)\n"
+                "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+                "print('in line', flush=True)\n"
+                "time.sleep(600)\n",
+                str(path / LINE_FILE),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert ahead.stdout is not None and ahead.stdout.readline() == "in line\n"
+            holder = _hold_lock(path, 0.3)
+            threading.Timer(0.5, ahead.kill).start()
+            started = time.monotonic()
+            stored = memory.add_message(Message(speaker="ana", content="after the kill"))
+            waited = time.monotonic() - started
+            holder.join()
+        finally:
+            ahead.kill()
+            ahead.wait(10)
+        assert stored.seq == 1
+        assert 0.4 < waited < 5.0  # behind the killed process until its death, then in
 
 
 def test_waiting_in_line_counts_towards_the_lock_wait(
