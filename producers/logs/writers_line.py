@@ -12,10 +12,11 @@ cores did less in all than with the sleeping handler (`SqliteLog._begin_contende
 process that holds it is *next in line*. Only that one polls SQLite's lock; it folds
 what the holder commits while it waits, and takes the lock once the holder pauses (no
 commit within a poll) or its turn is over. The others wait for the file lock, polling
-it without touching the log. The line orders waiters and nothing else: a writer that
-finds SQLite's lock free takes it without joining the line, and the log's correctness
-never depends on it (SQLite's lock alone orders the appends; a process that dies holding
-the file lock lets go of it with its last descriptor).
+it without touching the log (so the line is not first come, first served). The line
+picks which waiter watches the log and nothing else: a writer that finds SQLite's lock
+free takes it without joining the line, and the log's correctness never depends on it
+(SQLite's lock alone orders the appends; a process that dies holding the file lock lets
+go of it with its last descriptor).
 """
 
 from __future__ import annotations
