@@ -952,18 +952,15 @@ class SqliteLog:
             next_seq = from_seq
             idle_since = time.monotonic()
             while stop is None or not stop.is_set():
+                found = False
                 try:
-                    rows = (
-                        []
-                        if self._rows_sql is None
-                        else conn.execute(self._rows_sql + " LIMIT 1000", (next_seq,)).fetchall()
-                    )
+                    for row in self._rows(conn, next_seq):
+                        yield row
+                        next_seq = row.seq + 1
+                        found = True
                 except _DRIVER_ERRORS as exc:
                     raise _driver_error(self.location, "read", exc) from exc
-                for row in rows:
-                    yield _Row._make(row)
-                    next_seq = row[0] + 1
-                if rows:
+                if found:
                     idle_since = time.monotonic()
                     continue
                 if timeout is not None and time.monotonic() - idle_since >= timeout:
