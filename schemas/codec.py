@@ -424,13 +424,20 @@ _FAST_AUDIT: dict[str, tuple[bytes, tuple[tuple[str, _Writer], ...]]] = {
 }
 
 
-def encode_record(record: Record) -> bytes:
+def encode_record(record: Record, replaced: tuple[str, object] | None = None) -> bytes:
     """The record bytes of an event or envelope. An event's `seq` is the log's to give.
+    `replaced`: (field, value) of an audit event, the bytes of
+    `record.with_field(field, value)`, without building that copy (an encrypted log
+    writes each event's content sealed this way).
 
     Raises `RecordTooDeepError` for an envelope whose payload nests deeper than
     `MAX_JSON_DEPTH`, and `RecordTooLargeError` for a record over `MAX_DECODE_BYTES`
     (readers would reject both; the logs' own size limit, checked before, is lower).
     """
+    if replaced is not None and (
+        isinstance(record, GraphEnvelope) or record.kind not in _FAST_AUDIT
+    ):
+        return encode_record(record.with_field(*replaced))  # type: ignore[union-attr]
     if isinstance(record, GraphEnvelope):
         payload = _payload_json(record.id, record.payload)
         data = encode_envelope_fields(
@@ -440,6 +447,11 @@ def encode_record(record: Record) -> bytes:
         header, fields = fast
         out = bytearray(header)
         values = record.__dict__
+        if replaced is not None:
+            name, value = replaced
+            if name not in values:  # as with_field refuses it
+                raise ValueError(f"{type(record).__name__} has no field {name!r}")
+            values = {**values, name: value}
         for name, write in fields:
             write(out, values[name])
         data = bytes(out)

@@ -16,11 +16,13 @@ overhead and the ``memstream.kind`` header (well under 100 bytes).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from schemas.codec import record_id, record_kind
 from schemas.errors import RecordTooLargeError
 from schemas.records import Record
 
-__all__ = ["MAX_RECORD_BYTES", "check_record_size"]
+__all__ = ["MAX_RECORD_BYTES", "check_record_size", "check_record_sizes"]
 
 MAX_RECORD_BYTES = 960 * 1024
 
@@ -34,3 +36,11 @@ def check_record_size(record: Record, data: bytes) -> None:
             f"over the limit of {MAX_RECORD_BYTES:,} bytes a record may have on any log; "
             "nothing of its batch was appended"
         )
+
+
+def check_record_sizes(records: Sequence[Record], encoded: Sequence[bytes]) -> None:
+    """`check_record_size` for each record of a batch and its encoding, in one C-level
+    pass when none is over the limit."""
+    if encoded and max(map(len, encoded)) > MAX_RECORD_BYTES:
+        for record, data in zip(records, encoded, strict=True):
+            check_record_size(record, data)

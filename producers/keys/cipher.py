@@ -35,7 +35,7 @@ from projector.graph.state import GraphState
 from projector.graph.transplant import reid_candidates
 from projector.record_fold import LogState
 from schemas.audit import ERASED, Document, Erasure, Message
-from schemas.codec import decode_record
+from schemas.codec import decode_record, encode_record
 from schemas.crypto.envelope import (
     CONVERGENT_PREFIX,
     WRAPPED_PREFIX,
@@ -63,13 +63,14 @@ from schemas.crypto.graph_erasure import GraphErasure
 from schemas.crypto.subjects import CONTENT_FIELD, EVENT_SUBJECT_PREFIX
 from schemas.errors import DecodeError
 from schemas.evidence.merkle import leaf_hash
+from schemas.limits import check_record_sizes
 from schemas.records import GraphEnvelope, Record
 from schemas.signing import is_signed, split_signed
 
 __all__ = [
     "KeyStore",
     "seal_record",
-    "seal_records",
+    "encode_sealed",
     "open_record",
     "sealed_key_id",
     "sealed_values",
@@ -85,6 +86,8 @@ class KeyStore(Protocol):
     def key_for(self, subject: str, event_id: str | None = None) -> tuple[str, bytes]: ...
 
     def own_key(self) -> tuple[str, bytes, AESGCM]: ...
+
+    def sealer(self, subject: str) -> tuple[str, bytes, AESGCM]: ...
 
     def context(self, key_id: str, key: bytes) -> AESGCM: ...
 
@@ -163,13 +166,8 @@ def _seal_envelope(keys: KeyStore, envelope: GraphEnvelope, subjects: _Subjects)
     return map_content(envelope, sealed)
 
 
-def seal_record(keys: KeyStore, record: Record, subjects: _Subjects | None = None) -> Record:
-    """The record as an encrypted log stores it (`subjects`: the graph's items at the
-    seal, for an update's subject)."""
-    if type(record) is GraphEnvelope:
-        return _seal_envelope(keys, record, subjects or _Subjects(None))
-    if not isinstance(record, Message | Document):
-        return record
+def _sealed_content(keys: KeyStore, record: Message | Document) -> tuple[str, str]:
+    """(field, sealed value) of a message's or document's content."""
     field = CONTENT_FIELD[record.kind]
     session = record.session_id
     if (
@@ -180,8 +178,7 @@ def seal_record(keys: KeyStore, record: Record, subjects: _Subjects | None = Non
         # A key of its own (`key_for`'s rule, without building the subject's name).
         key_id, key, context = keys.own_key()
     else:
-        key_id, key = keys.key_for(session)
-        context = keys.context(key_id, key)
+        key_id, key, context = keys.sealer(session)
     token = seal(
         getattr(record, field),
         event_id=record.id,
@@ -190,25 +187,40 @@ def seal_record(keys: KeyStore, record: Record, subjects: _Subjects | None = Non
         key=key,
         context=context,
     )
-    return record.with_field(field, token)
+    return field, token
 
 
-def seal_records(
+def seal_record(keys: KeyStore, record: Record, subjects: _Subjects | None = None) -> Record:
+    """The record as an encrypted log stores it (`subjects`: the graph's items at the
+    seal, for an update's subject)."""
+    if type(record) is GraphEnvelope:
+        return _seal_envelope(keys, record, subjects or _Subjects(None))
+    if not isinstance(record, Message | Document):
+        return record
+    return record.with_field(*_sealed_content(keys, record))
+
+
+def encode_sealed(
     keys: KeyStore,
     records: Sequence[Record],
     check_erasure: Callable[[Record], None],
     graph: GraphState | None = None,
-) -> list[Record]:
-    """The records as an encrypted log stores them: content sealed (`seal_record`;
-    `graph`: the graph at the seal), each receipt (an Erasure, or its graph half) first
-    passed to `check_erasure` (which raises unless it tells the truth). Shared by both
-    logs, which encode what this returns (once: the unsealed form is never encoded)."""
+) -> list[bytes]:
+    """The bytes an encrypted log stores for `records`: each encoded with its content
+    sealed (`seal_record`; `graph`: the graph at the seal), each checked against the
+    record size limit, each receipt (an Erasure, or its graph half) first passed to
+    `check_erasure` (which raises unless it tells the truth). Shared by both logs; a
+    message's or document's sealed copy is encoded without being built."""
     subjects = _Subjects(graph)
     out = []
     for record in records:
+        if isinstance(record, Message | Document):
+            out.append(encode_record(record, _sealed_content(keys, record)))
+            continue
         if type(record) is Erasure or is_erase_content(record):
             check_erasure(record)
-        out.append(seal_record(keys, record, subjects))
+        out.append(encode_record(seal_record(keys, record, subjects)))
+    check_record_sizes(records, out)
     return out
 
 

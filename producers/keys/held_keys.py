@@ -58,6 +58,8 @@ class HeldKeys:
         self._shared: dict[str, str] = {}  # subject -> the id of its shared key
         self._contexts: dict[str, AESGCM] = {}
         self._siv_contexts: dict[str, AESGCMSIV] = {}  # of shared keys that seal graph values
+        # subject -> (key id, key, context) of its shared key, as `sealer` last gave it.
+        self._sealers: dict[str, tuple[str, bytes, AESGCM]] = {}
         # Graph items seen holding values in the wrapped form (``msenc1``, logs written
         # before 7 December), noted as they are opened; their new values are sealed alike
         # (`producers.keys.cipher`). Knowledge of the log, not keys: `forget_all` keeps it.
@@ -96,6 +98,23 @@ class HeldKeys:
     def siv_context(self, key_id: str, key: bytes) -> AESGCMSIV:
         """The AES-GCM-SIV context of `key` (graph values), kept as `context` keeps one."""
         return self._kept(self._siv_contexts, key_id, key, aead_siv)
+
+    def key_for(self, subject: str, event_id: str | None = None) -> tuple[str, bytes]:
+        """(key id, key) to seal an event of `subject` with (each store's own)."""
+        raise NotImplementedError
+
+    def sealer(self, subject: str) -> tuple[str, bytes, AESGCM]:
+        """`key_for(subject)` with its `context`: what an append seals a subject's event
+        with. Answered from memory, without the lock, while the subject's shared key is
+        still the one `key_for` gives (held, not forgotten, not replaced): the check is
+        the one lookup `key_for` itself starts with."""
+        found = self._sealers.get(subject)
+        if found is not None and self._shared.get(subject) == found[0]:
+            return found
+        key_id, key = self.key_for(subject)
+        found = (key_id, key, self.context(key_id, key))
+        self._sealers[subject] = found
+        return found
 
     @property
     def wrapped_items(self) -> set[str]:
@@ -150,6 +169,7 @@ class HeldKeys:
                 found = self._by_id.pop(key_id, None)
                 if found is not None and self._shared.get(found.subject) == key_id:
                     del self._shared[found.subject]
+                    self._sealers.pop(found.subject, None)
 
     def _forget_subject_here(self, subject: str) -> None:
         with self._lock:
@@ -160,6 +180,7 @@ class HeldKeys:
         with self._lock:
             self._by_id.clear()
             self._shared.clear()
+            self._sealers.clear()
             self._contexts.clear()
             self._siv_contexts.clear()
             self._ahead.clear()

@@ -18,7 +18,7 @@ from projector.record_fold import LogState, check_records, empty_state, fold_rec
 from schemas.audit import BaseEvent, Deletion, Document, Message, Recall
 from schemas.codec import encode_record
 from schemas.evidence.note import NoteSigner
-from schemas.limits import MAX_RECORD_BYTES, check_record_size
+from schemas.limits import MAX_RECORD_BYTES, check_record_size, check_record_sizes
 from schemas.records import GraphEnvelope, Record
 from schemas.signing import sign_record
 
@@ -146,9 +146,7 @@ def encode_records(records: Sequence[Record]) -> list[bytes]:
     """The records' bytes, every one checked against `MAX_RECORD_BYTES` before any is
     appended: `RecordTooLargeError` (naming the record) refuses the whole batch."""
     encoded = [encode_record(r) for r in records]
-    if encoded and max(map(len, encoded)) > MAX_RECORD_BYTES:  # one C-level pass
-        for record, data in zip(records, encoded, strict=True):
-            check_record_size(record, data)
+    check_record_sizes(records, encoded)
     return encoded
 
 
@@ -195,12 +193,12 @@ def prepare(
     *,
     erasable: bool = False,
     agent: NoteSigner | None = None,
-    seal: Callable[[list[Record]], list[Record]] | None = None,
+    seal: Callable[[list[Record]], list[bytes]] | None = None,
 ) -> tuple[list[Record], list[bytes], T]:
     """Run `build`, check its records against `state` and encode them (shared by logs);
     with an `agent` key, the records are stamped with its name and checked as signed by it
     (their bytes are signed by `sign_encoded`, after any sealing). `seal`: an encrypted
-    log's sealing (`producers.keys.cipher.seal_records`): the bytes are the sealed records'.
+    log's sealing (`producers.keys.cipher.encode_sealed`): the bytes are the sealed records'.
 
     Raises what the fold would refuse, or `RecordTooLargeError`; nothing is appended then.
     """
@@ -213,7 +211,7 @@ def prepare(
         signer=None if agent is None else agent.name,
         signer_key=None if agent is None else agent.verifier.key_id,
     )
-    return records, encode_records(records if seal is None else seal(records)), value
+    return records, encode_records(records) if seal is None else seal(records), value
 
 
 def fold_lifecycle(

@@ -107,7 +107,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka import Message as KafkaMessage
 from confluent_kafka.admin import AdminClient
 
-from producers.keys.cipher import SealedError, check_receipt, open_record, seal_records
+from producers.keys.cipher import SealedError, check_receipt, encode_sealed, open_record
 from producers.keys.kafka_keys import KafkaKeyStore, create_keys_topic, keys_topic_exists
 from producers.logs.adapters import register_opener
 from producers.logs.base import (
@@ -1418,8 +1418,8 @@ class KafkaLog:
             agent = self._agent
             records = stamp_actor(records, agent)
             self._check(records)
-            stored = records if self.keys is None else self._sealed(records)
-            encoded = sign_encoded(agent, self._state, records, encode_records(stored))
+            stored = encode_records(records) if self.keys is None else self._sealed(records)
+            encoded = sign_encoded(agent, self._state, records, stored)
             return self._start(records, encoded, future, then, track=True)
 
     def append(self, records: Sequence[Record]) -> list[Appended]:
@@ -1581,8 +1581,8 @@ class KafkaLog:
 
     # --- encryption and erasure (producers.keys, producers.erasure) ---------------------
 
-    def _sealed(self, records: list[Record]) -> list[Record]:
-        """The records to produce, of an encrypted log: content sealed under keys that are
+    def _sealed(self, records: list[Record]) -> list[bytes]:
+        """The bytes to produce, of an encrypted log's records: content sealed under keys that are
         durable in the key store before this returns, and a receipt refused unless it tells
         the truth (`check_receipt`). Under `_lock`."""
         keys = self.keys
@@ -1596,7 +1596,7 @@ class KafkaLog:
             # a view read less than CURRENT_S ago counts, `KafkaKeyStore.current`).
             keys.current()
         state = self._state
-        return seal_records(
+        return encode_sealed(
             keys,
             records,
             lambda receipt: check_receipt(keys, state, receipt, self.stored_records),

@@ -49,8 +49,8 @@ from urllib.parse import quote
 from producers.keys.cipher import (
     SealedError,
     check_receipt,
+    encode_sealed,
     open_record,
-    seal_records,
 )
 from producers.keys.sqlite_keys import SqliteKeyStore
 from producers.logs.adapters import register_opener
@@ -767,14 +767,14 @@ class SqliteLog:
                 raise
             return exc
 
-    def _sealed(self, state: LogState, records: list[Record]) -> list[Record]:
-        """An encrypted log's records as stored: content sealed, keys created in this
+    def _sealed(self, state: LogState, records: list[Record]) -> list[bytes]:
+        """An encrypted log's records' stored bytes: content sealed, keys created in this
         transaction (`producers.keys`). A receipt is refused unless it tells the truth:
         the keys of what it names are gone in this transaction, and its leaf hashes are
         those of their stored records."""
         keys = self.keys
         assert keys is not None
-        return seal_records(
+        return encode_sealed(
             keys, records, lambda receipt: self._check_receipt(state, receipt), state.graph
         )
 

@@ -208,6 +208,37 @@ def test_another_process_sees_the_erasure_and_a_subject_can_come_back(log_dir: P
         assert reader.get(card.id).content == ERASED  # type: ignore[union-attr]
 
 
+def test_a_writer_that_sealed_for_a_subject_seals_its_next_event_under_a_new_key(
+    log_dir: Path,
+) -> None:
+    """A writer keeps each subject's key ready to seal with (`HeldKeys.sealer`): after the
+    subject is erased, here or by another connection, its next event must get a new key,
+    never the destroyed one (it would be unreadable at once)."""
+    with Memory(log_dir, encrypt=True) as writer, Memory(log_dir) as other:
+        first = writer.add_message(Message(speaker="user", content=CARD, session_id="alice"))
+        other.add_message(Message(speaker="user", content=BOB, session_id="alice"))
+        sealed = [_stored_key_id(log_dir, 0)]
+        for eraser in (other, writer):
+            eraser.erase("alice", "asked")
+            again = writer.add_message(Message(speaker="user", content="back", session_id="alice"))
+            assert writer.get(again.id).content == "back"  # type: ignore[union-attr]
+            sealed.append(_stored_key_id(log_dir, again.seq))  # type: ignore[arg-type]
+        assert writer.get(first.id).content == ERASED  # type: ignore[union-attr]
+    assert len(set(sealed)) == 3
+    with Memory(log_dir) as reader:
+        assert reader.get(again.id).content == "back"  # type: ignore[union-attr]
+
+
+def _stored_key_id(log_dir: Path, seq: int) -> str:
+    conn = sqlite3.connect(log_dir / LOG_FILE)
+    try:
+        data = conn.execute("SELECT record FROM events WHERE seq = ?", (seq,)).fetchone()[0]
+    finally:
+        conn.close()
+    token = decode_record(data).content  # type: ignore[union-attr]
+    return parse(token).key_id
+
+
 def test_an_event_without_session_is_its_own_subject(log_dir: Path) -> None:
     with Memory(log_dir, encrypt=True) as memory:
         lone = memory.add_message(Message(speaker="user", content=CARD))

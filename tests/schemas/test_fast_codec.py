@@ -108,6 +108,23 @@ def test_audit_event_bytes_equal_fastavros(event: Any) -> None:
 
 
 @settings(max_examples=200, deadline=None)
+@given(audit_events, nonempty)
+def test_a_replaced_field_encodes_as_the_copy_with_that_field(event: Any, value: str) -> None:
+    """An encrypted log writes a message's or document's content sealed without building
+    the sealed copy (`encode_record`'s `replaced`): the bytes must be the copy's."""
+    field = {"message": "content", "document": "text", "recall": "query"}.get(event.kind, "reason")
+    data = encode_record(event, (field, value))
+    assert data == encode_record(event.with_field(field, value))
+    assert getattr(decode_record(data), field) == value
+
+
+def test_replacing_a_field_an_event_does_not_have_is_refused() -> None:
+    message = Message(speaker="a", content="x")
+    with pytest.raises(ValueError, match="Message has no field 'text'"):
+        encode_record(message, ("text", "y"))
+
+
+@settings(max_examples=200, deadline=None)
 @given(st.dictionaries(text, st.none() | st.integers() | text | st.lists(text)), st.none() | text)
 def test_envelopes_round_trip(payload: dict[str, Any], trace_id: str | None) -> None:
     envelope = GraphEnvelope(
