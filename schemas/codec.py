@@ -426,22 +426,27 @@ _FAST_AUDIT: dict[str, tuple[bytes, tuple[tuple[str, _Writer], ...]]] = {
 
 def encode_record(record: Record, replaced: tuple[str, object] | None = None) -> bytes:
     """The record bytes of an event or envelope. An event's `seq` is the log's to give.
-    `replaced`: (field, value) of an audit event, the bytes of
-    `record.with_field(field, value)`, without building that copy (an encrypted log
-    writes each event's content sealed this way).
+    `replaced`: (field, value), the bytes of the record with that field's value replaced
+    (an audit event's `with_field`, an envelope's payload), without building that copy:
+    an encrypted log writes each record's content sealed this way.
 
     Raises `RecordTooDeepError` for an envelope whose payload nests deeper than
     `MAX_JSON_DEPTH`, and `RecordTooLargeError` for a record over `MAX_DECODE_BYTES`
     (readers would reject both; the logs' own size limit, checked before, is lower).
     """
-    if replaced is not None and (
-        isinstance(record, GraphEnvelope) or record.kind not in _FAST_AUDIT
-    ):
-        return encode_record(record.with_field(*replaced))  # type: ignore[union-attr]
     if isinstance(record, GraphEnvelope):
-        payload = _payload_json(record.id, record.payload)
+        payload = record.payload
+        if replaced is not None:
+            if replaced[0] != "payload":
+                raise ValueError(f"GraphEnvelope has no replaceable field {replaced[0]!r}")
+            payload = replaced[1]
         data = encode_envelope_fields(
-            record.id, record.namespace, record.type, record.ts, record.trace_id, payload
+            record.id,
+            record.namespace,
+            record.type,
+            record.ts,
+            record.trace_id,
+            _payload_json(record.id, payload),
         )
     elif (fast := _FAST_AUDIT.get(record.kind)) is not None:
         header, fields = fast
@@ -456,6 +461,8 @@ def encode_record(record: Record, replaced: tuple[str, object] | None = None) ->
             write(out, values[name])
         data = bytes(out)
     else:
+        if replaced is not None:
+            record = record.with_field(*replaced)
         body = dict(record.__dict__)
         body.pop("seq", None)
         body.pop("kind", None)

@@ -27,7 +27,7 @@ import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import islice
 from json.encoder import encode_basestring
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM, AESGCMSIV
 
@@ -51,11 +51,13 @@ from schemas.crypto.envelope import (
 from schemas.crypto.graph_content import (
     ContentSlot,
     binding,
+    binding_prefix,
     content_binding,
     content_slots,
     is_erase_content,
     item_subject,
     map_content,
+    map_payload,
     subject_of_item,
     value_at,
 )
@@ -88,6 +90,8 @@ class KeyStore(Protocol):
     def own_key(self) -> tuple[str, bytes, AESGCM]: ...
 
     def sealer(self, subject: str) -> tuple[str, bytes, AESGCM]: ...
+
+    def siv_sealer(self, subject: str) -> tuple[str, bytes, AESGCMSIV]: ...
 
     def context(self, key_id: str, key: bytes) -> AESGCM: ...
 
@@ -133,37 +137,38 @@ class _Subjects:
         return subject_of_item(item)
 
 
-def _seal_envelope(keys: KeyStore, envelope: GraphEnvelope, subjects: _Subjects) -> GraphEnvelope:
-    # The key of each content object and its form, taken once for all its values.
-    by_slot: dict[ContentSlot, tuple[str, bytes, AESGCMSIV | AESGCM]] = {}
+def _sealed_payload(keys: KeyStore, envelope: GraphEnvelope, subjects: _Subjects) -> Any:
+    """`envelope`'s payload with each content value sealed (the payload itself when it
+    carries none): each content object's key and form taken once for all its values."""
 
-    def sealed(slot: ContentSlot, key: str, value: Any) -> str:
-        found = by_slot.get(slot)
-        if found is None:
-            wrapped = slot.item_id is not None and slot.item_id in keys.wrapped_items
-            key_id, subject_key = keys.key_for(subjects.of(slot))
-            context = (keys.context if wrapped else keys.siv_context)(key_id, subject_key)
-            found = by_slot[slot] = (key_id, subject_key, context)
-        key_id, subject_key, context = found
-        if type(context) is AESGCMSIV:
-            return seal_convergent(
-                _canonical(value),
-                binding=content_binding(slot, key),
-                key_id=key_id,
-                key=subject_key,
-                context=context,
-            )
-        event_id, field = binding(slot, key)
-        return seal_wrapped(
+    def sealer(slot: ContentSlot) -> Callable[[str, Any], str]:
+        subject = subjects.of(slot)
+        if slot.item_id is not None and slot.item_id in keys.wrapped_items:
+            key_id, subject_key, context = keys.sealer(subject)
+
+            def wrapped(key: str, value: Any) -> str:
+                event_id, field = binding(slot, key)
+                return seal_wrapped(
+                    _canonical(value),
+                    event_id=event_id,
+                    field=field,
+                    key_id=key_id,
+                    key=subject_key,
+                    context=context,
+                )
+
+            return wrapped
+        key_id, subject_key, siv = keys.siv_sealer(subject)
+        prefix = binding_prefix(slot)  # `content_binding`, the item's part made once
+        return lambda key, value: seal_convergent(
             _canonical(value),
-            event_id=event_id,
-            field=field,
+            binding=prefix + key.encode(),
             key_id=key_id,
             key=subject_key,
-            context=cast(AESGCM, context),
+            context=siv,
         )
 
-    return map_content(envelope, sealed)
+    return map_payload(envelope, sealer)
 
 
 def _sealed_content(keys: KeyStore, record: Message | Document) -> tuple[str, str]:
@@ -194,7 +199,10 @@ def seal_record(keys: KeyStore, record: Record, subjects: _Subjects | None = Non
     """The record as an encrypted log stores it (`subjects`: the graph's items at the
     seal, for an update's subject)."""
     if type(record) is GraphEnvelope:
-        return _seal_envelope(keys, record, subjects or _Subjects(None))
+        payload = _sealed_payload(keys, record, subjects or _Subjects(None))
+        if payload is record.payload:
+            return record
+        return record.model_copy(update={"payload": payload})
     if not isinstance(record, Message | Document):
         return record
     return record.with_field(*_sealed_content(keys, record))
@@ -219,7 +227,10 @@ def encode_sealed(
             continue
         if type(record) is Erasure or is_erase_content(record):
             check_erasure(record)
-        out.append(encode_record(seal_record(keys, record, subjects)))
+        if type(record) is GraphEnvelope:
+            out.append(encode_record(record, ("payload", _sealed_payload(keys, record, subjects))))
+        else:
+            out.append(encode_record(record))
     check_record_sizes(records, out)
     return out
 

@@ -58,8 +58,10 @@ class HeldKeys:
         self._shared: dict[str, str] = {}  # subject -> the id of its shared key
         self._contexts: dict[str, AESGCM] = {}
         self._siv_contexts: dict[str, AESGCMSIV] = {}  # of shared keys that seal graph values
-        # subject -> (key id, key, context) of its shared key, as `sealer` last gave it.
+        # subject -> (key id, key, context) of its shared key, as `sealer` and
+        # `siv_sealer` last gave it.
         self._sealers: dict[str, tuple[str, bytes, AESGCM]] = {}
+        self._siv_sealers: dict[str, tuple[str, bytes, AESGCMSIV]] = {}
         # Graph items seen holding values in the wrapped form (``msenc1``, logs written
         # before 7 December), noted as they are opened; their new values are sealed alike
         # (`producers.keys.cipher`). Knowledge of the log, not keys: `forget_all` keeps it.
@@ -105,15 +107,29 @@ class HeldKeys:
 
     def sealer(self, subject: str) -> tuple[str, bytes, AESGCM]:
         """`key_for(subject)` with its `context`: what an append seals a subject's event
-        with. Answered from memory, without the lock, while the subject's shared key is
-        still the one `key_for` gives (held, not forgotten, not replaced): the check is
-        the one lookup `key_for` itself starts with."""
-        found = self._sealers.get(subject)
+        with (`_ready`)."""
+        return self._ready(self._sealers, subject, self.context)
+
+    def siv_sealer(self, subject: str) -> tuple[str, bytes, AESGCMSIV]:
+        """`key_for(subject)` with its `siv_context`: what an append seals a subject's
+        graph values with (`_ready`)."""
+        return self._ready(self._siv_sealers, subject, self.siv_context)
+
+    def _ready(
+        self,
+        cache: dict[str, tuple[str, bytes, C]],
+        subject: str,
+        context: Callable[[str, bytes], C],
+    ) -> tuple[str, bytes, C]:
+        # Answered from memory, without the lock, while the subject's shared key is still
+        # the one `key_for` gives (held, not forgotten, not replaced): the check is the
+        # one lookup `key_for` itself starts with.
+        found = cache.get(subject)
         if found is not None and self._shared.get(subject) == found[0]:
             return found
         key_id, key = self.key_for(subject)
-        found = (key_id, key, self.context(key_id, key))
-        self._sealers[subject] = found
+        found = (key_id, key, context(key_id, key))
+        cache[subject] = found
         return found
 
     @property
@@ -170,6 +186,7 @@ class HeldKeys:
                 if found is not None and self._shared.get(found.subject) == key_id:
                     del self._shared[found.subject]
                     self._sealers.pop(found.subject, None)
+                    self._siv_sealers.pop(found.subject, None)
 
     def _forget_subject_here(self, subject: str) -> None:
         with self._lock:
@@ -181,6 +198,7 @@ class HeldKeys:
             self._by_id.clear()
             self._shared.clear()
             self._sealers.clear()
+            self._siv_sealers.clear()
             self._contexts.clear()
             self._siv_contexts.clear()
             self._ahead.clear()

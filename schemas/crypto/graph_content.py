@@ -21,7 +21,7 @@ Pure: no keys, no I/O. The key store's half is `producers.keys.cipher`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any, NamedTuple
 from uuid import NAMESPACE_URL, UUID, uuid5
 
@@ -35,12 +35,14 @@ __all__ = [
     "ERASE_CONTENT",
     "content_slots",
     "map_content",
+    "map_payload",
     "item_subject",
     "subject_of_item",
     "is_erase_content",
     "value_at",
     "binding",
     "content_binding",
+    "binding_prefix",
 ]
 
 _BATCH = f"{OPERATION_NAMESPACE}.batch"
@@ -98,8 +100,13 @@ def content_binding(slot: ContentSlot, key: str) -> bytes:
     envelope: the same value of the same item seals alike in any envelope, which keeps
     comparisons of sealed items exact (`schemas.crypto.envelope.seal_convergent`). The
     item id's length first, so that no other item and key give the same bytes."""
+    return binding_prefix(slot) + key.encode()
+
+
+def binding_prefix(slot: ContentSlot) -> bytes:
+    """The item's part of `content_binding`, shared by all its content keys."""
     item = (slot.item_id or "").encode()
-    return len(item).to_bytes(4, "big") + item + key.encode()
+    return len(item).to_bytes(4, "big") + item
 
 
 def binding(slot: ContentSlot, key: str) -> tuple[UUID, str]:
@@ -183,17 +190,28 @@ def _set(value: Any, path: tuple[Step, ...], new: Any) -> Any:
     return copy_dict
 
 
+def map_payload(
+    envelope: GraphEnvelope, transform_for: Callable[[ContentSlot], Callable[[str, Any], Any]]
+) -> Any:
+    """`envelope`'s payload with each value of each content object replaced by
+    ``transform_for(slot)(key, value)`` (asked once per content object, so what a
+    transform sets up for its item is set up once); the payload itself (the same object)
+    when it carries no content."""
+    payload = envelope.payload
+    for slot in content_slots(envelope):
+        transform = transform_for(slot)
+        content = value_at(payload, slot.path)
+        new = {key: transform(key, value) for key, value in content.items()}
+        payload = _set(payload, slot.path, new)
+    return payload
+
+
 def map_content(
     envelope: GraphEnvelope, transform: Callable[[ContentSlot, str, Any], Any]
 ) -> GraphEnvelope:
     """`envelope` with each value of each content object replaced by
     ``transform(slot, key, value)``; `envelope` itself when it carries no content."""
-    slots = content_slots(envelope)
-    if not slots:
+    payload = map_payload(envelope, lambda slot: partial(transform, slot))
+    if payload is envelope.payload:
         return envelope
-    payload = envelope.payload
-    for slot in slots:
-        content = value_at(payload, slot.path)
-        new = {key: transform(slot, key, value) for key, value in content.items()}
-        payload = _set(payload, slot.path, new)
     return envelope.model_copy(update={"payload": payload})

@@ -122,6 +122,20 @@ def test_replacing_a_field_an_event_does_not_have_is_refused() -> None:
     message = Message(speaker="a", content="x")
     with pytest.raises(ValueError, match="Message has no field 'text'"):
         encode_record(message, ("text", "y"))
+    envelope = GraphEnvelope(id="e", namespace="memory", type="memory.create", ts="t")
+    with pytest.raises(ValueError, match="GraphEnvelope has no replaceable field 'type'"):
+        encode_record(envelope, ("type", "y"))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.dictionaries(text, st.none() | st.integers() | text), st.lists(text, max_size=3))
+def test_a_replaced_payload_encodes_as_the_copy_with_that_payload(
+    payload: dict[str, Any], other: list[str]
+) -> None:
+    envelope = GraphEnvelope(id="e", namespace="memory", type="x", ts="t", payload=payload)
+    data = encode_record(envelope, ("payload", other))
+    assert data == encode_record(envelope.model_copy(update={"payload": other}))
+    assert decode_record(data).payload == other  # type: ignore[union-attr]
 
 
 @settings(max_examples=200, deadline=None)

@@ -12,6 +12,7 @@ from schemas.crypto.graph_content import (
     content_slots,
     item_subject,
     map_content,
+    map_payload,
 )
 from schemas.records import GraphEnvelope
 
@@ -116,3 +117,23 @@ def test_an_items_subject_is_its_meta_subject_else_its_scope_else_the_item() -> 
     assert item_subject({"id": "i", "scope": "s", "meta": None}) == "s"
     assert item_subject({"id": "i", "scope": ""}) == "item:i"
     assert item_subject({"id": "i", "scope": "event:x", "meta": {"subject": "event:y"}}) == "item:i"
+
+
+def test_map_payload_asks_for_a_transform_once_per_content_object() -> None:
+    batch = _envelope(
+        {"commands": [_create("a", {"t": "x", "u": "y"}), _update("b", {"t": "z"})]},
+        "memstream.batch",
+        "memstream",
+    )
+    asked: list[str | None] = []
+
+    def transform_for(slot: ContentSlot) -> Any:
+        asked.append(slot.item_id)
+        return lambda key, value: _tag(slot, key, value)
+
+    payload = map_payload(batch, transform_for)
+    assert asked == ["a", "b"]
+    assert payload == map_content(batch, _tag).payload
+    assert payload["commands"][0]["item"]["content"]["u"] == "sealed(a,u,y)"
+    plain = _envelope({"type": "edge.create"}, "edge.create")
+    assert map_payload(plain, transform_for) is plain.payload and asked == ["a", "b"]
