@@ -1,11 +1,11 @@
 """Sealing and opening the content of records, with a log's key store.
 
-`seal_record` gives the copy of a record to store:
+`encode_sealed` gives the bytes of a record to store:
 
-- a message or document: its content field sealed (`schemas.crypto.envelope`) under a
-  fresh data key wrapped by its subject's key (the subject by
-  `schemas.crypto.subjects.subject_of`), or by a key of its own when the event has a
-  `retain_until` (so retention can erase it alone);
+- a message or document: its content field sealed (`schemas.crypto.envelope.seal`)
+  under its subject's shared key (the subject by `schemas.crypto.subjects.subject_of`),
+  or under a key of its own when it is its own subject or has a `retain_until` (so
+  retention can erase it alone);
 - a graph envelope: each value of each item's ``content`` it carries
   (`schemas.crypto.graph_content`) sealed, as canonical JSON, under the shared key of the
   item's subject (`item_subject`; an update: the subject of the item it updates), with
@@ -13,7 +13,11 @@
   that holds values in the wrapped form (logs written before 7 December; the key store
   notes each such item as its values are opened, `wrapped_items`) gets its new values in
   that form too (`seal_wrapped`): equal plaintexts of the item then still seal alike,
-  which is what the comparison needs.
+  which is what the comparison needs;
+- any other record as it is.
+
+The sealed copy is never built: its bytes are encoded with the sealed values in place
+(`schemas.codec.encode_record`'s ``replaced``).
 
 `open_record` gives back the readable record: the plaintext, or `ERASED` when the key is
 gone. Other records pass unchanged; an Erasure read from the log makes this process forget
@@ -71,7 +75,6 @@ from schemas.signing import is_signed, split_signed
 
 __all__ = [
     "KeyStore",
-    "seal_record",
     "encode_sealed",
     "open_record",
     "sealed_key_id",
@@ -195,30 +198,16 @@ def _sealed_content(keys: KeyStore, record: Message | Document) -> tuple[str, st
     return field, token
 
 
-def seal_record(keys: KeyStore, record: Record, subjects: _Subjects | None = None) -> Record:
-    """The record as an encrypted log stores it (`subjects`: the graph's items at the
-    seal, for an update's subject)."""
-    if type(record) is GraphEnvelope:
-        payload = _sealed_payload(keys, record, subjects or _Subjects(None))
-        if payload is record.payload:
-            return record
-        return record.model_copy(update={"payload": payload})
-    if not isinstance(record, Message | Document):
-        return record
-    return record.with_field(*_sealed_content(keys, record))
-
-
 def encode_sealed(
     keys: KeyStore,
     records: Sequence[Record],
     check_erasure: Callable[[Record], None],
     graph: GraphState | None = None,
 ) -> list[bytes]:
-    """The bytes an encrypted log stores for `records`: each encoded with its content
-    sealed (`seal_record`; `graph`: the graph at the seal), each checked against the
-    record size limit, each receipt (an Erasure, or its graph half) first passed to
-    `check_erasure` (which raises unless it tells the truth). Shared by both logs; a
-    message's or document's sealed copy is encoded without being built."""
+    """The bytes an encrypted log stores for `records` (see the module's docstring;
+    `graph`: the graph at the seal, for an update's subject), each checked against the
+    record size limit; each receipt (an Erasure, or its graph half) first passed to
+    `check_erasure`, which raises unless it tells the truth. Shared by both logs."""
     subjects = _Subjects(graph)
     out = []
     for record in records:
