@@ -63,6 +63,7 @@ from producers.logs.base import (
     sign_encoded,
 )
 from producers.logs.location import PATH_SCHEME
+from producers.logs.low_priority import Cancelled, run_at_low_priority
 from producers.logs.signing_key import KeySpec, SigningKeyError, resolve_signer
 from producers.logs.sqlite_evidence import SqliteEvidence
 from producers.logs.writers_line import WritersLine
@@ -728,32 +729,65 @@ class SqliteLog:
                 return
             self._free_runs = 0
             deadline = time.monotonic() + _LOCK_WAIT_S
-            if not self._line.join(deadline):
-                raise busy
             try:
-                now = time.monotonic()
-                turn_ends = now + _TURN_S
-                fold_at = now
-                seen = None
-                while True:
-                    version = cursor.execute("PRAGMA data_version").fetchone()[0]
-                    now = time.monotonic()
-                    if version == seen or now > turn_ends:
-                        refused = self._try_begin(cursor)
-                        if refused is None:
-                            return
-                        busy = refused
-                    if now >= fold_at:
-                        self._catch_up()  # what the holder committed, folded while waiting
-                        fold_at = now + _FOLD_EVERY_S
-                    seen = version
-                    if now > deadline:
-                        raise busy
-                    time.sleep(_NEXT_POLL_S)
-            finally:
-                self._line.leave()
+                # The wait runs at the lowest CPU priority, so that it never keeps the
+                # holder's threads waiting for a core (`low_priority`).
+                run_at_low_priority(
+                    partial(self._wait_in_line, cursor, deadline, busy),
+                    "memstream-sqlite-waiting",
+                )
+            except BaseException:
+                if self._conn.in_transaction:  # began just as the wait was interrupted
+                    cursor.execute("ROLLBACK")
+                raise
         finally:
             cursor.execute(f"PRAGMA busy_timeout={_LOCK_WAIT_S * 1000:.0f}")
+
+    def _wait_in_line(
+        self,
+        cursor: sqlite3.Cursor,
+        deadline: float,
+        busy: sqlite3.OperationalError,
+        cancelled: threading.Event,
+    ) -> None:
+        """Wait in line, then as the next in line, until BEGIN IMMEDIATE succeeds (see
+        `_begin_contended`); `busy` raised at `deadline`, `Cancelled` when `cancelled`."""
+        if not self._line.join(deadline, cancelled):
+            if cancelled.is_set():
+                raise Cancelled(f"log {self.location}: waiting for the write lock was interrupted")
+            raise busy
+        try:
+            self._next_in_line(cursor, deadline, busy, cancelled)
+        finally:
+            self._line.leave()
+
+    def _next_in_line(
+        self,
+        cursor: sqlite3.Cursor,
+        deadline: float,
+        busy: sqlite3.OperationalError,
+        cancelled: threading.Event,
+    ) -> None:
+        now = time.monotonic()
+        turn_ends = now + _TURN_S
+        fold_at = now
+        seen = None
+        while not cancelled.is_set():
+            version = cursor.execute("PRAGMA data_version").fetchone()[0]
+            now = time.monotonic()
+            if version == seen or now > turn_ends:
+                refused = self._try_begin(cursor)
+                if refused is None:
+                    return
+                busy = refused
+            if now >= fold_at:
+                self._catch_up()  # what the holder committed, folded while waiting
+                fold_at = now + _FOLD_EVERY_S
+            seen = version
+            if now > deadline:
+                raise busy
+            time.sleep(_NEXT_POLL_S)
+        raise Cancelled(f"log {self.location}: waiting for the write lock was interrupted")
 
     @staticmethod
     def _try_begin(cursor: sqlite3.Cursor) -> sqlite3.OperationalError | None:

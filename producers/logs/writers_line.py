@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -58,9 +59,10 @@ class WritersLine:
         self._pid = os.getpid()
         return self._fd
 
-    def join(self, deadline: float) -> bool:
+    def join(self, deadline: float, cancelled: threading.Event | None = None) -> bool:
         """Wait until this process is next in line (True), or until time.monotonic()
-        passes `deadline` (False). With no line file to lock: True at once."""
+        passes `deadline` or `cancelled` is set (False). With no line file to lock: True
+        at once."""
         fd = self._descriptor()
         if fd is None:
             return True
@@ -69,7 +71,7 @@ class WritersLine:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 return True
             except BlockingIOError:
-                if time.monotonic() > deadline:
+                if time.monotonic() > deadline or (cancelled is not None and cancelled.is_set()):
                     return False
                 time.sleep(_POLL_S)
             except OSError:

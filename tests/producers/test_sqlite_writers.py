@@ -7,6 +7,8 @@ the append is checked."""
 from __future__ import annotations
 
 import errno
+import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -99,6 +101,7 @@ def test_the_next_in_line_folds_while_waiting_and_gets_its_turn(
         assert isinstance(log, SqliteLog)
         memory.add_message(Message(speaker="ana", content="first"))
         folded_waiting: list[int] = []
+        policies: set[int] = set()
         waiting = False
         catch_up, begin = log._catch_up, log._begin_contended
 
@@ -107,6 +110,8 @@ def test_the_next_in_line_folds_while_waiting_and_gets_its_turn(
             catch_up()
             if waiting and not log._conn.in_transaction:
                 folded_waiting.append(log._state.next_seq - before)
+                if sys.platform.startswith("linux"):
+                    policies.add(os.sched_getscheduler(threading.get_native_id()))
 
         def watched_begin(cursor: sqlite3.Cursor) -> None:
             nonlocal waiting
@@ -154,6 +159,8 @@ def test_the_next_in_line_folds_while_waiting_and_gets_its_turn(
             holder.join()
         assert waited < 2.0, f"waited {waited:.2f} s for a writer that never paused"
         assert any(folded_waiting), folded_waiting  # folded while waiting, not only before
+        # ... in a thread that gives way to any other wanting the core (`low_priority`)
+        assert policies <= {os.SCHED_IDLE}
         assert mine.seq is not None and min(theirs) < mine.seq
         seqs = [e.seq for e in memory.events()]
         assert seqs == list(range(len(theirs) + 2))
@@ -291,3 +298,36 @@ def test_a_lock_held_too_long_is_log_unavailable_and_changes_nothing(
         assert [e.content for e in memory.events()] == ["before"]  # type: ignore[union-attr]
         stored = memory.add_message(Message(speaker="ana", content="after"))
         assert stored.seq == 1
+
+
+def test_a_wait_interrupted_by_ctrl_c_leaves_no_transaction_and_no_place_in_line(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C while the append waits in line: KeyboardInterrupt, nothing appended, the
+    wait's thread stopped before the connection is touched again, the line free for the
+    next waiter, the busy timeout restored; the log appends afterwards."""
+    path = tmp_path / "memory-db"
+    with Memory(path) as memory:
+        log = memory.log
+        assert isinstance(log, SqliteLog)
+        memory.add_message(Message(speaker="ana", content="before"))
+        log._contended = True
+        holder = _hold_lock(path, 1.0)
+        main = threading.main_thread().ident
+        assert main is not None
+        timer = threading.Timer(0.2, signal.pthread_kill, (main, signal.SIGINT))
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            memory.add_message(Message(speaker="ana", content="interrupted"))
+        timer.join()
+        assert not log._conn.in_transaction
+        assert not [t for t in threading.enumerate() if t.name == "memstream-sqlite-waiting"]
+        other = WritersLine(path)
+        assert other.join(time.monotonic() + 0.5)  # this process left the line
+        other.leave()
+        other.close()
+        assert _busy_timeout(memory) == sqlite_log._LOCK_WAIT_S * 1000
+        holder.join()
+        after = memory.add_message(Message(speaker="ana", content="after"))
+        assert [e.content for e in memory.events()] == ["before", "after"]  # type: ignore[union-attr]
+        assert after.seq == 1
