@@ -716,7 +716,9 @@ class SqliteLog:
         for a run of appends, and the next one starts caught up. SQLite's own busy
         handler is off meanwhile (busy_timeout 0), and restored whatever happens.
         Appends that find the lock free `_UNCONTENDED_RUN` times in a row go back to the
-        plain BEGIN, which costs nothing extra when one process writes.
+        plain BEGIN, which costs nothing extra when one process writes. The waiting runs
+        in a helper thread at the lowest CPU priority (`_wait_in_line`,
+        `producers.logs.low_priority`) while this thread waits for it.
         """
         cursor.execute("PRAGMA busy_timeout=0")
         try:
@@ -756,38 +758,29 @@ class SqliteLog:
             if cancelled.is_set():
                 raise Cancelled(f"log {self.location}: waiting for the write lock was interrupted")
             raise busy
-        try:
-            self._next_in_line(cursor, deadline, busy, cancelled)
+        try:  # next in line
+            now = time.monotonic()
+            turn_ends = now + _TURN_S
+            fold_at = now
+            seen = None
+            while not cancelled.is_set():
+                version = cursor.execute("PRAGMA data_version").fetchone()[0]
+                now = time.monotonic()
+                if version == seen or now > turn_ends:
+                    refused = self._try_begin(cursor)
+                    if refused is None:
+                        return
+                    busy = refused
+                if now >= fold_at:
+                    self._catch_up()  # what the holder committed, folded while waiting
+                    fold_at = now + _FOLD_EVERY_S
+                seen = version
+                if now > deadline:
+                    raise busy
+                time.sleep(_NEXT_POLL_S)
+            raise Cancelled(f"log {self.location}: waiting for the write lock was interrupted")
         finally:
             self._line.leave()
-
-    def _next_in_line(
-        self,
-        cursor: sqlite3.Cursor,
-        deadline: float,
-        busy: sqlite3.OperationalError,
-        cancelled: threading.Event,
-    ) -> None:
-        now = time.monotonic()
-        turn_ends = now + _TURN_S
-        fold_at = now
-        seen = None
-        while not cancelled.is_set():
-            version = cursor.execute("PRAGMA data_version").fetchone()[0]
-            now = time.monotonic()
-            if version == seen or now > turn_ends:
-                refused = self._try_begin(cursor)
-                if refused is None:
-                    return
-                busy = refused
-            if now >= fold_at:
-                self._catch_up()  # what the holder committed, folded while waiting
-                fold_at = now + _FOLD_EVERY_S
-            seen = version
-            if now > deadline:
-                raise busy
-            time.sleep(_NEXT_POLL_S)
-        raise Cancelled(f"log {self.location}: waiting for the write lock was interrupted")
 
     @staticmethod
     def _try_begin(cursor: sqlite3.Cursor) -> sqlite3.OperationalError | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -43,3 +44,12 @@ def go_verifier(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("goverify") / "goverify"
     subprocess.run([go, "build", "-o", str(out), "."], cwd=GO_VERIFIER, check=True, timeout=300)
     return out
+
+
+@pytest.fixture
+def ctrl_c_raises() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt during the test: code that earlier tests ran in
+    this process (a CLI's main) may have installed a handler of its own."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)

@@ -63,6 +63,16 @@ def _busy_timeout(memory: Memory) -> int:
     return value
 
 
+def _after_one_append(memory: Memory, contended: bool) -> SqliteLog:
+    """The memory's log after one append ("before"), waiting in line (`contended`) or
+    not at its next."""
+    log = memory.log
+    assert isinstance(log, SqliteLog)
+    memory.add_message(Message(speaker="ana", content="before"))
+    log._contended = contended
+    return log
+
+
 def test_a_writer_starts_contended_goes_plain_and_back(tmp_path: Path) -> None:
     path = tmp_path / "memory-db"
     with Memory(path) as memory:
@@ -283,10 +293,7 @@ def test_a_lock_held_too_long_is_log_unavailable_and_changes_nothing(
     monkeypatch.setattr(sqlite_log, "_LOCK_WAIT_S", 0.3)
     path = tmp_path / "memory-db"
     with Memory(path) as memory:
-        log = memory.log
-        assert isinstance(log, SqliteLog)
-        memory.add_message(Message(speaker="ana", content="before"))
-        log._contended = contended
+        _after_one_append(memory, contended)
         holder = _hold_lock(path, 2.0)
         refused = Message(speaker="ana", content="refused")
         with pytest.raises(LogUnavailableError, match="locked by another connection") as caught:
@@ -301,17 +308,14 @@ def test_a_lock_held_too_long_is_log_unavailable_and_changes_nothing(
 
 
 def test_a_wait_interrupted_by_ctrl_c_leaves_no_transaction_and_no_place_in_line(
-    tmp_path: Path,
+    tmp_path: Path, ctrl_c_raises: None
 ) -> None:
     """Ctrl-C while the append waits in line: KeyboardInterrupt, nothing appended, the
     wait's thread stopped before the connection is touched again, the line free for the
     next waiter, the busy timeout restored; the log appends afterwards."""
     path = tmp_path / "memory-db"
     with Memory(path) as memory:
-        log = memory.log
-        assert isinstance(log, SqliteLog)
-        memory.add_message(Message(speaker="ana", content="before"))
-        log._contended = True
+        log = _after_one_append(memory, contended=True)
         holder = _hold_lock(path, 1.0)
         main = threading.main_thread().ident
         assert main is not None
