@@ -120,8 +120,11 @@ def _sqlite_alone(path: Path, messages: list[Message]) -> float:
         log.close()
 
 
-def _writer(path: str, count: int, barrier: Any, out: Any) -> None:
-    """One writer process: `count` appends one by one, timed from the common start."""
+def _writer(path: str, count: int, barrier: Any, finished: Any, out: Any) -> None:
+    """One writer process: `count` appends one by one, timed from the common start. It
+    stays until every writer is done: a writer that ended at once (closing its log, the
+    interpreter's teardown: tens of milliseconds of CPU) would run on the cores the
+    others still append with, which one process alone never pays within its time."""
     with Memory(path) as memory:
         messages = [Message(speaker="w", content=f"append number {i}") for i in range(count)]
         barrier.wait()
@@ -129,6 +132,7 @@ def _writer(path: str, count: int, barrier: Any, out: Any) -> None:
         for message in messages:
             memory.add_message(message)
         out.put((start, time.perf_counter()))
+        finished.wait(600)  # the parent gives up on a writer after as long
 
 
 def _writers_rate(path: Path, processes: int, count: int) -> float:
@@ -136,10 +140,11 @@ def _writers_rate(path: Path, processes: int, count: int) -> float:
     to one fresh embedded path (each fsynced), from the first start to the last end."""
     ctx = mp.get_context("spawn")
     Memory(path).close()  # the log, created once
-    barrier = ctx.Barrier(processes)
+    barrier, finished = ctx.Barrier(processes), ctx.Barrier(processes)
     out = ctx.Queue()
     procs = [
-        ctx.Process(target=_writer, args=(str(path), count, barrier, out)) for _ in range(processes)
+        ctx.Process(target=_writer, args=(str(path), count, barrier, finished, out))
+        for _ in range(processes)
     ]
     for proc in procs:
         proc.start()
