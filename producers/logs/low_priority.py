@@ -36,7 +36,7 @@ def lower_this_thread() -> str:
     try:
         os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
         return "idle"
-    except (OSError, AttributeError):  # not Linux
+    except (OSError, AttributeError):  # not Linux, or refused (a sandbox)
         pass
     try:
         os.setpriority(os.PRIO_PROCESS, tid, LOWEST_NICE)
