@@ -74,6 +74,25 @@ def test_a_batch_with_an_oversized_record_last_appends_nothing(memory_location: 
     assert contents == ["before", "after"]
 
 
+def test_an_encrypted_log_checks_the_size_of_what_it_stores(memory_location: str) -> None:
+    """Sealing grows content by a third (base64, nonce, tag, key id): a message whose plain
+    record fits but whose sealed record does not is refused, in a batch, appending nothing;
+    the limit is checked on the bytes stored, which the plain record never is."""
+    fits_plain = _sized_message(MAX_RECORD_BYTES - 10_000)
+    assert len(encode_record(fits_plain)) <= MAX_RECORD_BYTES
+    with Memory(memory_location, encrypt=True) as memory:
+        memory.add_message(Message(speaker="ana", content="before", session_id="s1"))
+        with pytest.raises(RecordTooLargeError, match=str(fits_plain.id)):
+            memory.append_many(
+                [Message(speaker="ana", content="small", session_id="s1"), fits_plain]
+            )
+        after = memory.add_message(Message(speaker="ana", content="after", session_id="s1"))
+        assert after.seq == 1
+    with Memory(memory_location, create=False) as reader:
+        contents = [m.content for m in reader.replay().visible_messages]
+    assert contents == ["before", "after"]
+
+
 def test_an_oversized_graph_item_is_refused_on_both_logs(memory_location: str) -> None:
     with MemexStore.open(memory_location) as store:
         with pytest.raises(RecordTooLargeError, match="envelope"):
