@@ -7,14 +7,15 @@ Kafka store (`kafka_keys`), which differ only in where a key is kept.
 - Keys made ahead for events that get a key of their own (an event without a session, or
   with a `retain_until`). Made one per append, such a key cost every append one more
   B-tree page in its commit (embedded) or one more acknowledged write before it (Kafka);
-  made ahead, a store writes them in batches of 1, 2, 4, ... up to `AHEAD_MAX`, durable
+  made ahead, a store writes them in batches of 1, 2, 4, ... up to its `ahead_max`
+  (`AHEAD_MAX` unless the store says otherwise), durable
   before any record sealed under one is written. A key made ahead is stored without a
   subject (`UNASSIGNED` as its subject and event): the record sealed under it names its id,
   and that is how erasure and retention find an event's own key. So a process that
   appended n such events leaves at most about n unused keys when it ends (none of them
   seals anything), and a process that appends once writes one key, as before. (The Kafka
   store also writes a batch while the last is used, once batches reach 8 keys: at most
-  `AHEAD_MAX` more unused keys.)
+  `ahead_max` more unused keys.)
 
 Forgetting a key (destroyed, or made in a transaction that rolled back) drops its context
 and any unused key made ahead with it.
@@ -51,6 +52,9 @@ class Held(NamedTuple):
 class HeldKeys:
     """The in-memory half of a key store (see the module's docstring). Thread-safe; the
     store's methods hold `_lock` around what they read and write."""
+
+    # The largest batch of keys made ahead (see the module's docstring).
+    ahead_max = AHEAD_MAX
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
@@ -150,13 +154,13 @@ class HeldKeys:
 
     def _next_batch(self) -> list[tuple[str, bytes]]:
         """The (id, key) pairs of the next batch to make ahead: twice the last, at most
-        `AHEAD_MAX`. The store writes them, then calls `_made_ahead`.
+        `ahead_max`. The store writes them, then calls `_made_ahead`.
 
         Ids and keys as `new_key_id` and `new_key` make them, from one read of the
         system's random source for the whole batch (one read each cost every key made
         ahead about a microsecond, a fifth of what an own key costs an append)."""
         with self._lock:
-            count, self._batch = self._batch, min(self._batch * 2, AHEAD_MAX)
+            count, self._batch = self._batch, min(self._batch * 2, self.ahead_max)
         # One clock reading: the batch's ids share their time part and sort together.
         stamp = f"{time.time_ns() // 1_000_000 & 0xFFFFFFFFFFFF:012x}"
         size = KEY_ID_RANDOM + KEY_BYTES

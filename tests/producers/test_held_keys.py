@@ -27,6 +27,18 @@ def test_batches_double_up_to_the_most_and_hold_distinct_well_formed_keys() -> N
     assert not {key_id[12:] for key_id in ids} & {key[:10].hex() for key in keys}
 
 
+def test_a_store_sets_its_own_largest_batch() -> None:
+    """The Kafka store makes larger batches than the embedded one (`ahead_max`)."""
+    from producers.keys.kafka_keys import KafkaKeyStore
+
+    class Small(HeldKeys):
+        ahead_max = 4
+
+    small = Small()
+    assert [len(small._next_batch()) for _ in range(5)] == [1, 2, 4, 4, 4]
+    assert KafkaKeyStore.ahead_max > AHEAD_MAX == HeldKeys.ahead_max
+
+
 def test_a_key_taken_ahead_comes_with_the_context_of_that_key() -> None:
     held = HeldKeys()
     batch = held._next_batch() + held._next_batch()
