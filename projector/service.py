@@ -181,6 +181,10 @@ class ProjectorStats:
     restarts: int = 0
     # Signed checkpoints cut (issue 14), and why none is signed when the log was rewritten.
     checkpoints: int = 0
+    # The most lifecycle events produced and not yet acknowledged seen by the loop
+    # (`max_undelivered` bounds it) and how long the loop waited for deliveries in all.
+    most_undelivered: int = 0
+    backpressure_s: float = 0.0
     evidence_halted: str | None = None
 
 
@@ -212,6 +216,13 @@ _ENVELOPE_KIND = (KIND_HEADER, b"envelope")
 _SWEEP_KIND = (KIND_HEADER, b"sweep")
 # Redis write retries back off up to this long.
 _MAX_BACKOFF_S = 5.0
+# Lifecycle events produced and not yet acknowledged, at most (about: a round of the loop
+# may add one consumed batch's events past it). A commit first waits for all of them, and a
+# transaction open longer than its timeout (12 s) fences its producer. Unbounded, a 1M-record
+# catch-up ran ahead of the broker (slowed while the snapshot compactor took a core) until a
+# commit waited 13-23 s: fenced, three times in one run, each time folding again from the
+# last snapshot. At 10,000, a commit waited 1-5 s at worst, and the catch-up rate held.
+MAX_UNDELIVERED = 10_000
 # A snapshot cut waits this long at most for the commit of its lifecycle events.
 _COMMIT_WAIT_S = 60.0
 # ... and then this long at most for their commit markers (`projector.settlement`): past the
@@ -629,6 +640,7 @@ class Projector:
         key: KeySpec = None,
         checkpoint_ms: int = 1000,
         admin: AdminClient | None = None,
+        max_undelivered: int = MAX_UNDELIVERED,
     ) -> None:
         """Lifecycle transactions commit, on a thread of their own, once `commit_ms` old
         while catching up and `commit_linger_ms` old at the log's end (a commit costs a few
@@ -649,7 +661,11 @@ class Projector:
         (`producers.logs.kafka_evidence`).
 
         `admin`: an admin client of the log's cluster to share (a process following many
-        logs, `projector.group`, needs one, not one per log); None: one of its own."""
+        logs, `projector.group`, needs one, not one per log); None: one of its own.
+
+        `max_undelivered`: while more lifecycle events than this are produced and not yet
+        acknowledged, the loop folds nothing more (`MAX_UNDELIVERED`), so that a commit,
+        which waits for them all, ends well within the transaction's timeout."""
         self.location = (
             location if isinstance(location, KafkaLocation) else parse_kafka_location(location)
         )
@@ -659,6 +675,7 @@ class Projector:
         self.lease_ms = lease_ms
         self.commit_ms = commit_ms
         self.commit_linger_ms = commit_linger_ms
+        self.max_undelivered = max_undelivered
         self.progress = progress
         self.owner = uuid.uuid4().hex
         self.stats = ProjectorStats()
@@ -1033,6 +1050,35 @@ class Projector:
                 produce(topic, value, headers, seq)
             held.clear()
 
+        def undelivered() -> int:
+            """Lifecycle events produced and not yet acknowledged, and those held back."""
+            return len(producer) + len(held)
+
+        def keep_pace() -> None:
+            """With more than `max_undelivered` events undelivered, wait (without the
+            committer's lock, so that commits go on) until the broker has caught up by
+            half, or the lease must be renewed, or the run stops."""
+            count = undelivered()
+            self.stats.most_undelivered = max(self.stats.most_undelivered, count)
+            if count <= self.max_undelivered:
+                return
+            waited = time.monotonic()
+            while (
+                acks.error is None
+                and committer.error is None
+                and time.monotonic() < keeper.until - margin
+                and not (stop is not None and stop.is_set())
+            ):
+                if held and committer.lock.acquire(blocking=False):
+                    try:
+                        release()
+                    finally:
+                        committer.lock.release()
+                if undelivered() <= self.max_undelivered // 2:
+                    break
+                producer.poll(0.01)
+            self.stats.backpressure_s += time.monotonic() - waited
+
         def drain() -> None:
             """Everything published so far, committed (after the commit in flight)."""
             with committer.lock:
@@ -1245,6 +1291,7 @@ class Projector:
                     tail = None
                 # Every round, busy or idle: delivery reports are served here.
                 producer.poll(0)
+                keep_pace()
                 if evidence is not None:  # a checkpoint after a batch, at most every N ms
                     evidence.cut(time.monotonic())
                 if acks.error is not None:
