@@ -21,7 +21,10 @@ settings, chosen here for a prompt, bounded deletion (`KEYS_TOPIC_CONFIG`):
   after the cleaning that removed the key, so readers following the topic see it; readers
   starting later never see the key anyway;
 - ``file.delete.delay.ms=0``: the segment files the cleaner replaced are deleted at once
-  (the broker's default keeps them 60 s).
+  (the broker's default keeps them 60 s);
+- ``segment.index.bytes=65536``: a segment's two indexes are made at this size (the
+  broker's default, 10 MB each, made a key write that rolled the segment take 6.1 ms at
+  the median against 2.1 ms; such a segment holds a few keys).
 
 The broker's cleaner thread looks for work every ``log.cleaner.backoff.ms`` (15 s by
 default): with the roll, that is the bound on how long a destroyed key's bytes stay on the
@@ -95,6 +98,7 @@ KEYS_TOPIC_CONFIG = {
     "min.compaction.lag.ms": "0",
     "delete.retention.ms": "1000",
     "file.delete.delay.ms": "0",
+    "segment.index.bytes": "65536",
     "retention.ms": "-1",
     "retention.bytes": "-1",
 }
