@@ -666,6 +666,10 @@ class Projector:
         `max_undelivered`: while more lifecycle events than this are produced and not yet
         acknowledged, the loop folds nothing more (`MAX_UNDELIVERED`), so that a commit,
         which waits for them all, ends well within the transaction's timeout."""
+        if max_undelivered < 0:
+            # Negative, no count of undelivered events is ever low enough: the loop waits
+            # for ever.
+            raise ValueError(f"max_undelivered must be 0 or more, got {max_undelivered}")
         self.location = (
             location if isinstance(location, KafkaLocation) else parse_kafka_location(location)
         )

@@ -251,6 +251,13 @@ def test_a_projector_ahead_of_the_broker_waits_and_still_publishes_each_event_on
     assert _lifecycle_of(loc) == expected
 
 
+def test_a_negative_max_undelivered_is_refused_before_anything_is_touched() -> None:
+    """No count of undelivered events is below a negative bound: the loop would wait for
+    ever. Refused at once, naming the argument (no broker is asked: none listens here)."""
+    with pytest.raises(ValueError, match="max_undelivered must be 0 or more, got -1"):
+        Projector("kafka://127.0.0.1:9/nowhere?redis=redis://127.0.0.1:9/0", max_undelivered=-1)
+
+
 def test_redis_flushed_while_running_is_rebuilt_and_never_wrong(
     kafka_bootstrap: str, redis_url: str, unique_name: str
 ) -> None:
