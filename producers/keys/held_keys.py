@@ -7,15 +7,15 @@ Kafka store (`kafka_keys`), which differ only in where a key is kept.
 - Keys made ahead for events that get a key of their own (an event without a session, or
   with a `retain_until`). Made one per append, such a key cost every append one more
   B-tree page in its commit (embedded) or one more acknowledged write before it (Kafka);
-  made ahead, a store writes them in batches of 1, 2, 4, ... up to its `ahead_max`
-  (`AHEAD_MAX` unless the store says otherwise), durable
-  before any record sealed under one is written. A key made ahead is stored without a
-  subject (`UNASSIGNED` as its subject and event): the record sealed under it names its id,
-  and that is how erasure and retention find an event's own key. So a process that
-  appended n such events leaves at most about n unused keys when it ends (none of them
-  seals anything), and a process that appends once writes one key, as before. (The Kafka
-  store also writes a batch while the last is used, once batches reach 8 keys: at most
-  `ahead_max` more unused keys.)
+  made ahead, a store writes them in batches that double from its `ahead_first` (1 unless
+  the store says otherwise) up to its `ahead_max` (`AHEAD_MAX` unless it says otherwise),
+  durable before any record sealed under one is written. A key made ahead is stored
+  without a subject (`UNASSIGNED` as its subject and event): the record sealed under it
+  names its id, and that is how erasure and retention find an event's own key. So a
+  process that appended n such events leaves at most about n unused keys when it ends
+  (none of them seals anything), and an embedded process that appends once writes one key,
+  as before. (The Kafka store starts at 16 keys and writes the next batch, on a thread,
+  while the last is used: at most `ahead_max` more unused keys.)
 
 Forgetting a key (destroyed, or made in a transaction that rolled back) drops its context
 and any unused key made ahead with it.
@@ -53,7 +53,8 @@ class HeldKeys:
     """The in-memory half of a key store (see the module's docstring). Thread-safe; the
     store's methods hold `_lock` around what they read and write."""
 
-    # The largest batch of keys made ahead (see the module's docstring).
+    # The first and the largest batch of keys made ahead (see the module's docstring).
+    ahead_first = 1
     ahead_max = AHEAD_MAX
 
     def __init__(self) -> None:
@@ -71,7 +72,7 @@ class HeldKeys:
         # (`producers.keys.cipher`). Knowledge of the log, not keys: `forget_all` keeps it.
         self._wrapped_items: set[str] = set()
         self._ahead: list[str] = []  # ids of durable keys made ahead, not used yet
-        self._batch = 1  # how many keys the next batch makes
+        self._batch = self.ahead_first  # how many keys the next batch makes
 
     def _hold(self, key_id: str, subject: str, event_id: str | None, key: bytes) -> None:
         with self._lock:
@@ -170,14 +171,19 @@ class HeldKeys:
             for at in range(0, size * count, size)
         ]
 
-    def _made_ahead(self, batch: list[tuple[str, bytes]]) -> None:
-        """`batch` is durable in the store (or, embedded, in the open transaction)."""
+    def _made_ahead(
+        self, batch: list[tuple[str, bytes]], contexts: list[AESGCM] | None = None
+    ) -> None:
+        """`batch` is durable in the store (or, embedded, in the open transaction);
+        `contexts`: its keys' `aead`, in order, when the caller made them already."""
+        if contexts is None:
+            # Set up now, in one loop: made one at a time by the appends that use them,
+            # each context cost an append 7 µs instead of about 1.
+            contexts = [aead(key) for _, key in batch]
         with self._lock:
-            for key_id, key in batch:
+            for (key_id, key), context in zip(batch, contexts, strict=True):
                 self._by_id[key_id] = Held(UNASSIGNED, UNASSIGNED, key)
-                # Set up now, in one loop: made one at a time by the appends that use
-                # them, each context cost an append 7 µs instead of about 1.
-                self._contexts[key_id] = aead(key)
+                self._contexts[key_id] = context
             # Taken from the end: the first made is used first (ids in time order).
             self._ahead.extend(key_id for key_id, _ in reversed(batch))
 

@@ -36,8 +36,9 @@ one record per live key) and keeps the live keys in memory; a key it does not kn
 up by reading the topic to its end first (a record sealed under it was acknowledged after
 it). Tombstones read make the process forget the key. Keys of single events are made
 ahead, many in one acknowledged write (`producers.keys.held_keys`), and stored with an
-empty subject and event: the record sealed under one names it. Once a process uses them
-in batches of 8 or more, the next batch is written while the last is used (`own_key`).
+empty subject and event: the record sealed under one names it. The first batch (16 keys)
+is written by the append that needs it; each next one by a thread while the last is used
+(`own_key`).
 
 Before an append seals content, the writer's view of the topic must include every tombstone
 acknowledged before the append began (`current`). Asking the topic's end on every append
@@ -72,7 +73,7 @@ from producers.logs.kafka_client import (
     follower_conf,
     producer_conf,
 )
-from schemas.crypto.envelope import KEY_BYTES, new_key, new_key_id
+from schemas.crypto.envelope import KEY_BYTES, aead, new_key, new_key_id
 from schemas.crypto.subjects import EVENT_SUBJECT_PREFIX
 from schemas.errors import CorruptLogError
 
@@ -184,18 +185,26 @@ _UNASSIGNED_META = json.dumps(
 
 # Keys are written ahead of need (`KafkaKeyStore.own_key`) once a batch this large was made.
 _REFILL_FROM = 8
+# A refill's thread produces its keys this many at a time, giving the GIL up between: an
+# append that waits for the GIL meanwhile (its acknowledgement came) would otherwise wait
+# out Python's switch interval, 5 ms, behind 512 produce calls.
+_REFILL_CHUNK = 32
 
 
 class _Refill:
-    """A batch of keys made ahead, written and not yet all acknowledged. Its delivery
-    reports may be served by any thread that polls the store's producer, so they only
-    count here; the store holds the keys (`_settle_refill`) under its lock."""
+    """A batch of keys made ahead, written by a thread of its own while the last batch is
+    used (`KafkaKeyStore._write_ahead`): produced, every one acknowledged, their AES-GCM
+    contexts made, then `done` is set. Its delivery reports may be served by any thread
+    that polls the store's producer, so they only count here; the store holds the keys
+    (`_settle_refill`) under its lock once `done` is set and nothing `failed`."""
 
     def __init__(self, batch: list[tuple[str, bytes]]) -> None:
         self.batch = batch
         self.ids = frozenset(key_id for key_id, _ in batch)
         self.acknowledged = 0
         self.failed: str | None = None
+        self.contexts: list[AESGCM] = []
+        self.done = threading.Event()
         self._count = threading.Lock()  # two polling threads may report at once
 
     def report(self, err: KafkaError | None, _msg: Any) -> None:
@@ -209,11 +218,15 @@ class _Refill:
 class KafkaKeyStore(HeldKeys):
     """The keys of one encrypted Kafka log (see the module's docstring). Thread-safe."""
 
-    # Keys of single events are written in batches of up to this many (`own_key`). Each
+    # Keys of single events are written 16 in the first batch (a process appending once
+    # leaves 15 unused: 16 keys cost one write as 1 does, and the next batch is written
+    # while they are used; started at 1, 2, 4 and 8, the first 15 appends waited for four
+    # writes, 2-4 ms each), then in batches of up to `ahead_max` (`own_key`). Each
     # batch is an acknowledged write that may roll the topic's 100 ms segment, and is read
     # back by every process's consumer: batches of 512 took the broker's CPU per append
     # from about 215 to 170 µs against batches of 64 (probe, 3,000 appends each), for at
     # most 512 more unused keys per process (an AES-GCM context each while held, 1.3 KB).
+    ahead_first = 16
     ahead_max = 512
 
     def __init__(self, bootstrap: str, log_topic: str, timeout: float = _TIMEOUT_S) -> None:
@@ -256,6 +269,8 @@ class KafkaKeyStore(HeldKeys):
         self._watcher: threading.Thread | None = None
         self._closed = threading.Event()
         self._refill: _Refill | None = None  # keys being written ahead (`own_key`)
+        self._refill_wanted = threading.Event()
+        self._ahead_writer: threading.Thread | None = None
         self._last_batch = 0  # how many keys the last batch made ahead held
         self.refresh()
 
@@ -435,20 +450,17 @@ class KafkaKeyStore(HeldKeys):
         """`own_key`, under `_lock`.
 
         Once a process has used a batch of `_REFILL_FROM` keys or more, the next batch is
-        written while the last ones are used (`_Refill`): an append then waits for a key
-        write only when it uses keys faster than the broker acknowledges them. (A write to
-        ``LOG.keys`` often rolls its 100 ms segment: 4 ms at the median, up to 30 ms.) A key
-        is handed out only after its write was acknowledged; a refill that failed is
-        dropped, and the next batch is written here, its error raised."""
+        written by a thread while the last ones are used (`_Refill`): an append then waits
+        for a key write only when it uses keys faster than the broker acknowledges them. (A
+        write to ``LOG.keys`` often rolls its 100 ms segment: 2 ms at the median.) A key is
+        handed out only after its write was acknowledged; a refill that failed is dropped,
+        and the next batch is written here, its error raised."""
         if self._refill is not None:
-            self._producer.poll(0)  # serves the refill's delivery reports
             self._settle_refill()
         taken = self._take_ahead()
         if taken is None and self._refill is not None:
-            try:
-                self._producer.flush(self._timeout)
-            except KafkaException as exc:  # the batch below says what failed, if it does
-                self._refill.failed = error_cause(exc)
+            # Its thread gives up after `_timeout` (then `failed` says why).
+            self._refill.done.wait(self._timeout + 5.0)
             self._settle_refill()
             taken = self._take_ahead()
         if taken is None:
@@ -470,36 +482,79 @@ class KafkaKeyStore(HeldKeys):
         return taken
 
     def _start_refill(self) -> None:
-        """Write the next batch of keys made ahead without waiting for it. Under `_lock`."""
-        refill = _Refill(self._next_batch())
+        """Have the next batch of keys made ahead written by the store's writing thread
+        (`_write_ahead`), started on first use: one thread for every batch (a thread
+        started per batch cost the append that started it 0.4-7.7 ms, the new thread
+        running first). Under `_lock`."""
+        self._refill = _Refill(self._next_batch())
+        if self._ahead_writer is None:
+            self._ahead_writer = threading.Thread(
+                target=self._write_ahead_loop,
+                name=f"memstream-keys-ahead-{self.log_topic}",
+                daemon=True,
+            )
+            self._ahead_writer.start()
+        self._refill_wanted.set()
+
+    def _write_ahead_loop(self) -> None:
+        """The writing thread: each refill asked for, written (`_write_ahead`), until the
+        store closes."""
+        while True:
+            self._refill_wanted.wait()
+            self._refill_wanted.clear()
+            refill = self._refill
+            if refill is not None and not refill.done.is_set():
+                self._write_ahead(refill)
+            if self._closed.is_set():
+                return
+
+    def _write_ahead(self, refill: _Refill) -> None:
+        """The refill's thread: produce its keys (`_REFILL_CHUNK` at a time), wait until
+        every one is acknowledged (or `_timeout` passed, or the store closed), make their
+        contexts; then set `done`. Takes no lock of the store's: the append that waits on
+        `done` holds `_lock`."""
+        batch = refill.batch
         try:
-            for key_id, key in refill.batch:
-                self._producer.produce(
-                    self.topic,
-                    value=_encode(UNASSIGNED, UNASSIGNED, key),
-                    key=key_id.encode(),
-                    on_delivery=refill.report,
-                )
+            for at in range(0, len(batch), _REFILL_CHUNK):
+                for key_id, key in batch[at : at + _REFILL_CHUNK]:
+                    self._producer.produce(
+                        self.topic,
+                        value=_encode(UNASSIGNED, UNASSIGNED, key),
+                        key=key_id.encode(),
+                        on_delivery=refill.report,
+                    )
+                time.sleep(0)  # gives the GIL up (see `_REFILL_CHUNK`)
+            deadline = time.monotonic() + self._timeout
+            while refill.failed is None and refill.acknowledged < len(batch):
+                if self._closed.is_set() or time.monotonic() > deadline:
+                    when = "before the store closed" if self._closed.is_set() else "in time"
+                    left = len(batch) - refill.acknowledged
+                    refill.failed = f"{left} key(s) written ahead not acknowledged {when}"
+                    break
+                self._producer.poll(0.05)
+            if refill.failed is None:
+                refill.contexts = [aead(key) for _, key in batch]
         except (KafkaException, BufferError) as exc:
             # Nothing is lost: the keys were never handed out; the next append that needs
             # one writes a batch itself, and says what failed.
-            log.debug("log %s: writing keys ahead: %s", self.log_topic, error_cause(exc))
             refill.failed = error_cause(exc)
-        self._refill = refill
-        self._settle_refill()
+        except Exception as exc:  # an append may be waiting on `done`: never left waiting
+            refill.failed = f"writing keys ahead failed: {exc!r}"
+            log.exception("log %s: writing keys ahead", self.log_topic)
+        finally:
+            refill.done.set()
 
     def _settle_refill(self) -> None:
-        """Hold the refill's keys once every one was acknowledged; drop a failed one. Under
+        """Hold the refill's keys once its thread is done; drop a failed one. Under
         `_lock`."""
         refill = self._refill
-        if refill is None:
+        if refill is None or not refill.done.is_set():
             return
+        self._refill = None
         if refill.failed is not None:
-            self._refill = None
             log.debug("log %s: keys written ahead failed: %s", self.log_topic, refill.failed)
-        elif refill.acknowledged == len(refill.batch):
-            self._refill = None
-            self._made_ahead(refill.batch)
+        else:
+            self._made_ahead(refill.batch, refill.contexts)
             self._last_batch = len(refill.batch)
 
     def shared_key_id(self, subject: str) -> str | None:
@@ -559,6 +614,7 @@ class KafkaKeyStore(HeldKeys):
 
     def close(self) -> None:
         self._closed.set()
+        self._refill_wanted.set()  # the writing thread, if any, ends
         watcher = self._watcher
         if watcher is not None:
             watcher.join(CURRENT_S + self._timeout)

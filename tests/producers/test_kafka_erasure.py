@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -713,8 +714,9 @@ def _stored_key_ids(bootstrap: str, topic: str, seqs: list[int]) -> list[str]:
 def test_keys_written_ahead_are_acknowledged_before_any_record_names_one(
     location: str, kafka_bootstrap: str, unique_name: str
 ) -> None:
-    """Once a writer uses keys of single events in batches of 8 or more, the next batch is
-    written while the last is used. Every record still names a key that is in LOG.keys
+    """A writer of events with keys of their own writes the first batch of keys (16) in
+    the append that needs one, and every later batch on a thread while the last is used.
+    Every record still names a key that is in LOG.keys
     (a fresh reader opens each), no key seals two events, and the writer's own view, folded
     while the broker acknowledged (its content taken, not decrypted), equals the reader's."""
     with Memory(location, encrypt=True) as writer:
@@ -733,8 +735,13 @@ def test_keys_written_ahead_are_acknowledged_before_any_record_names_one(
         ]
         writer_view = [writer.get(e.id).content for e in appended]  # type: ignore[union-attr]
         _, writer_found = writer.recall("apples", limit=300)
-    # Written in the appends' way only while batches were small: 1, 2, 4, 8.
-    assert sent == [1, 2, 4, 8]
+        # One writing thread for every batch written ahead (16, 32, 64, 128, 256).
+        ahead = [t for t in threading.enumerate() if t.name.endswith(f"ahead-{unique_name}")]
+        assert len(ahead) == 1 and ahead[0].is_alive()
+    # Written in the appends' way only once, the first batch: the others on a thread.
+    assert sent == [16]
+    ahead[0].join(5)
+    assert not ahead[0].is_alive()  # ended with the store
     key_ids = _stored_key_ids(kafka_bootstrap, unique_name, [e.seq for e in appended])
     assert len(set(key_ids)) == len(key_ids)
     # The key store's records (keys and values) as a consumer reads them.
@@ -756,17 +763,22 @@ def test_a_batch_of_keys_written_ahead_that_fails_is_never_used(
     from producers.keys import kafka_keys
 
     failed_ids: set[str] = set()
-    real_start = kafka_keys.KafkaKeyStore._start_refill
+    real_write = kafka_keys.KafkaKeyStore._write_ahead
 
-    def failing_start(self: kafka_keys.KafkaKeyStore) -> None:
-        real_start(self)
-        refill = self._refill
-        if refill is not None and not failed_ids:
-            failed_ids.update(key_id for key_id, _ in refill.batch)
-            refill.failed = "injected: the broker refused the batch"
-            self._settle_refill()
+    def failing_write(self: kafka_keys.KafkaKeyStore, refill: kafka_keys._Refill) -> None:
+        if failed_ids:
+            real_write(self, refill)
+            return
+        # The first batch written ahead: half of it produced, then the broker refuses it.
+        failed_ids.update(key_id for key_id, _ in refill.batch)
+        half = refill.batch[: len(refill.batch) // 2]
+        for key_id, key in half:
+            self._producer.produce(self.topic, value=kafka_keys._encode("", "", key), key=key_id)
+        self._producer.flush(10)
+        refill.failed = "injected: the broker refused the batch"
+        refill.done.set()
 
-    monkeypatch.setattr(kafka_keys.KafkaKeyStore, "_start_refill", failing_start)
+    monkeypatch.setattr(kafka_keys.KafkaKeyStore, "_write_ahead", failing_write)
     with Memory(location, encrypt=True) as writer:
         appended = [
             writer.add_message(Message(speaker="user", content=f"own {i}")) for i in range(120)
