@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import multiprocessing
 import os
 import socket
 import threading
@@ -44,8 +43,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -75,6 +73,7 @@ from producers.logs.signing_key import KeySpec, resolve_signer
 from producers.logs.topic_identity import LogIdentity, TopicIdentityError, partition_end, topic_id
 from projector.audit.state import no_gc
 from projector.authorship import preverify
+from projector.compaction_worker import CompactionWorker, WorkerGone
 from projector.lease import Lease
 from projector.lifecycle import encode_lifecycle
 from projector.memex_publisher import MemexPublisher
@@ -100,47 +99,9 @@ log = logging.getLogger("memstream.projector")
 Progress = Callable[[int, int], None]
 
 
-def _compact(location: KafkaLocation, epoch: str) -> int:
-    """In the compaction worker: merge runs of small snapshot chunks of `epoch`; how many
-    merges were made."""
-    return SnapshotStore.connect(location).compact(epoch)
-
-
-# One compaction worker process for every projector of a process, started on first use.
-# A process per merge cost a fresh interpreter and memstream's imports (about 0.5 s of CPU)
-# each time: at 33 logs, merging every few seconds each, that alone was more than this
-# 2-core machine had. The worker imports once and merges the logs' chunks in turn.
-_COMPACTOR: ProcessPoolExecutor | None = None
-_COMPACTOR_LOCK = threading.Lock()
-
-
-def _exit_with(parent: int) -> None:
-    """In the compaction worker: exit once `parent` is gone (a SIGKILLed projector process
-    would leave it waiting on its queue forever: it holds both ends of the queue's pipe)."""
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(1.0)
-        os._exit(0)
-
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
-
-
-def _compaction_worker(broken: ProcessPoolExecutor | None = None) -> ProcessPoolExecutor:
-    """The process's compaction worker; `broken`: the one that died, made again."""
-    global _COMPACTOR
-    with _COMPACTOR_LOCK:
-        if _COMPACTOR is None or _COMPACTOR is broken:
-            if _COMPACTOR is not None:
-                _COMPACTOR.shutdown(wait=False, cancel_futures=True)
-            # spawn: never a fork of this process, whose threads may hold locks
-            _COMPACTOR = ProcessPoolExecutor(
-                1,
-                mp_context=multiprocessing.get_context("spawn"),
-                initializer=_exit_with,
-                initargs=(os.getpid(),),
-            )
-        return _COMPACTOR
+# One compaction worker process for every projector of a process, started on first use
+# (`projector.compaction_worker`).
+_COMPACTOR = CompactionWorker()
 
 
 # Thread pools shared by every projector of a process, by name, made on first use.
@@ -848,26 +809,15 @@ class Projector:
                 if position is None or len(position.chunks) < self.compact_at_chunks:
                     continue
                 # In another process: decoding and encoding chunks would otherwise hold
-                # this process's GIL for up to a second, a pause in the fold loop.
-                worker = _compaction_worker()
+                # this process's GIL for up to a second, a pause in the fold loop. Not
+                # waited for when stopping (the thread is left to finish): a merge is one
+                # MULTI/EXEC, atomic however it ends.
                 try:
-                    merge = worker.submit(_compact, self.location, position.epoch)
-                except (BrokenProcessPool, RuntimeError):  # died (killed); made again
-                    _compaction_worker(worker)
-                    continue
-                # Not waited for when stopping: a merge is one MULTI/EXEC, atomic however
-                # it ends, and the worker goes on to the next log's.
-                while not merge.done() and not done.wait(0.05):
-                    pass
-                if merge.done() and merge.exception() is not None:
-                    if isinstance(merge.exception(), BrokenProcessPool):
-                        _compaction_worker(worker)
-                    # a cache: the next round (or the next run) merges
-                    log.warning(
-                        "%s: merging snapshot chunks failed (%s)",
-                        self.location.topic,
-                        merge.exception(),
-                    )
+                    _COMPACTOR.compact(str(self.location), position.epoch)
+                except WorkerGone as exc:  # died (killed): the next round starts another
+                    log.warning("%s: %s", self.location.topic, exc)
+                except RuntimeError as exc:  # a cache: the next round (or the next run) merges
+                    log.warning("%s: merging snapshot chunks failed (%s)", self.location.topic, exc)
 
         thread = threading.Thread(target=loop, name="snapshot-compactor", daemon=True)
         thread.start()

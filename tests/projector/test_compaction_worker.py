@@ -1,6 +1,7 @@
 """The compaction worker: one process merges every projector's snapshot chunks, for as long
 as the projector process lives (a process per merge cost each merge a fresh interpreter and
-memstream's imports, more CPU than the merges at 33 logs)."""
+memstream's imports, more CPU than the merges at 33 logs). It is a `subprocess`, never a
+multiprocessing child, which would import (and run) an unguarded main module again."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 from memstream import Memory, Message
 from producers.logs.location import parse_kafka_location
 from projector import service
+from projector.compaction_worker import CompactionWorker, WorkerGone
 from projector.record_fold import fold_log
 from projector.service import Projector
 from projector.snapshot_store import SnapshotStore
@@ -27,8 +29,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _worker_pids() -> set[int]:
-    pool = service._COMPACTOR
-    return set() if pool is None else {p.pid or 0 for p in (pool._processes or {}).values()}
+    pid = service._COMPACTOR.pid
+    return set() if pid is None else {pid}
 
 
 def _compact_until_merged(location: str) -> None:
@@ -80,32 +82,48 @@ def test_two_logs_are_merged_by_one_worker_process(
     assert _worker_pids() == first  # the same process, not one per merge
 
 
-def test_a_killed_worker_is_made_again() -> None:
-    worker = service._compaction_worker()
-    assert worker.submit(os.getpid).result(60) not in (None, os.getpid())
-    (pid,) = _worker_pids()
+def test_a_killed_worker_is_made_again(
+    kafka_bootstrap: str, redis_url: str, unique_name: str
+) -> None:
+    location = f"kafka://{kafka_bootstrap}/{unique_name}?redis={redis_url}"
+    pid = service._COMPACTOR.start()
+    assert pid != os.getpid()
+    assert service._COMPACTOR.compact(location, "no-such-epoch") == 0  # nothing to merge
     os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            answer = service._compaction_worker().submit(os.getpid).result(60)
-        except Exception:  # BrokenProcessPool once it is noticed: made again
-            service._compaction_worker(service._COMPACTOR)
-            continue
-        if answer != pid:
-            break
-    else:
-        pytest.fail("the compaction worker was not made again after it was killed")
+    with pytest.raises(WorkerGone):
+        service._COMPACTOR.compact(location, "no-such-epoch")
+    assert service._COMPACTOR.compact(location, "no-such-epoch") == 0
     assert _worker_pids() and pid not in _worker_pids()
+
+
+def test_a_bad_request_is_answered_with_an_error_and_the_worker_goes_on() -> None:
+    worker = CompactionWorker()
+    try:
+        with pytest.raises(RuntimeError, match="LocationError"):
+            worker.compact("kafka://nowhere", "e")
+        pid = worker.pid
+        process = subprocess.run(  # a line that is not the protocol's, straight to a worker
+            [sys.executable, "-m", "projector.compaction_worker"],
+            input=b"[1, 2]\nnot json\n",
+            capture_output=True,
+            cwd=REPO,
+            timeout=60,
+        )
+        assert process.returncode == 0
+        assert process.stdout.count(b'"error"') == 2
+        with pytest.raises(RuntimeError, match="LocationError"):
+            worker.compact("kafka://nowhere", "e")
+        assert worker.pid == pid  # the same process answered both
+    finally:
+        worker.close()
 
 
 def test_the_worker_exits_when_its_projector_process_is_killed() -> None:
     code = (
-        "import os, sys, time\n"
+        "import time\n"
         "from projector import service\n"
-        "if __name__ == '__main__':\n"
-        "    print(service._compaction_worker().submit(os.getpid).result(60), flush=True)\n"
-        "    time.sleep(120)\n"
+        "print(service._COMPACTOR.start(), flush=True)\n"
+        "time.sleep(120)\n"
     )
     parent = subprocess.Popen(
         [sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, text=True
@@ -128,3 +146,32 @@ def test_the_worker_exits_when_its_projector_process_is_killed() -> None:
     finally:
         if parent.poll() is None:
             parent.kill()
+
+
+def test_an_unguarded_script_running_a_projector_runs_its_top_level_once(
+    kafka_bootstrap: str, redis_url: str, unique_name: str, tmp_path: Path
+) -> None:
+    """A script that runs a projector at its top level, with no main guard: the worker
+    process merging its chunks does not run the script again (a multiprocessing child
+    would import it as its main module, and start a second projector)."""
+    location = f"kafka://{kafka_bootstrap}/{unique_name}?redis={redis_url}"
+    marks = tmp_path / "marks"
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "import os\n"
+        "from projector import service\n"
+        f"with open({str(marks)!r}, 'a') as f:\n"
+        "    f.write(f'{os.getpid()}\\n')\n"
+        f"print(service._COMPACTOR.compact({location!r}, 'no-such-epoch'), flush=True)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "0"
+    assert len(marks.read_text().split()) == 1  # the top level ran in one process only
