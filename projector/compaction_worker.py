@@ -63,11 +63,16 @@ class CompactionWorker:
         process = self._process
         if process is None or process.poll() is not None:
             try:
+                # The parent's import path, as multiprocessing's spawn hands it on: a
+                # parent that found memstream on a path of its own (a script beside a
+                # checkout) has a worker that finds it too.
+                path = os.pathsep.join(p for p in sys.path if p)
                 process = self._process = subprocess.Popen(
                     [sys.executable, "-m", "projector.compaction_worker"],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     close_fds=True,
+                    env={**os.environ, "PYTHONPATH": path},
                 )
             except OSError as exc:
                 raise WorkerGone(f"the compaction worker did not start: {exc}") from None
