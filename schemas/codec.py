@@ -15,7 +15,10 @@ another kind (the fold is total): records over `MAX_DECODE_BYTES` are refused
 unread, and JSON (an envelope's payload, or a whole TypeScript envelope) is measured for
 nesting before `json` parses it (`json` recurses once a level and would raise
 RecursionError). Avro bodies are read within the record's own bytes: fastavro refuses a
-length past the end, a negative one or a truncated body itself. Writers refuse what
+length past the end, a negative one or a truncated body itself. Audit events written with
+the newest schema of their kind are read directly (`_direct_audit`), as fastavro and
+pydantic would read them; whatever that reader refuses is read again by those two, so an
+error names what is wrong in the same words whichever reader met it first. Writers refuse what
 readers would refuse (`RecordTooDeepError`), so every record a log accepted decodes.
 
 The bytes of a record are kept as written by the logs (never re-encoded), so a hash chain
@@ -34,6 +37,7 @@ from datetime import UTC, datetime, timedelta
 from itertools import accumulate
 from pathlib import Path
 from typing import Any, cast
+from uuid import UUID, SafeUUID
 
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 from fastavro.schema import fingerprint, to_parsing_canonical_form
@@ -41,6 +45,7 @@ from pydantic import ValidationError
 
 from schemas.audit import BaseEvent, Deletion, Document, Erasure, Message, Recall
 from schemas.errors import DecodeError, RecordTooDeepError, RecordTooLargeError
+from schemas.fields import shared_fields_set
 from schemas.records import AuditEvent, GraphEnvelope, Record
 from schemas.signing import SIGNED_MAGIC, split_signed
 
@@ -302,6 +307,11 @@ def _read_bytes(data: bytes, pos: int) -> tuple[bytes, int]:
 
 
 def _read_str(data: bytes, pos: int) -> tuple[str, int]:
+    size = data[pos]  # IndexError when truncated
+    if size < 0x80 and not size & 1:  # most strings: a length of one byte, even (zigzag)
+        end = pos + 1 + (size >> 1)
+        if end <= len(data):
+            return data[pos + 1 : end].decode(), end
     raw, pos = _read_bytes(data, pos)
     return raw.decode(), pos
 
@@ -422,6 +432,175 @@ _FAST_AUDIT: dict[str, tuple[bytes, tuple[tuple[str, _Writer], ...]]] = {
     for kind in _AUDIT_MODELS
     if (fields := _compile_record(LATEST[kind])) is not None
 }
+
+
+# Audit events are read directly too, for the same reason, by readers compiled from the
+# newest schema of each kind (a record written with an older schema goes through fastavro,
+# which resolves it). Each field is read into the type fastavro gives (a UUID, an aware
+# datetime in UTC, a str, a list), and the event is built without pydantic's validation
+# when the only checks it would make hold (non-empty text, non-empty lists: `_need`), as
+# validation with these types changes nothing; otherwise `model_validate` decides, and
+# raises what it raised before. Tests compare both paths on valid and invalid bodies.
+_Reader = Callable[[bytes, int], tuple[Any, int]]
+_new_object = object.__new__
+_set_attribute = object.__setattr__
+_SAFE_UNKNOWN = SafeUUID.unknown
+
+
+def _read_uuid(data: bytes, pos: int) -> tuple[UUID, int]:
+    text, pos = _read_str(data, pos)
+    # `UUID(text)` for the 32 hex digits it keeps once hyphens are dropped, built without
+    # its checks (they find nothing more when int() reads those digits); any other form
+    # through UUID itself.
+    digits = text.replace("-", "")
+    if len(digits) == 32:
+        try:
+            value = int(digits, 16)
+        except ValueError:
+            return UUID(text), pos
+        made = _new_object(UUID)
+        _set_attribute(made, "int", value)
+        _set_attribute(made, "is_safe", _SAFE_UNKNOWN)
+        return made, pos
+    return UUID(text), pos
+
+
+def _read_micros(data: bytes, pos: int) -> tuple[datetime, int]:
+    micros, pos = _read_long(data, pos)
+    return _EPOCH + timedelta(0, 0, micros), pos  # as fastavro reads it (microseconds=)
+
+
+def _optional_reader(read: _Reader) -> _Reader:
+    def read_optional(data: bytes, pos: int) -> tuple[Any, int]:
+        branch = data[pos]
+        if branch == 0:
+            return None, pos + 1
+        if branch == 2:  # union branch 1, zigzag
+            return read(data, pos + 1)
+        branch, pos = _read_long(data, pos)  # the same numbers, written in more bytes
+        if branch == 0:
+            return None, pos
+        if branch == 1:
+            return read(data, pos)
+        raise ValueError(f"union branch {branch} of a two-branch union")
+
+    return read_optional
+
+
+def _array_reader(read: _Reader) -> _Reader:
+    def read_array(data: bytes, pos: int) -> tuple[list[Any], int]:
+        items: list[Any] = []
+        while True:
+            count, pos = _read_long(data, pos)
+            if count == 0:
+                return items, pos
+            if count < 0:  # a block that gives its size in bytes too
+                count = -count
+                _, pos = _read_long(data, pos)
+            if count > len(data) - pos:  # every item takes a byte at least
+                raise ValueError(f"array block of {count} items past the end")
+            for _ in range(count):
+                item, pos = read(data, pos)
+                items.append(item)
+
+    return read_array
+
+
+def _compile_reader(schema: Any) -> _Reader | None:
+    """A reader for one field type (`_compile`'s types), or None for any other."""
+    if schema == "string":
+        return _read_str
+    if isinstance(schema, dict):
+        if schema == {"type": "string", "logicalType": "uuid"}:
+            return _read_uuid
+        if schema == {"type": "long", "logicalType": "timestamp-micros"}:
+            return _read_micros
+        if schema.get("type") == "array" and schema.keys() == {"type", "items"}:
+            items = _compile_reader(schema["items"])
+            return None if items is None else _array_reader(items)
+        return None
+    if isinstance(schema, list) and len(schema) == 2 and schema[0] == "null":
+        inner = _compile_reader(schema[1])
+        return None if inner is None else _optional_reader(inner)
+    return None
+
+
+@dataclass(frozen=True)
+class _AuditReader:
+    """How to read one kind's newest schema directly (`_direct_audit`)."""
+
+    kind: str
+    model: type[BaseEvent]
+    fields: tuple[tuple[str, _Reader], ...]
+    # Each field read as an array, which pydantic would read into a tuple.
+    arrays: tuple[str, ...]
+    # The fields pydantic requires non-empty (min_length 1): text, and some tuples.
+    need: tuple[str, ...]
+    order: tuple[str, ...]  # the model's fields, in its order (its __dict__'s)
+    fields_set: set[str]  # shared (`schemas.fields`): every field is given
+
+
+def _min_length(info: Any) -> int:
+    return max((getattr(m, "min_length", 0) or 0 for m in info.metadata), default=0)
+
+
+def _audit_reader(kind: str) -> _AuditReader | None:
+    model = _AUDIT_MODELS[kind]
+    if model.__pydantic_decorators__.model_validators:
+        return None  # a check across fields (an Erasure's): pydantic runs it
+    fields = []
+    for f in LATEST[kind].schema["fields"]:
+        read = _compile_reader(f["type"])
+        if read is None:
+            return None
+        fields.append((f["name"], read))
+    names = [name for name, _ in fields]
+    if set(model.model_fields) != {*names, "kind", "seq"}:
+        return None
+    minimums = {name: _min_length(model.model_fields[name]) for name in names}
+    if any(m > 1 for m in minimums.values()):
+        return None  # longer minimums are not what `_direct_audit` checks
+    return _AuditReader(
+        kind,
+        model,
+        tuple(fields),
+        tuple(
+            f["name"]
+            for f in LATEST[kind].schema["fields"]
+            if isinstance(f["type"], dict) and f["type"].get("type") == "array"
+        ),
+        tuple(name for name, m in minimums.items() if m == 1),
+        tuple(model.model_fields),
+        shared_fields_set(set(model.model_fields)),
+    )
+
+
+# By the fingerprint of the schema each reads (the newest of its kind).
+_AUDIT_READERS: dict[bytes, _AuditReader] = {
+    LATEST[kind].fingerprint: reader
+    for kind in _AUDIT_MODELS
+    if (reader := _audit_reader(kind)) is not None
+}
+
+
+def _direct_audit(reader: _AuditReader, data: bytes, seq: int | None) -> BaseEvent:
+    """The event `data` holds, read by `reader` (any error: the caller's to report)."""
+    body: dict[str, Any] = {"kind": reader.kind, "seq": seq}
+    pos = HEADER_LEN
+    for name, read in reader.fields:
+        body[name], pos = read(data, pos)
+    if pos != len(data):
+        raise ValueError("trailing bytes")
+    for name in reader.arrays:
+        body[name] = tuple(body[name])
+    if (seq is None or (type(seq) is int and seq >= 0)) and all(body[n] for n in reader.need):
+        event = _new_object(reader.model)
+        _set_attribute(event, "__dict__", {name: body[name] for name in reader.order})
+        _set_attribute(event, "__pydantic_fields_set__", reader.fields_set)
+        _set_attribute(event, "__pydantic_extra__", None)
+        _set_attribute(event, "__pydantic_private__", None)
+        return event
+    return reader.model.model_validate(body)
 
 
 def encode_record(record: Record, replaced: tuple[str, object] | None = None) -> bytes:
@@ -545,9 +724,21 @@ def decode_record(
             "expected c301) nor a JSON envelope"
         )
     fp = data[2:HEADER_LEN]
+    direct = _AUDIT_READERS.get(fp)
+    if direct is not None:
+        try:
+            return cast(AuditEvent, _direct_audit(direct, data, seq))
+        except Exception:
+            pass  # read again below: fastavro and pydantic say what is wrong, as before
     entry = REGISTRY.get(fp)
     if entry is None:
         raise DecodeError(f"unknown schema fingerprint {fp.hex()}")
+    return _decode_avro(entry, data, seq, max_depth)
+
+
+def _decode_avro(entry: SchemaEntry, data: bytes, seq: int | None, max_depth: int) -> Record:
+    """`decode_record` of an Avro record written with `entry`'s schema, by the general
+    path: fastavro (resolving it to the newest schema), then pydantic."""
     reader = LATEST[entry.kind].schema
     try:
         if entry is _FAST_ENVELOPE:

@@ -16,9 +16,15 @@ from projector.lifecycle import Lifecycle, _lifecycle_id, encode_lifecycle, life
 from projector.record_fold import empty_state, fold_decoded, fold_record
 from schemas.audit import Deletion, Document, Message, Recall
 from schemas.codec import (
+    _AUDIT_READERS,
     HEADER_LEN,
     LATEST,
     MAGIC,
+    MAX_DECODE_DEPTH,
+    REGISTRY,
+    _decode_avro,
+    _direct_audit,
+    _write_str,
     decode_record,
     encode_envelope_fields,
     encode_record,
@@ -229,3 +235,145 @@ def test_graph_operation_and_rejection_lifecycles_equal_the_generic_path() -> No
         _assert_same(event, index)
     payload = decode_record(encode_lifecycle(rejected[0], 0)).payload  # type: ignore[union-attr]
     assert payload["seq"] == 2 and "not an Avro" in payload["reason"]
+
+
+# --- audit events read directly (`_direct_audit`) against the general path -------------
+
+
+def _general(data: bytes, seq: int | None) -> Any:
+    """What the general path (fastavro, then pydantic) reads from `data`."""
+    return _decode_avro(REGISTRY[data[2:HEADER_LEN]], data, seq, MAX_DECODE_DEPTH)
+
+
+def _assert_identical(direct: Any, general: Any) -> None:
+    assert type(direct) is type(general)
+    assert direct == general
+    assert list(direct.__dict__) == list(general.__dict__)  # the model's field order
+    assert direct.__pydantic_fields_set__ == general.__pydantic_fields_set__
+    assert repr(direct) == repr(general)
+    for name, value in general.__dict__.items():
+        assert type(direct.__dict__[name]) is type(value), name
+
+
+def test_every_kind_without_a_check_across_fields_is_read_directly() -> None:
+    assert {reader.kind for reader in _AUDIT_READERS.values()} == {
+        "message",
+        "document",
+        "recall",
+        "deletion",
+    }
+
+
+@settings(max_examples=400, deadline=None)
+@given(audit_events, st.none() | st.integers(min_value=0, max_value=2**62))
+def test_audit_events_read_directly_equal_the_general_path(event: Any, seq: int | None) -> None:
+    data = encode_record(event)
+    direct = _direct_audit(_AUDIT_READERS[data[2:HEADER_LEN]], data, seq)
+    _assert_identical(direct, _general(data, seq))
+    _assert_identical(decode_record(data, seq), direct)
+
+
+def _mangled(data: bytes, how: str, at: int, byte: int) -> bytes:
+    at = HEADER_LEN + at % max(1, len(data) - HEADER_LEN)
+    if how == "cut":
+        return data[:at]
+    if how == "set":
+        return data[:at] + bytes([byte]) + data[at + 1 :]
+    return data[:at] + bytes([byte]) + data[at:]  # "insert"
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    audit_events,
+    st.sampled_from(["cut", "set", "insert"]),
+    st.integers(min_value=0, max_value=10_000),
+    st.integers(min_value=0, max_value=255),
+)
+def test_mangled_audit_records_are_read_directly_only_as_the_general_path_reads_them(
+    event: Any, how: str, at: int, byte: int
+) -> None:
+    """Whatever the bytes, the direct reader accepts only what the general path accepts,
+    and reads it alike; whatever it refuses, `decode_record` says as the general path does."""
+    data = _mangled(encode_record(event), how, at, byte)
+    reader = _AUDIT_READERS[data[2:HEADER_LEN]]
+    try:
+        general = _general(data, 7)
+    except DecodeError as exc:
+        with pytest.raises(Exception):  # noqa: B017 - any error: decode_record reports it
+            _direct_audit(reader, data, 7)
+        with pytest.raises(DecodeError) as raised:
+            decode_record(data, 7)
+        assert str(raised.value) == str(exc)
+        return
+    try:
+        direct = _direct_audit(reader, data, 7)
+    except Exception:  # refused here, read by the general path: decode_record falls back
+        _assert_identical(decode_record(data, 7), general)
+        return
+    _assert_identical(direct, general)
+
+
+def _with_id(event: Any, text: str) -> bytes:
+    """`event`'s record bytes with its id field written as `text` (any form)."""
+    data = encode_record(event)
+    out = bytearray(data[:HEADER_LEN])
+    _write_str(out, text)
+    return bytes(out) + data[HEADER_LEN + 1 + 36 :]  # the canonical id: 1 + 36 bytes
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        "{0123abcd-0000-4000-8000-0000000000ff}",
+        "urn:uuid:0123abcd-0000-4000-8000-0000000000ff",
+        "0123ABCD-0000-4000-8000-0000000000FF",
+        "0123abcd000040008000-0000000000ff",
+        "0123abcd00004000800000000000-00ff",
+        " 123abcd00004000800000000000000ff",
+        "0_23abcd00004000800000000000000ff",
+        "+123abcd00004000800000000000000ff",
+        "0123abcd00004000800000000000000",
+        "0123abcd-0000-4000-8000-0000000000fg",
+        "",
+    ],
+)
+def test_ids_in_any_form_are_read_as_uuid_reads_them(form: str) -> None:
+    data = _with_id(Message(speaker="s", content="c"), form)
+    try:
+        expected = uuid.UUID(form)
+    except ValueError:
+        with pytest.raises(DecodeError):
+            decode_record(data)
+        with pytest.raises(ValueError):
+            _direct_audit(_AUDIT_READERS[data[2:HEADER_LEN]], data, None)
+        return
+    _assert_identical(decode_record(data), _general(data, None))
+    assert decode_record(data).id == expected
+
+
+def test_bodies_pydantic_refuses_are_refused_in_its_words() -> None:
+    def written(kind: str, **fields: Any) -> bytes:
+        out = io.BytesIO()
+        out.write(MAGIC + LATEST[kind].fingerprint)
+        schemaless_writer(out, LATEST[kind].schema, fields)
+        return out.getvalue()
+
+    common: dict[str, Any] = {
+        "id": uuid.uuid4(),
+        "timestamp": datetime(2024, 1, 1, tzinfo=UTC),
+        "session_id": None,
+        "source": "x",
+        "actor": None,
+    }
+    cases = [
+        (written("message", speaker="", content="c", retain_until=None, **common), "speaker"),
+        (written("message", speaker="s", content="", retain_until=None, **common), "content"),
+        (written("deletion", targets=[], reason="r", requested_by=None, **common), "targets"),
+        (written("recall", query="", recalled=[], **common), "query"),
+    ]
+    for data, field in cases:
+        with pytest.raises(DecodeError, match=f"record: {field}: "):
+            decode_record(data)
+    message = written("message", speaker="s", content="c", retain_until=None, **common)
+    with pytest.raises(DecodeError, match="seq: Input should be greater than or equal to 0"):
+        decode_record(message, -1)
