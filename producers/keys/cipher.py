@@ -174,6 +174,11 @@ def _sealed_payload(keys: KeyStore, envelope: GraphEnvelope, subjects: _Subjects
     return map_payload(envelope, sealer)
 
 
+# A tuple, not the union: `isinstance` with `Message | Document` builds the union at each
+# call and checks it more slowly (this runs on every encrypted append).
+_CONTENT_EVENTS = (Message, Document)
+
+
 def _sealed_content(keys: KeyStore, record: Message | Document) -> tuple[str, str]:
     """(field, sealed value) of a message's or document's content."""
     field = CONTENT_FIELD[record.kind]
@@ -208,15 +213,17 @@ def encode_sealed(
     `graph`: the graph at the seal, for an update's subject), each checked against the
     record size limit; each receipt (an Erasure, or its graph half) first passed to
     `check_erasure`, which raises unless it tells the truth. Shared by both logs."""
-    subjects = _Subjects(graph)
+    subjects: _Subjects | None = None  # made for the first graph envelope
     out = []
     for record in records:
-        if isinstance(record, Message | Document):
+        if isinstance(record, _CONTENT_EVENTS):
             out.append(encode_record(record, _sealed_content(keys, record)))
             continue
         if type(record) is Erasure or is_erase_content(record):
             check_erasure(record)
         if type(record) is GraphEnvelope:
+            if subjects is None:
+                subjects = _Subjects(graph)
             out.append(encode_record(record, ("payload", _sealed_payload(keys, record, subjects))))
         else:
             out.append(encode_record(record))
@@ -226,7 +233,7 @@ def encode_sealed(
 
 def sealed_key_id(record: Record) -> str | None:
     """The id of the key a stored record's content is sealed under (None: not sealed)."""
-    if not isinstance(record, Message | Document):
+    if not isinstance(record, _CONTENT_EVENTS):
         return None
     value = getattr(record, CONTENT_FIELD[record.kind])
     if not is_sealed(value):
