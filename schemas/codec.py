@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from itertools import accumulate
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Generic, NamedTuple, TypeVar, cast
 from uuid import UUID, SafeUUID
 
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
@@ -398,23 +398,47 @@ def _array(write: _Writer) -> _Writer:
     return write_array
 
 
-def _compile(schema: Any) -> _Writer | None:
-    """A writer for one field type, or None when it is not one the audit models use."""
+F = TypeVar("F")  # a field's writer or reader
+
+
+class _FieldCodec(NamedTuple, Generic[F]):
+    """How one direction (writing, reading) handles each field type the audit models use."""
+
+    string: F
+    uuid: F
+    micros: F
+    array: Callable[[F], F]
+    optional: Callable[[F], F]
+
+
+def _compile_field(schema: Any, codec: _FieldCodec[F]) -> F | None:
+    """`codec`'s writer or reader for one field type, or None when it is not one the audit
+    models use (shared by the writers and the readers, which must agree on the types)."""
     if schema == "string":
-        return _write_str
+        return codec.string
     if isinstance(schema, dict):
         if schema == {"type": "string", "logicalType": "uuid"}:
-            return _write_uuid
+            return codec.uuid
         if schema == {"type": "long", "logicalType": "timestamp-micros"}:
-            return _write_micros
+            return codec.micros
         if schema.get("type") == "array" and schema.keys() == {"type", "items"}:
-            items = _compile(schema["items"])
-            return None if items is None else _array(items)
+            items = _compile_field(schema["items"], codec)
+            return None if items is None else codec.array(items)
         return None
     if isinstance(schema, list) and len(schema) == 2 and schema[0] == "null":
-        inner = _compile(schema[1])
-        return None if inner is None else _optional(inner)
+        inner = _compile_field(schema[1], codec)
+        return None if inner is None else codec.optional(inner)
     return None
+
+
+_WRITING: _FieldCodec[_Writer] = _FieldCodec(
+    _write_str, _write_uuid, _write_micros, _array, _optional
+)
+
+
+def _compile(schema: Any) -> _Writer | None:
+    """A writer for one field type, or None when it is not one the audit models use."""
+    return _compile_field(schema, _WRITING)
 
 
 def _compile_record(entry: SchemaEntry) -> tuple[tuple[str, _Writer], ...] | None:
@@ -506,23 +530,14 @@ def _array_reader(read: _Reader) -> _Reader:
     return read_array
 
 
+_READING: _FieldCodec[_Reader] = _FieldCodec(
+    _read_str, _read_uuid, _read_micros, _array_reader, _optional_reader
+)
+
+
 def _compile_reader(schema: Any) -> _Reader | None:
     """A reader for one field type (`_compile`'s types), or None for any other."""
-    if schema == "string":
-        return _read_str
-    if isinstance(schema, dict):
-        if schema == {"type": "string", "logicalType": "uuid"}:
-            return _read_uuid
-        if schema == {"type": "long", "logicalType": "timestamp-micros"}:
-            return _read_micros
-        if schema.get("type") == "array" and schema.keys() == {"type", "items"}:
-            items = _compile_reader(schema["items"])
-            return None if items is None else _array_reader(items)
-        return None
-    if isinstance(schema, list) and len(schema) == 2 and schema[0] == "null":
-        inner = _compile_reader(schema[1])
-        return None if inner is None else _optional_reader(inner)
-    return None
+    return _compile_field(schema, _READING)
 
 
 @dataclass(frozen=True)
