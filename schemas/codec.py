@@ -462,7 +462,7 @@ _FAST_AUDIT: dict[str, tuple[bytes, tuple[tuple[str, _Writer], ...]]] = {
 # newest schema of each kind (a record written with an older schema goes through fastavro,
 # which resolves it). Each field is read into the type fastavro gives (a UUID, an aware
 # datetime in UTC, a str, a list), and the event is built without pydantic's validation
-# when the only checks it would make hold (non-empty text, non-empty lists: `_need`), as
+# when the only checks it would make hold (non-empty text and lists: `_AuditReader.need`), as
 # validation with these types changes nothing; otherwise `model_validate` decides, and
 # raises what it raised before. Tests compare both paths on valid and invalid bodies.
 _Reader = Callable[[bytes, int], tuple[Any, int]]
