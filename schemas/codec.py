@@ -461,10 +461,11 @@ _FAST_AUDIT: dict[str, tuple[bytes, tuple[tuple[str, _Writer], ...]]] = {
 # Audit events are read directly too, for the same reason, by readers compiled from the
 # newest schema of each kind (a record written with an older schema goes through fastavro,
 # which resolves it). Each field is read into the type fastavro gives (a UUID, an aware
-# datetime in UTC, a str, a list), and the event is built without pydantic's validation
-# when the only checks it would make hold (non-empty text and lists: `_AuditReader.need`), as
-# validation with these types changes nothing; otherwise `model_validate` decides, and
-# raises what it raised before. Tests compare both paths on valid and invalid bodies.
+# datetime in UTC, a str), an array into the tuple pydantic makes of fastavro's list. The
+# event is built without pydantic's validation when the only checks it would make hold
+# (non-empty text and lists: `_AuditReader.need`), as validation with these types changes
+# nothing; otherwise `model_validate` decides, and raises what it raised before. Tests
+# compare both paths on valid and invalid bodies.
 _Reader = Callable[[bytes, int], tuple[Any, int]]
 _new_object = object.__new__
 _set_attribute = object.__setattr__
@@ -512,12 +513,13 @@ def _optional_reader(read: _Reader) -> _Reader:
 
 
 def _array_reader(read: _Reader) -> _Reader:
-    def read_array(data: bytes, pos: int) -> tuple[list[Any], int]:
+    # A tuple: what pydantic makes of the list fastavro reads (the models hold tuples).
+    def read_array(data: bytes, pos: int) -> tuple[tuple[Any, ...], int]:
         items: list[Any] = []
         while True:
             count, pos = _read_long(data, pos)
             if count == 0:
-                return items, pos
+                return tuple(items), pos
             if count < 0:  # a block that gives its size in bytes too
                 count = -count
                 _, pos = _read_long(data, pos)
@@ -547,8 +549,6 @@ class _AuditReader:
     kind: str
     model: type[BaseEvent]
     fields: tuple[tuple[str, _Reader], ...]
-    # Each field read as an array, which pydantic would read into a tuple.
-    arrays: tuple[str, ...]
     # The fields pydantic requires non-empty (min_length 1): text, and some tuples.
     need: tuple[str, ...]
     order: tuple[str, ...]  # the model's fields, in its order (its __dict__'s)
@@ -579,11 +579,6 @@ def _audit_reader(kind: str) -> _AuditReader | None:
         kind,
         model,
         tuple(fields),
-        tuple(
-            f["name"]
-            for f in LATEST[kind].schema["fields"]
-            if isinstance(f["type"], dict) and f["type"].get("type") == "array"
-        ),
         tuple(name for name, m in minimums.items() if m == 1),
         tuple(model.model_fields),
         shared_fields_set(set(model.model_fields)),
@@ -606,8 +601,6 @@ def _direct_audit(reader: _AuditReader, data: bytes, seq: int | None) -> BaseEve
         body[name], pos = read(data, pos)
     if pos != len(data):
         raise ValueError("trailing bytes")
-    for name in reader.arrays:
-        body[name] = tuple(body[name])
     if (seq is None or (type(seq) is int and seq >= 0)) and all(body[n] for n in reader.need):
         event = _new_object(reader.model)
         _set_attribute(event, "__dict__", {name: body[name] for name in reader.order})
