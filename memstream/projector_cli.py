@@ -152,6 +152,7 @@ def _run_group(args: argparse.Namespace, logs: list[str]) -> int:
             group_protocol=args.group_protocol,
             session_timeout_ms=args.group_session_ms,
             heartbeat_ms=min(500, args.group_session_ms // 4),
+            commits_per_s=args.max_commits_per_s or None,
             projector={
                 "every_records": args.snapshot_records,
                 "every_ms": args.snapshot_ms,
@@ -168,8 +169,9 @@ def _run_group(args: argparse.Namespace, logs: list[str]) -> int:
     s = group.stopped
     print(
         f"projector group {group.group!r} stopped: {group.handovers} log tenures, folded "
-        f"{s.folded}, published {s.published} lifecycle events (skipped {s.skipped}), "
-        f"{s.snapshots} snapshots, {s.rebuilds} rebuilds, {s.restarts} restarts",
+        f"{s.folded}, published {s.published} lifecycle events (skipped {s.skipped}) in "
+        f"{s.commits} transactions, {s.snapshots} snapshots, {s.rebuilds} rebuilds, "
+        f"{s.restarts} restarts",
         flush=True,
     )
     return 0
@@ -239,6 +241,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="T",
         help="at a log's end, commit its lifecycle events once the transaction is T ms old "
         "(default 1; more: fewer transactions for the broker, later events)",
+    )
+    run.add_argument(
+        "--max-commits-per-s",
+        type=_count(0),
+        default=100,  # projector.group.DEFAULT_COMMITS_PER_S, not imported here
+        metavar="N",
+        help="a member of a projector group commits at most N lifecycle transactions a "
+        "second for all its logs (default 100; 0: no budget): under load each transaction "
+        "holds more events, and the broker does less work",
     )
     run.add_argument(
         "--refresh-seconds",

@@ -77,11 +77,13 @@ from producers.keys.kafka_keys import KEYS_SUFFIX
 from producers.logs.kafka_client import client_conf, error_cause
 from producers.logs.kafka_evidence import CHECKPOINTS_SUFFIX
 from producers.logs.location import KafkaLocation, parse_kafka_location
+from projector.commit_pacer import CommitPacer
 from projector.memex_topic import MEMEX_TOPIC_SUFFIX
 from projector.service import Projector, ProjectorStats
 from schemas.errors import LocationError, MemstreamError
 
 __all__ = [
+    "DEFAULT_COMMITS_PER_S",
     "DEFAULT_GROUP",
     "DERIVED_SUFFIXES",
     "GROUP_PROTOCOLS",
@@ -93,6 +95,8 @@ __all__ = [
 log = logging.getLogger("memstream.projector.group")
 
 DEFAULT_GROUP = "memstream-projectors"
+# A member's lifecycle transactions a second, in all (`projector.commit_pacer`).
+DEFAULT_COMMITS_PER_S = 100.0
 GROUP_PROTOCOLS = ("consumer", "classic")
 # Failed probes of the shared admin client, running, before a new one is tried (see above).
 ADMIN_FAILURES = 3
@@ -212,6 +216,7 @@ class ProjectorGroup:
         rebalance_timeout_ms: int = 30_000,
         stuck_s: float = 20.0,
         admin_probe_s: float = 5.0,
+        commits_per_s: float | None = DEFAULT_COMMITS_PER_S,
         projector: dict[str, Any] | None = None,
     ) -> None:
         self.listed = {loc.topic: loc for loc in self._parse_logs(logs)}
@@ -250,6 +255,12 @@ class ProjectorGroup:
             if not value > 0:  # NaN too
                 raise LocationError(f"{name} {value!r}: a number of seconds above 0")
         self.stuck_s = stuck_s
+        if commits_per_s is not None and not commits_per_s > 0:  # NaN too
+            raise LocationError(
+                f"commits per second {commits_per_s!r}: a number above 0 (None: no budget)"
+            )
+        # One budget of lifecycle transactions for all of this member's projectors.
+        self.pacer = None if commits_per_s is None else CommitPacer(commits_per_s)
         self.projector_options = dict(projector or {})
         # One admin client for the discovery and every projector of this process.
         self.admin = AdminClient(client_conf(self.bootstrap))
@@ -345,7 +356,7 @@ class ProjectorGroup:
         consumer.incremental_unassign(partitions)
 
     def _make(self, location: KafkaLocation) -> Projector:
-        return Projector(location, admin=self.admin, **self.projector_options)
+        return Projector(location, admin=self.admin, pacer=self.pacer, **self.projector_options)
 
     def _stop(self, topics: Iterable[str], why: str, *, wait: bool = True) -> None:
         """Stop these logs' projectors (all at once; each commits what it published and
@@ -382,6 +393,7 @@ class ProjectorGroup:
                     total.published += s.published
                     total.skipped += s.skipped
                     total.snapshots += s.snapshots
+                    total.commits += s.commits
                     total.rebuilds += s.rebuilds
                     total.restarts += s.restarts
                 self.handovers += 1

@@ -73,6 +73,7 @@ from producers.logs.signing_key import KeySpec, resolve_signer
 from producers.logs.topic_identity import LogIdentity, TopicIdentityError, partition_end, topic_id
 from projector.audit.state import no_gc
 from projector.authorship import preverify
+from projector.commit_pacer import CommitPacer
 from projector.compaction_worker import CompactionWorker, WorkerGone
 from projector.lease import Lease
 from projector.lifecycle import encode_lifecycle
@@ -137,6 +138,8 @@ class ProjectorStats:
     published: int = 0
     skipped: int = 0
     snapshots: int = 0
+    # Lifecycle transactions committed (`projector.commit_pacer` bounds them in a group).
+    commits: int = 0
     rebuilds: int = 0
     # Tenures ended early (lease lost, fenced, topic recreated, a transaction failed).
     restarts: int = 0
@@ -211,7 +214,9 @@ class _Committer:
     after the last record delivered when it committed (a commit serves the delivery reports
     of its records); `error` is the failure that ends the
     tenure (fenced by a successor, or the broker's). No commit is made once the lease may
-    have lapsed (`lease_ok`): the tenure then ends and its transaction is aborted.
+    have lapsed (`lease_ok`): the tenure then ends and its transaction is aborted. With a
+    `pacer`, a due commit also waits for its turn in the process's budget of transactions
+    (`projector.commit_pacer`); `drain` (the run's end, a rebuild) does not.
     """
 
     def __init__(
@@ -220,11 +225,13 @@ class _Committer:
         producer: Producer,
         acks: _Acks,
         lease_ok: Callable[[], bool],
+        pacer: CommitPacer | None = None,
     ) -> None:
         self._projector = projector
         self._producer = producer
         self._acks = acks
         self._lease_ok = lease_ok
+        self._pacer = pacer
         self.lock = threading.Lock()  # held to produce into, or commit, the transaction
         self._cond = threading.Condition()
         self.linger = 0.001
@@ -265,6 +272,7 @@ class _Committer:
                 self.error = self.error or failure
                 self._cond.notify_all()
             raise failure from None
+        self._projector.stats.commits += 1
         with self._cond:
             self.open = False
             self.committed, self.committed_seq = self.txn, self.open_seq
@@ -307,6 +315,15 @@ class _Committer:
                 with self._cond:  # the loop ends the tenure; until then, nothing to do
                     self._cond.wait(0.05)
                 continue
+            if self._pacer is not None:
+                # The process's budget of transactions: the loop goes on producing into
+                # the open one until its turn (`projector.commit_pacer`).
+                turn = self._pacer.turn()
+                with self._cond:
+                    while not self._closing and time.monotonic() < turn:
+                        self._cond.wait(turn - time.monotonic())
+                    if self._closing:
+                        return
             with self.lock:
                 if not self.open or not self._lease_ok():
                     continue
@@ -602,6 +619,7 @@ class Projector:
         checkpoint_ms: int = 1000,
         admin: AdminClient | None = None,
         max_undelivered: int = MAX_UNDELIVERED,
+        pacer: CommitPacer | None = None,
     ) -> None:
         """Lifecycle transactions commit, on a thread of their own, once `commit_ms` old
         while catching up and `commit_linger_ms` old at the log's end (a commit costs a few
@@ -626,7 +644,11 @@ class Projector:
 
         `max_undelivered`: while more lifecycle events than this are produced and not yet
         acknowledged, the loop folds nothing more (`MAX_UNDELIVERED`), so that a commit,
-        which waits for them all, ends well within the transaction's timeout."""
+        which waits for them all, ends well within the transaction's timeout.
+
+        `pacer`: the budget of transactions this projector shares with the others of its
+        process (`projector.commit_pacer`; a process following many logs, `projector.group`,
+        makes one); None: a commit is made as soon as it is due."""
         if max_undelivered < 0:
             # Negative, no count of undelivered events is ever low enough: the loop waits
             # for ever.
@@ -641,6 +663,7 @@ class Projector:
         self.commit_ms = commit_ms
         self.commit_linger_ms = commit_linger_ms
         self.max_undelivered = max_undelivered
+        self.pacer = pacer
         self.progress = progress
         self.owner = uuid.uuid4().hex
         self.stats = ProjectorStats()
@@ -974,7 +997,11 @@ class Projector:
         tp = TopicPartition(self.location.topic, 0)
         margin = self.lease_ms / 4000  # stop publishing this long before the lease lapses
         committer = _Committer(
-            self, producer, acks, lambda: time.monotonic() < keeper.until - margin
+            self,
+            producer,
+            acks,
+            lambda: time.monotonic() < keeper.until - margin,
+            self.pacer,
         )
         writer: _SnapshotWriter | None = None
         tail: LifecycleTail | None = None

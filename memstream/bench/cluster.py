@@ -253,7 +253,13 @@ def _missing_report(seen: _Seen, topics: list[str], missing: set[tuple[int, int]
 
 
 def _member(
-    pattern: str, group: str, linger_ms: int, session_ms: int, protocol: str, log_path: Path
+    pattern: str,
+    group: str,
+    linger_ms: int,
+    commits: int,
+    session_ms: int,
+    protocol: str,
+    log_path: Path,
 ) -> subprocess.Popen[bytes]:
     root = Path(__file__).resolve().parents[2]
     with log_path.open("wb") as log_file:  # the child holds its own descriptor
@@ -261,6 +267,7 @@ def _member(
             [sys.executable, "-m", "memstream", "--log-level", "INFO", "projector", "run"]
             + ["--logs-matching", pattern]
             + ["--group", group, "--commit-linger-ms", str(linger_ms)]
+            + ["--max-commits-per-s", str(commits)]
             + ["--group-session-ms", str(session_ms), "--group-protocol", protocol],
             env={**os.environ, "PYTHONPATH": str(root)},
             stdout=subprocess.DEVNULL,
@@ -406,6 +413,7 @@ def _run(
     seconds = float(args.cluster_seconds or (8 if quick else 30))
     rate = float(args.cluster_rate)
     linger_ms = int(args.cluster_commit_linger_ms)
+    commits = int(args.cluster_max_commits_per_s)
     session_ms = int(args.cluster_group_session_ms)
     protocol = str(args.cluster_group_protocol)
     keep_logs = bool(getattr(args, "cluster_keep_logs", False))
@@ -414,7 +422,8 @@ def _run(
     locations = [f"kafka://{bootstrap}/{t}?redis={redis_url}" for t in topics]
     console.print(
         f"bench cluster on {bootstrap} ({where}) / {redis_url}: {count} logs, {members} "
-        f"projector processes (--commit-linger-ms {linger_ms}, --group-session-ms "
+        f"projector processes (--commit-linger-ms {linger_ms}, --max-commits-per-s "
+        f"{commits}, --group-session-ms "
         f"{session_ms}, --group-protocol {protocol}), {writers} writer processes"
     )
     try:
@@ -427,7 +436,10 @@ def _run(
     started = time.monotonic()
     logs_dir = Path(tempfile.mkdtemp(prefix="memstream-bench-cluster-"))
     log_paths = [logs_dir / f"projector-{i + 1}.log" for i in range(members)]
-    procs = [_member(pattern, group, linger_ms, session_ms, protocol, path) for path in log_paths]
+    procs = [
+        _member(pattern, group, linger_ms, commits, session_ms, protocol, path)
+        for path in log_paths
+    ]
     seen: _Seen | None = None
     try:
         while None in _owners(redis_url, locations):
@@ -639,6 +651,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=1,
         help="cluster: the projectors' --commit-linger-ms",
+    )
+    group.add_argument(
+        "--cluster-max-commits-per-s",
+        type=int,
+        default=100,
+        help="cluster: the projectors' --max-commits-per-s (default 100; 0: no budget)",
     )
     group.add_argument(
         "--cluster-group-session-ms",
