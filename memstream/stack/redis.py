@@ -16,6 +16,7 @@ from memstream.stack.health import redis_ping
 from memstream.stack.paths import StackPaths
 from memstream.stack.procs import (
     ProcessRecord,
+    favour_session,
     favoured,
     is_ours,
     launch,
@@ -94,7 +95,7 @@ def start(paths: StackPaths, cfg: StackConfig, reporter: Reporter | None = None)
         render_redis_conf(cfg, paths.redis_home, paths.redis_pidfile, aclfile)
     )
     with reporter.step(f"starting Redis on {cfg.redis_url}"):
-        return launch(
+        record = launch(
             favoured([binary, str(paths.redis_config)]),
             paths.redis_log,
             marker=str(paths.redis_config),
@@ -102,6 +103,8 @@ def start(paths: StackPaths, cfg: StackConfig, reporter: Reporter | None = None)
             wait_ready=partial(wait_ready, paths, cfg),
             stop_timeout=5.0,
         )
+        favour_session(record.pid)
+        return record
 
 
 def wait_ready(paths: StackPaths, cfg: StackConfig, record: ProcessRecord) -> None:

@@ -84,3 +84,12 @@ def test_the_stacks_redis_runs_favoured_when_it_may(redis_url: str) -> None:
         niceness = int(f.read().rsplit(")", 1)[1].split()[16])
     may = os.geteuid() == 0 and shutil.which("nice") is not None
     assert niceness == (FAVOURED_NICENESS if may else 0)
+    # Where the kernel groups sessions for the scheduler, a niceness weighs only within
+    # the session: Redis's session is favoured as a whole.
+    grouped = os.path.exists("/proc/sys/kernel/sched_autogroup_enabled")
+    if grouped:
+        with open("/proc/sys/kernel/sched_autogroup_enabled") as f:
+            grouped = f.read().strip() == "1"
+    if grouped and os.geteuid() == 0:
+        with open(f"/proc/{pid}/autogroup") as f:
+            assert f.read().split()[-1] == str(FAVOURED_NICENESS)
