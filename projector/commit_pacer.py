@@ -4,10 +4,10 @@ Each log's projector commits its lifecycle events in a transaction of its own (i
 transactional id is what fences a predecessor, `projector.service`). A transaction costs
 the broker far more than the records in it: on this project's 2-core machine (7 December,
 Kafka 4.4), one transaction of two records took 1.8-2.6 ms of the broker's CPU, a record
-produced without one 0.16-0.24 ms. A projector at a
-log's end commits after `commit_linger_ms` (1 ms), so a process following many quiet logs
-commits about once per record: 100 logs at 20 appends a second each ask 2,000
-transactions a second, more than two cores of broker.
+produced without one 0.16-0.24 ms. A projector at a log's end commits after
+`commit_linger_ms` (1 ms), so a process following many quiet logs commits about once per
+record: 100 logs at 20 appends a second each ask 2,000 transactions a second, more than
+two cores of broker.
 
 A `CommitPacer` shared by a process's projectors (`projector.group` makes one per member)
 gives out turns to commit at most `per_second` a second in all, in the order asked. A

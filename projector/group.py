@@ -198,8 +198,10 @@ class ProjectorGroup:
     2 s and 250 ms on memstream's stack. A broker that refuses them is warned of, naming
     the setting, and its own are used. With the classic protocol they are the consumer's,
     within ``group.min.session.timeout.ms`` (6000 by default, 2000 on memstream's stack):
-    one outside it stops `run` with a `LocationError` naming it. `projector`: keyword
-    arguments of every `Projector`.
+    one outside it stops `run` with a `LocationError` naming it. `commits_per_s`: the
+    member's budget of lifecycle transactions, shared by its projectors
+    (`projector.commit_pacer`; None: none). `projector`: keyword arguments of every
+    `Projector`.
     """
 
     def __init__(

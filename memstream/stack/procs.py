@@ -91,9 +91,10 @@ def favour_session(pid: int) -> bool:
 
     With autogroup on, a process's niceness weighs only against the other processes of
     its session; sessions share the CPU as equals. Redis at niceness -5 in a session of
-    its own still waited to run for 1.7-8 s at a time while a `bench cluster` loaded the
-    machine (its scheduler statistics, and PINGs from another process unanswered for up
-    to 10 s); with its session at -10, PINGs waited 0.6 s at most."""
+    its own still waited to run 1.0-1.8 s at a time while a `bench cluster` loaded the
+    machine (its scheduler statistics; PINGs from another process went unanswered for
+    up to 8 s when two runs overlapped); with its session at -10, PINGs waited 0.6 s at
+    most."""
     if os.geteuid() != 0:
         return False
     try:
