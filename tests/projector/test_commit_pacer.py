@@ -41,9 +41,24 @@ def test_a_turn_asked_after_a_quiet_time_is_due_at_once() -> None:
     assert pacer.turn() == pytest.approx(103.5)
 
 
+def test_no_turn_is_later_than_the_longest_wait() -> None:
+    # A member of more logs than its budget serves in a second: each still commits
+    # within a second (a transaction held open nears its timeout), over the budget.
+    clock = Clock()
+    pacer = CommitPacer(10, max_wait_s=1.0, clock=clock)  # 100 ms apart
+    turns = [pacer.turn() - clock.now for _ in range(30)]
+    assert turns[:11] == pytest.approx([0.1 * i for i in range(11)])
+    assert max(turns) == pytest.approx(1.0) and turns[11:] == pytest.approx([1.0] * 19)
+    clock.now += 5.0  # and once the rush is over, the budget holds again at once
+    assert pacer.turn() == clock.now
+    assert pacer.turn() == pytest.approx(clock.now + 0.1)
+    with pytest.raises(ValueError, match="the longest wait must be 0 s or more"):
+        CommitPacer(10, max_wait_s=-1)
+
+
 def test_turns_asked_from_many_threads_are_each_their_own() -> None:
     clock = Clock()
-    pacer = CommitPacer(1000, clock=clock)
+    pacer = CommitPacer(1000, max_wait_s=10.0, clock=clock)  # the clock stands still
     turns: list[float] = []
     lock = threading.Lock()
 
