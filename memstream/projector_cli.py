@@ -16,6 +16,9 @@ from schemas.errors import MemstreamError
 # A projector group member's session (`projector.group.ProjectorGroup`'s default too): a
 # dead member's logs move this long after its last heartbeat.
 SESSION_MS = 4_000
+# A group member's lifecycle transactions a second, in all (`projector.group`'s
+# DEFAULT_COMMITS_PER_S too; `projector.commit_pacer`).
+COMMITS_PER_S = 100
 
 log = logging.getLogger("memstream.projector.cli")
 
@@ -245,11 +248,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument(
         "--max-commits-per-s",
         type=_count(0),
-        default=100,  # projector.group.DEFAULT_COMMITS_PER_S, not imported here
+        default=COMMITS_PER_S,
         metavar="N",
         help="a member of a projector group commits at most N lifecycle transactions a "
-        "second for all its logs (default 100; 0: no budget): under load each transaction "
-        "holds more events, and the broker does less work",
+        f"second for all its logs (default {COMMITS_PER_S}; 0: no budget): under load each "
+        "transaction holds more events, and the broker does less work",
     )
     run.add_argument(
         "--refresh-seconds",

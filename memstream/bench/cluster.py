@@ -48,7 +48,7 @@ from rich.table import Table
 
 from memstream.bench.cleanup import drop_logs
 from memstream.bench.kafka import _START_S, _quantile, _servers, check_alive
-from memstream.projector_cli import SESSION_MS
+from memstream.projector_cli import COMMITS_PER_S, SESSION_MS
 
 if TYPE_CHECKING:
     from projector.status import ProjectorStatus
@@ -655,8 +655,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--cluster-max-commits-per-s",
         type=int,
-        default=100,
-        help="cluster: the projectors' --max-commits-per-s (default 100; 0: no budget)",
+        default=COMMITS_PER_S,
+        help=f"cluster: the projectors' --max-commits-per-s (default {COMMITS_PER_S}; 0: none)",
     )
     group.add_argument(
         "--cluster-group-session-ms",

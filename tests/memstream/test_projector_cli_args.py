@@ -48,3 +48,13 @@ def test_the_command_lines_session_is_the_groups_default() -> None:
 
     default = inspect.signature(ProjectorGroup).parameters["session_timeout_ms"].default
     assert default == SESSION_MS
+
+
+def test_the_command_lines_budget_of_transactions_is_the_groups_default() -> None:
+    import inspect
+
+    from memstream.projector_cli import COMMITS_PER_S
+    from projector.group import DEFAULT_COMMITS_PER_S, ProjectorGroup
+
+    default = inspect.signature(ProjectorGroup).parameters["commits_per_s"].default
+    assert default == DEFAULT_COMMITS_PER_S == COMMITS_PER_S
