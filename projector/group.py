@@ -47,10 +47,14 @@ the clients not known:
 - this process's one admin client (shared by its projectors) answered "Broker transport
   failure" after every 30 s wait for a single log's metadata, for minutes, while a new
   client answered at once: no projector could start. Every `refresh_s` the member asks
-  the shared client for one owned log's metadata (waiting `admin_probe_s`); after
-  `ADMIN_FAILURES` failures running, when a new client answers, it takes the new client
-  and rejoins as above, so that every projector is made again with it (`admin_renewals`
-  counts it).
+  each of its shared clients (`ADMIN_CLIENTS`, each projector uses one) for one owned
+  log's metadata (waiting `admin_probe_s`); after `ADMIN_FAILURES` failures running, when
+  a new client answers, it takes new clients and rejoins as above, so that every
+  projector is made again with them (`admin_renewals` counts it).
+
+A member keeps a projector made ahead for each log it follows and does not fold
+(`_standby_loop`): a takeover then starts at the log's lease, without first checking the
+log's topics (several questions to the broker for each log).
 """
 
 from __future__ import annotations
@@ -100,6 +104,18 @@ DEFAULT_COMMITS_PER_S = 100.0
 GROUP_PROTOCOLS = ("consumer", "classic")
 # Failed probes of the shared admin client, running, before a new one is tried (see above).
 ADMIN_FAILURES = 3
+
+# Admin clients a member's projectors share, each projector one (round robin). A broker
+# answers one connection's requests one at a time, in order: through one client, the
+# questions of 17 projectors taking over logs at once (about ten each) queued for
+# seconds, and librdkafka drops a connection whose requests time out, failing every
+# request in flight on it ("Broker transport failure" for every projector of the member).
+ADMIN_CLIENTS = 4
+
+# A member makes projectors ahead (`ProjectorGroup._standby_loop`) only once the group has
+# not moved logs to it or away for this long: not while it takes logs on (its start, a
+# takeover), nor before it knows which logs are its own.
+STANDBY_CALM_S = 5.0
 # The topics memstream derives from a log (never logs themselves): LOG + one of these.
 DERIVED_SUFFIXES = (".lifecycle", CHECKPOINTS_SUFFIX, MEMEX_TOPIC_SUFFIX, KEYS_SUFFIX)
 _GLOB = re.compile(r"^[A-Za-z0-9._\-*\[\]!]{1,240}$")
@@ -266,7 +282,13 @@ class ProjectorGroup:
         self.projector_options = dict(projector or {})
         # One admin client for the discovery and every projector of this process.
         self.admin = AdminClient(client_conf(self.bootstrap))
+        self._admins = self._admin_pool(self.admin)
+        self._made = 0  # projectors made: the next takes the next admin client
         self.followers: dict[str, _Follower] = {}
+        # Projectors made ahead for logs this member does not fold (`_standby_loop`).
+        self._standby: dict[str, Projector] = {}
+        self.standby_used = 0  # logs taken on with a projector made ahead
+        self._assigned_at: float | None = None  # when the group last moved logs here or away
         self._lock = threading.Lock()
         self.subscribed: tuple[str, ...] = ()
         # Totals of the projectors stopped so far (for a report at the end).
@@ -331,6 +353,7 @@ class ProjectorGroup:
     # --- the group's callbacks (on the coordinator's poll) ------------------------------------
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._assigned_at = time.monotonic()
         consumer.incremental_assign(partitions)
         if partitions:
             # The coordinator never fetches: each log's projector reads it.
@@ -346,6 +369,7 @@ class ProjectorGroup:
                 self.followers[tp.topic] = _Follower(location, self._make)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._assigned_at = time.monotonic()
         self._stop([tp.topic for tp in partitions if tp.partition == 0], "revoked")
         consumer.incremental_unassign(partitions)
 
@@ -358,7 +382,68 @@ class ProjectorGroup:
         consumer.incremental_unassign(partitions)
 
     def _make(self, location: KafkaLocation) -> Projector:
-        return Projector(location, admin=self.admin, pacer=self.pacer, **self.projector_options)
+        """The projector of a log assigned to this member: the one made ahead for it
+        (`_standby_loop`) when there is one, made with the admin client in use."""
+        with self._lock:
+            ready = self._standby.pop(location.topic, None)
+        if ready is not None and self._current(ready) and ready.location == location:
+            self.standby_used += 1
+            return ready
+        return self._new_projector(location)
+
+    def _admin_pool(self, first: AdminClient) -> list[AdminClient]:
+        return [first] + [
+            AdminClient(client_conf(self.bootstrap)) for _ in range(ADMIN_CLIENTS - 1)
+        ]
+
+    def _current(self, projector: Projector) -> bool:
+        """Whether `projector` was made with an admin client still in use."""
+        return any(projector._admin is admin for admin in self._admins)
+
+    def _new_projector(self, location: KafkaLocation) -> Projector:
+        with self._lock:
+            admin = self._admins[self._made % len(self._admins)]
+            self._made += 1
+        return Projector(location, admin=admin, pacer=self.pacer, **self.projector_options)
+
+    def _starting(self) -> bool:
+        """Whether this member has not been given its logs yet, or was given or relieved
+        of some within `STANDBY_CALM_S` (no projector is made ahead meanwhile)."""
+        changed = self._assigned_at
+        return changed is None or time.monotonic() - changed < STANDBY_CALM_S
+
+    def _standby_loop(self, stop: threading.Event, found: list[tuple[str, ...]]) -> None:
+        """Keep a projector made ahead for every log of the group this member does not
+        fold, so that taking one over (a member died) starts at its lease, not at the
+        checks of its topics a new projector makes first (several questions to the broker
+        each, asked by every log's projector at once: 1.5 s of a takeover in `bench
+        cluster` at 100 logs). Made one at a time, and not while this member takes logs
+        on (`_starting`); a made projector holds no Kafka client and no connection of its
+        own; one for a log no longer followed, or made with an admin client since
+        replaced, is dropped."""
+        while not stop.is_set():
+            wanted = set(found[0])
+            with self._lock:
+                for topic in list(self._standby):
+                    if topic not in wanted or not self._current(self._standby[topic]):
+                        del self._standby[topic]
+                missing = [t for t in sorted(wanted) if t not in self.followers]
+                missing = [t for t in missing if t not in self._standby]
+            for topic in missing:
+                location = self.location(topic)
+                if stop.is_set() or self._rejoin.is_set() or self._starting():
+                    break
+                if location is None:
+                    continue
+                try:
+                    projector = self._new_projector(location)
+                except Exception as exc:  # its follower says it, if the log comes here
+                    log.debug("%s: no projector made ahead (%s)", topic, exc)
+                    continue
+                with self._lock:
+                    if topic not in self.followers:
+                        self._standby[topic] = projector
+            stop.wait(self.refresh_s)
 
     def _stop(self, topics: Iterable[str], why: str, *, wait: bool = True) -> None:
         """Stop these logs' projectors (all at once; each commits what it published and
@@ -483,14 +568,15 @@ class ProjectorGroup:
             stop.wait(self.refresh_s)
 
     def _check_admin(self) -> None:
-        """Cue the poll loop to put a new admin client in place of the shared one, and to
-        rejoin with it, once the shared one has failed `ADMIN_FAILURES` times running to
+        """Cue the poll loop to put new admin clients in place of the shared ones, and to
+        rejoin with them, once one of them has failed `ADMIN_FAILURES` times running to
         read an owned log's metadata while a new client reads it (see the module)."""
         owned = self.owned()
         if not owned or self._new_admin is not None:
             return
         try:
-            self.admin.list_topics(owned[0], timeout=self.admin_probe_s)
+            for admin in self._admins:
+                admin.list_topics(owned[0], timeout=self.admin_probe_s)
             self._admin_failures = 0
             return
         except KafkaException as exc:
@@ -504,9 +590,9 @@ class ProjectorGroup:
         except KafkaException:
             return  # the broker does not answer a new client either: nothing to replace
         log.warning(
-            "group %r: this process's admin client failed %d times running to read log "
-            "%s's metadata (%s) while a new client reads it; replacing it, and restarting "
-            "this member's projectors with the new one",
+            "group %r: an admin client of this process failed %d times running to read "
+            "log %s's metadata (%s) while a new client reads it; replacing its admin "
+            "clients, and restarting this member's projectors with the new ones",
             self.group,
             self._admin_failures,
             owned[0],
@@ -576,8 +662,10 @@ class ProjectorGroup:
         closing.join(10)
         if self._new_admin is not None:  # the old one's projectors are stopped
             self.admin, self._new_admin = self._new_admin, None
+            self._admins = self._admin_pool(self.admin)
             self.admin_renewals += 1
         self.rejoins += 1
+        self._assigned_at = None
         self.subscribed = ()
         self._member_id = None
         self._disagree_since = None
@@ -596,6 +684,10 @@ class ProjectorGroup:
             target=self._discover_loop, args=(done, found), name="group-discovery", daemon=True
         )
         discovery.start()
+        standby = threading.Thread(
+            target=self._standby_loop, args=(done, found), name="group-standby", daemon=True
+        )
+        standby.start()
         try:
             while not stop.is_set():
                 if self._rejoin.is_set():

@@ -964,6 +964,12 @@ class Projector:
         """Fold and publish while holding the lease; returns when the run is over, raises
         `_EndTenure` when this tenure is."""
         acks = _Acks(self.location.lifecycle_topic)
+        began = time.monotonic()
+        phases: list[tuple[str, float]] = []  # how the tenure's start spent its time
+
+        def phase(name: str) -> None:
+            phases.append((name, time.monotonic()))
+
         # Lifecycle events are latency-bound (subscribers wait on them): a short linger.
         producer = Producer(
             producer_conf(
@@ -1076,8 +1082,10 @@ class Projector:
                 raise _EndTenure(f"cannot identify the log topic ({exc})") from None
             tid_bytes = tid.encode()
             erasable: bool | None = None  # whether the log encrypts: at its first record
+            phase("topic id")
             try:
                 state, count, resume_at = self._start_state(tid, consumer)
+                phase("snapshot")
                 end = watermarks(consumer, self.location.topic, 10)[1]
             except redis.RedisError as exc:  # Redis went away since the lease was taken
                 raise _EndTenure(f"cannot read the snapshot (Redis: {exc})") from None
@@ -1086,7 +1094,9 @@ class Projector:
             self._start_compactor()
             if target is not None and not target:
                 target.append(end)
+            phase("log end")
             initialiser.join()
+            phase("producer initialised")
             failure = initialised[0] if initialised else None
             if isinstance(failure, KafkaException):
                 raise self._transaction_failed("initialising the lifecycle producer", failure)
@@ -1100,7 +1110,9 @@ class Projector:
             # producer's transaction) holds it back, and a tenure took that for a deleted
             # topic, folded from seq 0 and published again what lay past the open record.
             held_end = self._lifecycle_held()
+            phase("lifecycle held")
             self._sweep(producer, acks)
+            phase("sweep")
             tail_end = self._lifecycle_end(consumer)
             if resume_at > held_end:
                 # The snapshot's lifecycle records are gone (the lifecycle topic was
@@ -1125,6 +1137,19 @@ class Projector:
             self._folded_seq, self._log_end = state.last_seq, end
             self._published_seq = state.last_seq
             keeper.report()  # resumed: said now, not at the next renewal
+            phase("tail")
+            log.info(
+                "%s: publishing from seq %d, %.2f s after the tenure began (%s)",
+                self.location.topic,
+                state.next_seq,
+                phases[-1][1] - began,
+                ", ".join(
+                    f"{name} {at - before:.2f} s"
+                    for (name, at), before in zip(
+                        phases, [began] + [at for _, at in phases], strict=False
+                    )
+                ),
+            )
             buffer: list[Entry] = []
             first = state.next_seq
             now = last_write = last_progress = time.monotonic()

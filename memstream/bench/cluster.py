@@ -168,6 +168,9 @@ class _Seen:
 
         self.index = {f"{t}.lifecycle": i for i, t in enumerate(topics)}
         self.first: dict[tuple[int, int], float] = {}
+        # When the projector produced each record's first event read (its producer's
+        # timestamp): the lag split into folding and committing, and reading it back.
+        self.produced: dict[tuple[int, int], float] = {}
         # (log, seq, index) -> the topic offset it was first read at
         self.events: dict[tuple[int, int, int], int] = {}
         self.twice = 0
@@ -183,6 +186,8 @@ class _Seen:
         self._thread.start()
 
     def _run(self) -> None:
+        from confluent_kafka import TIMESTAMP_CREATE_TIME
+
         from producers.logs.kafka_client import INDEX_HEADER, SEQ_HEADER, consume_ready
 
         while not self._stop.is_set():
@@ -208,7 +213,11 @@ class _Seen:
                         self.repeated.append((str(message.topic()), seq, index, first, offset))
                     continue
                 self.events[key] = offset
-                self.first.setdefault((log, seq), now)
+                if (log, seq) not in self.first:
+                    self.first[(log, seq)] = now
+                    kind, stamp = message.timestamp()
+                    if kind == TIMESTAMP_CREATE_TIME:
+                        self.produced[(log, seq)] = stamp / 1000
 
     def where(self, topic: str) -> str:
         """How far the committed reader read `topic`, and the topic's offsets (asked of a
@@ -509,6 +518,13 @@ def _run(
             for log, seq, at in paced
             if at < kill_t - 1 and (log, seq) in seen.first
         ]
+        # The same appends' lag until the projector produced their event (clocks of one
+        # machine: the writer's and the projector's, ms apart at most).
+        to_produced = [
+            max(0.0, seen.produced[(log, seq)] - at)
+            for log, seq, at in paced
+            if at < kill_t - 1 and (log, seq) in seen.produced
+        ]
         takeovers = []
         for log in victim_logs:
             after = [(at, seq) for lg, seq, at in paced if lg == log and at > kill_t]
@@ -573,6 +589,11 @@ def _run(
         row(
             "lag p99, acknowledged -> lifecycle event (paced, before the kill)",
             f"{_quantile(before, 0.99) * 1000:.0f} ms",
+        )
+    if to_produced:
+        row(
+            "of which until the projector produced the event, p50 / p99",
+            " / ".join(f"{_quantile(to_produced, q) * 1000:.0f}" for q in (0.5, 0.99)) + " ms",
         )
     for i, ((rss, threads), (rss_busy, threads_busy)) in enumerate(zip(idle, busy, strict=False)):
         row(

@@ -235,7 +235,8 @@ class CheckpointCutter:
         self.read_timeout = read_timeout
         ensure_topic(admin, self.topic, location.replication_factor)
         self._signer = CheckpointSigner(self.origin, signer)
-        self._producer = Producer(producer_conf(location.bootstrap, **{"linger.ms": 0}))
+        self._bootstrap = location.bootstrap
+        self._made: Producer | None = None  # made at the first checkpoint (`_producer`)
         self._redis = redis.Redis.from_url(
             location.redis_url, socket_timeout=0.5, socket_connect_timeout=0.5
         )
@@ -435,10 +436,18 @@ class CheckpointCutter:
             self._redis_retry_at = now + 1.0
             log.warning("%s: checkpoint not written to Redis (%s)", self.topic, exc)
 
+    @property
+    def _producer(self) -> Producer:
+        # Made when first needed: a projector made ahead of its tenure (a projector group's
+        # standby) holds no client.
+        if self._made is None:
+            self._made = Producer(producer_conf(self._bootstrap, **{"linger.ms": 0}))
+        return self._made
+
     def finish(self, timeout: float = 10.0) -> None:
         """A last checkpoint of what is folded, published before this returns."""
         self.cut(time.monotonic(), force=True)
-        if self._producer.flush(timeout):
+        if self._made is not None and self._made.flush(timeout):
             log.warning("%s: checkpoints not acknowledged in %g s", self.topic, timeout)
 
 

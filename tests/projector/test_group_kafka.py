@@ -28,7 +28,7 @@ from memstream import Memory, Message
 from producers.logs.base import fold_lifecycle
 from producers.logs.kafka_client import INDEX_HEADER, SEQ_HEADER
 from producers.logs.location import KafkaLocation, parse_kafka_location
-from projector.group import LogPattern, ProjectorGroup, is_log_topic
+from projector.group import ADMIN_CLIENTS, LogPattern, ProjectorGroup, is_log_topic
 from projector.record_fold import fold_log
 from projector.service import Projector
 from projector.snapshot_store import SnapshotStore
@@ -356,11 +356,13 @@ def test_a_listed_log_created_later_is_followed_and_stopping_releases_every_leas
         logs.create("later", 4)
         wait_for("the log created later folded", lambda: logs.folded_by(later.topic, me, 3), 60)
         assert group.owned() == sorted([first.topic, later.topic])
-        # Every projector asks the group's one admin client (each client runs threads of
-        # its own; a group of 33 logs made 33 more).
+        # Every projector asks one of the group's few admin clients (each client runs
+        # threads of its own; a group of 33 logs made 33 more), the next in turn.
         projectors = [f.projector for f in group.followers.values()]
-        assert len(projectors) == 2
-        assert all(p is not None and p._admin is group.admin for p in projectors)
+        assert len(projectors) == 2 and len(group._admins) == ADMIN_CLIENTS
+        assert group._admins[0] is group.admin
+        assert all(p is not None and group._current(p) for p in projectors)
+        assert projectors[0]._admin is not projectors[1]._admin  # type: ignore[union-attr]
     finally:
         halt.set()
         runner.join(60)
@@ -639,9 +641,10 @@ def test_a_shared_admin_client_that_stops_answering_is_replaced_and_the_projecto
 ) -> None:
     """A process's one admin client (its projectors share it) failed for minutes to read
     single logs' metadata in `bench cluster`, while a new client answered at once. The
-    member asks it for an owned log's metadata every `refresh_s`: after three failures
-    running, with a new client answering, it takes the new one and remakes its projectors.
-    Here the shared client is swapped for one of a port where no broker listens."""
+    member asks each of its shared clients for an owned log's metadata every `refresh_s`:
+    after three failures running, with a new client answering, it takes new ones and
+    remakes its projectors. Here the log's projector's client is swapped for one of a port
+    where no broker listens."""
     from memstream.stack.probes import free_port
 
     logs = Logs(kafka_bootstrap, redis_url, unique_name)
@@ -658,14 +661,19 @@ def test_a_shared_admin_client_that_stops_answering_is_replaced_and_the_projecto
         time.sleep(2.0)  # the real client answers every probe: nothing replaced
         assert group.admin_renewals == 0 and group.rejoins == 0
         with caplog.at_level(logging.WARNING, logger="memstream.projector.group"):
-            group.admin = dead
+            (projector,) = [f.projector for f in group.followers.values()]
+            assert projector is not None
+            used = next(i for i, a in enumerate(group._admins) if a is projector._admin)
+            group._admins[used] = dead
             wait_for("the shared client replaced", lambda: group.admin_renewals == 1, 60)
-        assert "replacing it, and restarting this member's projectors" in caplog.text
-        assert group.admin is not dead
+        assert "replacing its admin clients, and restarting this member's projectors" in (
+            caplog.text
+        )
+        assert all(a is not dead for a in group._admins) and group._admins[0] is group.admin
         seq = logs.append(first.topic, "after the new client")
         wait_for("the log folded again", lambda: logs.folded_by(first.topic, me, seq), 60)
         projectors = [f.projector for f in group.followers.values()]
-        assert projectors and all(p is not None and p._admin is group.admin for p in projectors)
+        assert projectors and all(p is not None and group._current(p) for p in projectors)
         assert group.admin_renewals == 1
 
 
@@ -719,5 +727,63 @@ def test_a_members_projectors_commit_within_one_budget_of_transactions(
     print(f"\n{appended} appends to 3 logs in {elapsed:.1f} s: {commits} transactions")
     assert 0 < commits <= 4 * elapsed + 1 + group.handovers, commits
     assert group.pacer is not None and group.pacer.turns <= 4 * elapsed + 1 + len(locations)
+    for loc in locations:
+        judge(loc)  # every lifecycle event published once, the snapshot a fresh fold
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(240)
+def test_a_member_takes_over_logs_with_the_projectors_it_made_ahead(
+    kafka_bootstrap: str, redis_url: str, unique_name: str
+) -> None:
+    """Each member makes ahead a projector for every log it follows and does not fold
+    (its topics checked once, no Kafka client held), and takes a log over with it: its
+    checks are not asked again of the broker while every log of a dead member is."""
+    logs = Logs(kafka_bootstrap, redis_url, unique_name)
+    locations = [logs.create(f"log{i}", 3) for i in range(4)]
+    topics = sorted(loc.topic for loc in locations)
+    listed = [str(loc) for loc in locations]
+    options: dict[str, Any] = {
+        "group": f"{unique_name}-group",
+        "refresh_s": 0.5,
+        "projector": {"every_ms": 30},
+    }
+    a, b = ProjectorGroup(listed, **options), ProjectorGroup(listed, **options)
+    me = {os.getpid()}
+    halt_a, run_a = run_in_thread(a)
+    halt_b: threading.Event | None = None
+    run_b: threading.Thread | None = None
+    try:
+        wait_for(
+            "member a to fold every log",
+            lambda: a.owned() == topics and all(logs.folded_by(t, me, 2) for t in topics),
+            60,
+        )
+        halt_b, run_b = run_in_thread(b)
+        wait_for("the members to share the logs", lambda: len(b.owned()) == 2, 60)
+        moved = a.owned()
+        assert len(moved) == 2 and not set(moved) & set(b.owned())
+        # After STANDBY_CALM_S without a new projector, each has made the other's ahead.
+        wait_for("b's projectors made ahead", lambda: sorted(b._standby) == moved, 60)
+        wait_for("a's projectors made ahead", lambda: sorted(a._standby) == b.owned(), 60)
+        assert b.standby_used == 0
+        halt_a.set()  # a leaves the group: b is given its logs at once
+        run_a.join(60)
+        wait_for("b to take every log", lambda: b.owned() == topics, 60)
+        ends = {topic: logs.append(topic, "after the handover") for topic in topics}
+        for topic, seq in ends.items():
+            wait_for(f"{topic} folded", lambda t=topic, s=seq: logs.folded_by(t, me, s), 60)
+        assert b.standby_used == 2 and not b._standby
+        assert all(
+            f.projector is not None and b._current(f.projector) for f in b.followers.values()
+        )
+    finally:
+        halt_a.set()
+        run_a.join(60)
+        if halt_b is not None and run_b is not None:
+            halt_b.set()
+            run_b.join(60)
+        logs.close()
+    assert b.owned() == [] and a.owned() == []
     for loc in locations:
         judge(loc)  # every lifecycle event published once, the snapshot a fresh fold
