@@ -116,6 +116,9 @@ ADMIN_CLIENTS = 4
 # not moved logs to it or away for this long: not while it takes logs on (its start, a
 # takeover), nor before it knows which logs are its own.
 STANDBY_CALM_S = 5.0
+# Between two projectors made ahead, at least this long, and twice as long as the last
+# took to make (its topics' checks: 8 questions to the broker, about 6 ms on an idle one).
+STANDBY_PAUSE_S = 0.05
 # The topics memstream derives from a log (never logs themselves): LOG + one of these.
 DERIVED_SUFFIXES = (".lifecycle", CHECKPOINTS_SUFFIX, MEMEX_TOPIC_SUFFIX, KEYS_SUFFIX)
 _GLOB = re.compile(r"^[A-Za-z0-9._\-*\[\]!]{1,240}$")
@@ -417,10 +420,10 @@ class ProjectorGroup:
         fold, so that taking one over (a member died) starts at its lease, not at the
         checks of its topics a new projector makes first (several questions to the broker
         each, asked by every log's projector at once: 1.5 s of a takeover in `bench
-        cluster` at 100 logs). Made one at a time, and not while this member takes logs
-        on (`_starting`); a made projector holds no Kafka client and no connection of its
-        own; one for a log no longer followed, or made with an admin client since
-        replaced, is dropped."""
+        cluster` at 100 logs). Made one at a time, paced (`STANDBY_PAUSE_S`), and not
+        while this member takes logs on (`_starting`); a made projector holds no Kafka
+        client and no connection of its own; one for a log no longer followed, or made
+        with an admin client since replaced, is dropped."""
         while not stop.is_set():
             wanted = set(found[0])
             with self._lock:
@@ -435,14 +438,18 @@ class ProjectorGroup:
                     break
                 if location is None:
                     continue
+                began = time.monotonic()
                 try:
                     projector = self._new_projector(location)
                 except Exception as exc:  # its follower says it, if the log comes here
                     log.debug("%s: no projector made ahead (%s)", topic, exc)
-                    continue
-                with self._lock:
-                    if topic not in self.followers:
-                        self._standby[topic] = projector
+                    projector = None
+                if projector is not None:
+                    with self._lock:
+                        if topic not in self.followers:
+                            self._standby[topic] = projector
+                # Paced by the broker's answers: at most a third of the time asking.
+                stop.wait(max(STANDBY_PAUSE_S, 2 * (time.monotonic() - began)))
             stop.wait(self.refresh_s)
 
     def _stop(self, topics: Iterable[str], why: str, *, wait: bool = True) -> None:

@@ -45,11 +45,13 @@ class MemexPublisher:
 
     def __init__(self, location: KafkaLocation, admin: AdminClient) -> None:
         self.topic = memex_topic(location.topic)
+        self._replication = location.replication_factor
+        self.ensure(admin)
+
+    def ensure(self, admin: AdminClient) -> None:
+        """Create the derived topic, or check it (as `ensure_topic` does)."""
         ensure_topic(
-            admin,
-            self.topic,
-            location.replication_factor,
-            message_bytes=DERIVED_TOPIC_MAX_MESSAGE_BYTES,
+            admin, self.topic, self._replication, message_bytes=DERIVED_TOPIC_MAX_MESSAGE_BYTES
         )
 
     def records(

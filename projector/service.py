@@ -90,7 +90,7 @@ from projector.snapshot_store import (
 )
 from projector.status import ProjectorStatus, encode_status, status_key
 from schemas.codec import KIND_HEADER
-from schemas.errors import LogNotFoundError
+from schemas.errors import LogNotFoundError, MemstreamError
 
 __all__ = ["Projector", "ProjectorStats"]
 
@@ -676,12 +676,7 @@ class Projector:
         ensure_topic(
             self._admin, self.location.topic, self.location.replication_factor, create=False
         )
-        ensure_topic(
-            self._admin,
-            self.location.lifecycle_topic,
-            self.location.replication_factor,
-            message_bytes=DERIVED_TOPIC_MAX_MESSAGE_BYTES,
-        )
+        self._ensure_lifecycle_topic()
         self.memex = MemexPublisher(self.location, self._admin)  # the derived topic LOG.memex
         signer = resolve_signer(key)
         self.evidence: CheckpointCutter | None = (
@@ -855,13 +850,30 @@ class Projector:
             thread.join(0.05)
             self._compactor = None
 
+    def _ensure_lifecycle_topic(self) -> None:
+        ensure_topic(
+            self._admin,
+            self.location.lifecycle_topic,
+            self.location.replication_factor,
+            message_bytes=DERIVED_TOPIC_MAX_MESSAGE_BYTES,
+        )
+
     def _lifecycle_held(self) -> int:
         """The lifecycle topic's high watermark: the offset after its last record,
         committed, aborted or still open."""
         try:
             return partition_end(self._admin, self.location.lifecycle_topic, 30)
         except TopicIdentityError as exc:
-            # A broker failing over (issue 17): the tenure ends and resumes from the snapshot.
+            # A broker failing over (issue 17), or the topic deleted since this projector
+            # was made (a projector group makes them ahead): the derived topics are
+            # created again if they are gone (checked if not), and the tenure ends and
+            # resumes from the snapshot, whose lifecycle position is then past the new
+            # topic's end: the stream is published again from seq 0.
+            try:
+                self._ensure_lifecycle_topic()
+                self.memex.ensure(self._admin)
+            except (MemstreamError, KafkaException) as again:
+                log.debug("%s: %s", self.location.topic, again)
             raise _EndTenure(f"{self.location.lifecycle_topic}: no end: {exc}") from None
 
     def _lifecycle_end(self, consumer: Consumer) -> int:

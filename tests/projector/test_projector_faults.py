@@ -273,6 +273,26 @@ def test_a_deleted_lifecycle_topic_is_published_again(location: str) -> None:
     assert subscribed(location) == expected_lifecycle(loc)
 
 
+def test_a_projector_made_before_its_derived_topics_were_deleted_creates_them_again(
+    location: str,
+) -> None:
+    """A projector group makes projectors ahead of their tenure (their topics checked
+    then): one whose lifecycle and memex topics were deleted meanwhile creates them again
+    at its tenure's start, and publishes the whole stream again."""
+    loc = parse_kafka_location(location)
+    append(location, [f"m{i}" for i in range(12)])
+    Projector(loc).run(until_caught_up=True)
+    ahead = Projector(loc)  # made now, run after the deletion
+    admin = AdminClient({"bootstrap.servers": loc.bootstrap})
+    _delete_topic(admin, loc.lifecycle_topic)
+    _delete_topic(admin, ahead.memex.topic)
+    ahead.run(until_caught_up=True)
+    assert ahead.stats.published == 12
+    assert subscribed(location) == expected_lifecycle(loc)
+    topics = admin.list_topics(timeout=10).topics
+    assert loc.lifecycle_topic in topics and ahead.memex.topic in topics
+
+
 def test_a_record_left_open_on_the_lifecycle_topic_is_not_taken_for_a_deleted_topic(
     location: str, unique_name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
