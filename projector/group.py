@@ -381,7 +381,18 @@ class ProjectorGroup:
         # whose projectors fence ours (lease, transactional id). Waiting here for ours to
         # stop would only delay this member's rejoining (librdkafka rejoins once this
         # callback returns): 11-51 s on a loaded three-node cluster.
-        self._stop([tp.topic for tp in partitions if tp.partition == 0], "lost", wait=False)
+        lost = [tp.topic for tp in partitions if tp.partition == 0]
+        if lost:
+            # A live member losing its logs is a fault to see (a broker or this process
+            # stalled past the session): each of them starts again from its snapshot.
+            log.warning(
+                "group %r: this member's session expired (no heartbeat answered within the "
+                "group's session); its %d log(s) are given out again",
+                self.group,
+                len(lost),
+            )
+        self._assigned_at = time.monotonic()
+        self._stop(lost, "lost", wait=False)
         consumer.incremental_unassign(partitions)
 
     def _make(self, location: KafkaLocation) -> Projector:

@@ -521,7 +521,7 @@ def test_a_classic_session_the_broker_refuses_stops_the_member_naming_it(
 @pytest.mark.kafka
 @pytest.mark.timeout(180)
 def test_a_lost_logs_projector_is_stopped_without_holding_up_the_groups_callback(
-    kafka_bootstrap: str, redis_url: str, unique_name: str
+    kafka_bootstrap: str, redis_url: str, unique_name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Lost (this member's session expired): the group has given the logs to others
     already, and librdkafka rejoins only once the callback returns, so the callback must
@@ -551,7 +551,11 @@ def test_a_lost_logs_projector_is_stopped_without_holding_up_the_groups_callback
     try:
         group._on_assign(consumer, [tp])
         wait_for("the log folded", lambda: logs.folded_by(first.topic, {os.getpid()}, 2), 60)
-        group._on_lost(consumer, [tp])
+        with caplog.at_level(logging.WARNING, logger="memstream.projector.group"):
+            group._on_lost(consumer, [tp])
+        # Said, as the fault it is: a live member's session expired.
+        assert f"group '{unique_name}-group': this member's session expired" in caplog.text
+        assert "its 1 log(s) are given out again" in caplog.text
         # Returned while the projector's thread is still there (held): not yet counted.
         assert group.owned() == [] and group.handovers == 0
         held.set()
