@@ -283,7 +283,7 @@ class ProjectorGroup:
         # One budget of lifecycle transactions for all of this member's projectors.
         self.pacer = None if commits_per_s is None else CommitPacer(commits_per_s)
         self.projector_options = dict(projector or {})
-        # One admin client for the discovery and every projector of this process.
+        # The discovery's admin client, the first of those the projectors share.
         self.admin = AdminClient(client_conf(self.bootstrap))
         self._admins = self._admin_pool(self.admin)
         self._made = 0  # projectors made: the next takes the next admin client
@@ -400,9 +400,9 @@ class ProjectorGroup:
         (`_standby_loop`) when there is one, made with the admin client in use."""
         with self._lock:
             ready = self._standby.pop(location.topic, None)
-        if ready is not None and self._current(ready) and ready.location == location:
-            self.standby_used += 1
-            return ready
+            if ready is not None and self._current(ready) and ready.location == location:
+                self.standby_used += 1
+                return ready
         return self._new_projector(location)
 
     def _admin_pool(self, first: AdminClient) -> list[AdminClient]:
