@@ -22,6 +22,7 @@ from memstream.stack.procs import (
     launch,
     port_open,
     read_stat,
+    run_first,
     tail,
 )
 from memstream.stack.progress import LogReporter, Reporter
@@ -104,6 +105,7 @@ def start(paths: StackPaths, cfg: StackConfig, reporter: Reporter | None = None)
             stop_timeout=5.0,
         )
         favour_session(record.pid)
+        run_first(record.pid)
         return record
 
 

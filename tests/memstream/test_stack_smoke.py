@@ -93,3 +93,33 @@ def test_the_stacks_redis_runs_favoured_when_it_may(redis_url: str) -> None:
     if grouped and os.geteuid() == 0:
         with open(f"/proc/{pid}/autogroup") as f:
             assert f.read().split()[-1] == str(FAVOURED_NICENESS)
+
+
+def test_the_stacks_redis_runs_first_where_the_kernel_lets_it(redis_url: str) -> None:
+    # A niceness is only a share: under a loaded group Redis at -10, session and all,
+    # still waited seconds in the run queue. Where this user may set a real-time policy
+    # (tried on a child of its own), Redis's main thread runs under SCHED_RR.
+    import os
+    import subprocess
+    import sys
+
+    from memstream.stack.procs import REALTIME_PRIORITY, run_first
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        pid = int(client.info("server")["process_id"])
+    finally:
+        client.close()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        may = run_first(child.pid)
+        if may:
+            assert os.sched_getscheduler(child.pid) == os.SCHED_RR
+    finally:
+        child.kill()
+        child.wait()
+    if may:
+        assert os.sched_getscheduler(pid) == os.SCHED_RR
+        assert os.sched_getparam(pid).sched_priority == REALTIME_PRIORITY
+    else:
+        assert os.sched_getscheduler(pid) == os.SCHED_OTHER

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -287,3 +288,24 @@ def test_a_favoured_server_is_started_through_nice_only_where_it_may(
     monkeypatch.setattr(procs.os, "geteuid", lambda: 0)
     monkeypatch.setattr(procs.shutil, "which", lambda name: None)  # no coreutils nice
     assert procs.favoured(["redis-server"]) == ["redis-server"]
+
+
+def test_running_first_is_asked_of_the_kernel_and_refusals_are_no_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked: list[tuple[int, int, int]] = []
+
+    def setscheduler(pid: int, policy: int, param: os.sched_param) -> None:
+        asked.append((pid, policy, param.sched_priority))
+
+    monkeypatch.setattr(procs.os, "sched_setscheduler", setscheduler)
+    assert procs.run_first(4242) is True
+    assert asked == [(4242, os.SCHED_RR, procs.REALTIME_PRIORITY)]
+
+    def refuse(pid: int, policy: int, param: os.sched_param) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(procs.os, "sched_setscheduler", refuse)
+    assert procs.run_first(4242) is False
+    monkeypatch.delattr(procs.os, "sched_setscheduler")  # not Linux
+    assert procs.run_first(4242) is False
