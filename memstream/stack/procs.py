@@ -112,7 +112,7 @@ def favour_session(pid: int) -> bool:
 # with its session at -10 still waited in the run queue 60-90% of whole seconds, PINGs from
 # another process took up to 2.3 s and 99-137 lease renewals a run timed out (1.5 s). Under
 # SCHED_RR it runs as soon as it is woken (at the kernel's next preemption point): PINGs
-# took 64 ms at most and no renewal timed out, in three runs. It spends little CPU (under a
+# took 64 ms at most in three runs, and no renewal timed out in 19. It spends little CPU (under a
 # second of a whole `bench cluster` run, its command statistics), and the kernel's
 # real-time throttling (sched_rt_runtime_us, 95% of a period) bounds a runaway command.
 REALTIME_PRIORITY = 1
