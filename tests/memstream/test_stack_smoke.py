@@ -65,6 +65,18 @@ def test_unique_names_differ(unique_name: str, request: pytest.FixtureRequest) -
     assert len(unique_name) <= 249
 
 
+def _redis_pid(redis_url: str) -> int:
+    """The pid of the stack's Redis, as it reports it (checked to be redis-server)."""
+    client = redis.Redis.from_url(redis_url)
+    try:
+        pid = int(client.info("server")["process_id"])
+    finally:
+        client.close()
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        assert b"redis-server" in f.read()
+    return pid
+
+
 def test_the_stacks_redis_runs_favoured_when_it_may(redis_url: str) -> None:
     # Every lease renewal, snapshot and status of every projector waits on this one
     # thread: under a loaded group it went unscheduled for over a second at equal weight.
@@ -73,13 +85,7 @@ def test_the_stacks_redis_runs_favoured_when_it_may(redis_url: str) -> None:
 
     from memstream.stack.procs import FAVOURED_NICENESS
 
-    client = redis.Redis.from_url(redis_url)
-    try:
-        pid = int(client.info("server")["process_id"])
-    finally:
-        client.close()
-    with open(f"/proc/{pid}/cmdline", "rb") as f:
-        assert b"redis-server" in f.read()
+    pid = _redis_pid(redis_url)
     with open(f"/proc/{pid}/stat") as f:
         niceness = int(f.read().rsplit(")", 1)[1].split()[16])
     may = os.geteuid() == 0 and shutil.which("nice") is not None
@@ -105,11 +111,7 @@ def test_the_stacks_redis_runs_first_where_the_kernel_lets_it(redis_url: str) ->
 
     from memstream.stack.procs import REALTIME_PRIORITY, run_first
 
-    client = redis.Redis.from_url(redis_url)
-    try:
-        pid = int(client.info("server")["process_id"])
-    finally:
-        client.close()
+    pid = _redis_pid(redis_url)
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         may = run_first(child.pid)
