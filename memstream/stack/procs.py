@@ -132,6 +132,25 @@ def run_first(pid: int) -> bool:
         return False
 
 
+def run_threads_first(pid: int, wanted: Callable[[str], bool]) -> list[int]:
+    """`run_first` for each thread of `pid` whose name (``/proc/PID/task/TID/comm``)
+    `wanted` accepts; the thread ids it was set for (none where the kernel refuses)."""
+    done: list[int] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:  # not Linux, or the process is gone
+        return done
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as comm:
+                name = comm.read().strip()
+        except OSError:  # the thread ended meanwhile
+            continue
+        if wanted(name) and run_first(int(tid)):
+            done.append(int(tid))
+    return done
+
+
 def favoured(argv: Sequence[str]) -> list[str]:
     """`argv` run at `FAVOURED_NICENESS` through coreutils' ``nice`` when this process
     may raise a priority (root); unchanged otherwise."""

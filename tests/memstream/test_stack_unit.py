@@ -309,3 +309,37 @@ def test_running_first_is_asked_of_the_kernel_and_refusals_are_no_error(
     assert procs.run_first(4242) is False
     monkeypatch.delattr(procs.os, "sched_setscheduler")  # not Linux
     assert procs.run_first(4242) is False
+
+
+def test_threads_run_first_are_chosen_by_their_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from memstream.stack.kafka import is_collector_thread
+
+    asked: list[int] = []
+    monkeypatch.setattr(procs, "run_first", lambda tid: asked.append(tid) or True)
+    ready, release = threading.Event(), threading.Event()
+    tids: list[int] = []
+
+    def worker() -> None:
+        tids.append(threading.get_native_id())
+        ready.set()
+        release.wait(10)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    try:
+        ready.wait(10)
+        with open(f"/proc/self/task/{tids[0]}/comm", "w") as comm:
+            comm.write("GC Thread#7")
+        assert procs.run_threads_first(os.getpid(), is_collector_thread) == [tids[0]]
+        assert asked == [tids[0]]
+    finally:
+        release.set()
+        thread.join()
+    assert [is_collector_thread(n) for n in ("VM Thread", "GC Thread#0", "G1 Conc#0")] == [
+        True,
+        True,
+        False,
+    ]
+    assert procs.run_threads_first(2**22 + 1, is_collector_thread) == []  # no such process
