@@ -101,25 +101,36 @@ def test_the_stacks_redis_runs_favoured_when_it_may(redis_url: str) -> None:
             assert f.read().split()[-1] == str(FAVOURED_NICENESS)
 
 
-def test_the_stacks_redis_runs_first_where_the_kernel_lets_it(redis_url: str) -> None:
-    # A niceness is only a share: under a loaded group Redis at -10, session and all,
-    # still waited seconds in the run queue. Where this user may set a real-time policy
-    # (tried on a child of its own), Redis's main thread runs under SCHED_RR.
+def _may_run_first() -> bool:
+    """Whether this user may put a process under SCHED_RR: tried on a child of its own
+    (and, where it may, the child is then under it)."""
     import os
     import subprocess
     import sys
 
-    from memstream.stack.procs import REALTIME_PRIORITY, run_first
+    from memstream.stack.procs import run_first
 
-    pid = _redis_pid(redis_url)
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         may = run_first(child.pid)
         if may:
             assert os.sched_getscheduler(child.pid) == os.SCHED_RR
+        return may
     finally:
         child.kill()
         child.wait()
+
+
+def test_the_stacks_redis_runs_first_where_the_kernel_lets_it(redis_url: str) -> None:
+    # A niceness is only a share: under a loaded group Redis at -10, session and all,
+    # still waited seconds in the run queue. Where this user may set a real-time policy
+    # (tried on a child of its own), Redis's main thread runs under SCHED_RR.
+    import os
+
+    from memstream.stack.procs import REALTIME_PRIORITY
+
+    pid = _redis_pid(redis_url)
+    may = _may_run_first()
     if may:
         assert os.sched_getscheduler(pid) == os.SCHED_RR
         assert os.sched_getparam(pid).sched_priority == REALTIME_PRIORITY
@@ -157,11 +168,8 @@ def test_the_brokers_collector_threads_run_first_where_the_kernel_lets_them(
     # 2.9 s and 12.6 s and every member's session expired. Where this user may set a
     # real-time policy (tried on a child of its own), they run under SCHED_RR.
     import os
-    import subprocess
-    import sys
 
     from memstream.stack.kafka import is_collector_thread
-    from memstream.stack.procs import run_first
 
     pid = _broker_pid(kafka_bootstrap)
     threads = {}
@@ -172,12 +180,7 @@ def test_the_brokers_collector_threads_run_first_where_the_kernel_lets_them(
     # The safepoint thread and every parallel worker (made at start: one per core here).
     assert "VM Thread" in threads.values()
     assert sum(name.startswith("GC Thread#") for name in threads.values()) >= 1
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-    try:
-        may = run_first(child.pid)
-    finally:
-        child.kill()
-        child.wait()
+    may = _may_run_first()
     want = os.SCHED_RR if may else os.SCHED_OTHER
     assert {tid: os.sched_getscheduler(tid) for tid in collectors} == dict.fromkeys(
         collectors, want
