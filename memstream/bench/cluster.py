@@ -14,7 +14,11 @@ processes appending to the logs (each writer a share of them, round robin):
   snapshot (its status record in Redis naming a folded seq), and to the first lifecycle
   event of a record appended after the kill (the projectors' lag included); the longest
   over its logs;
-- lifecycle events read twice (must be 0).
+- lifecycle events read twice (must be 0);
+- the CPU of the projectors' Kafka client threads (librdkafka's, named ``rdk:...``), in
+  all and the most in one second: librdkafka busy-polls (a zero poll timeout) while a
+  slow broker holds a request, and such threads took both cores from the broker for
+  seconds at a time in the failed runs of 7 December (README, issue 17).
 
 On the shared stack by default (`--bootstrap` / `--redis`, else the stack's env); with
 ``--brokers 3`` on a three-node cluster of its own (started in a temporary folder on free
@@ -321,6 +325,56 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _client_threads_cpu_s(pid: int) -> float:
+    """CPU seconds used so far by the librdkafka threads of a process (their names start
+    with ``rdk:``), user and system; 0.0 once the process is gone."""
+    ticks = 0
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return 0.0
+    for task in tasks:
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:  # the thread ended meanwhile
+            continue
+        name, _, rest = stat.partition("(")[2].rpartition(")")
+        if name.startswith("rdk:"):
+            fields = rest.split()
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+class _ClientCpu:
+    """Samples, every second until closed, the CPU of the librdkafka threads of the
+    processes `pids` (`_client_threads_cpu_s`): `total` seconds, and `peak`, the most
+    used in one second (in cores). A thread that ended takes its time with it, so a
+    process's decrease counts as none."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self.total = 0.0
+        self.peak = 0.0
+        self._pids = pids
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        last = {pid: _client_threads_cpu_s(pid) for pid in self._pids}
+        at = time.monotonic()
+        while not self._stop.wait(1.0):
+            now = {pid: _client_threads_cpu_s(pid) for pid in self._pids}
+            used = sum(max(0.0, now[pid] - last[pid]) for pid in self._pids)
+            elapsed, at = time.monotonic() - at, time.monotonic()
+            self.total += used
+            self.peak = max(self.peak, used / max(elapsed, 1e-3))
+            last = now
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def _owners(redis_url: str, locations: list[str]) -> list[int | None]:
     """The pid of each log's projector (its status record), None where none reports."""
     return [None if s is None else s.pid for s in _statuses(redis_url, locations)]
@@ -450,6 +504,7 @@ def _run(
         for path in log_paths
     ]
     seen: _Seen | None = None
+    client_cpu = _ClientCpu([p.pid for p in procs])
     try:
         while None in _owners(redis_url, locations):
             if time.monotonic() - started > 300:
@@ -549,6 +604,7 @@ def _run(
             if still:
                 console.print(_missing_report(seen, topics, want - seen.first.keys()))
     finally:
+        client_cpu.close()
         if seen is not None:
             seen.close()
         for p in procs:
@@ -600,6 +656,10 @@ def _run(
             f"projector {i + 1} ({shares[i]} logs): RSS MiB / threads (idle; paced), idle CPU",
             f"{rss:.0f} / {threads}; {rss_busy:.0f} / {threads_busy}, {idle_cpu[i]:.0f}%",
         )
+    row(
+        "the projectors' Kafka client threads (librdkafka): CPU in all / the most in one second",
+        f"{client_cpu.total:.0f} s / {client_cpu.peak:.2f} cores",
+    )
     all_resumed = bool(victim_logs) and len(handovers) == len(victim_logs)
     longest = handovers[-1] if handovers and all_resumed else float("nan")
     row(

@@ -2,11 +2,52 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from memstream.bench.cluster import _missing_report, _warnings
+from memstream.bench.cluster import (
+    _client_threads_cpu_s,
+    _ClientCpu,
+    _missing_report,
+    _warnings,
+)
+
+# A child whose main thread calls itself `rdk:spin` (as librdkafka names its threads) and
+# spins for SPIN seconds, while a thread made before the renaming (named as Python names
+# it) spins as long after it; then it says so and both sleep.
+_CHILD = """
+import sys, threading, time
+SPIN = float(sys.argv[1])
+go, done = threading.Event(), threading.Event()
+def other():
+    go.wait()
+    end = time.thread_time() + SPIN
+    while time.thread_time() < end:
+        pass
+    done.set()
+    time.sleep(60)  # alive: an ended thread's time leaves /proc with it
+helper = threading.Thread(target=other, daemon=True)
+helper.start()
+with open("/proc/thread-self/comm", "w") as comm:
+    comm.write("rdk:spin")
+end = time.thread_time() + SPIN
+while time.thread_time() < end:
+    pass
+go.set()
+done.wait()
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def _spinning_child(spin_s: float) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", _CHILD, str(spin_s)], stdout=subprocess.PIPE, text=True
+    )
 
 
 def test_warnings_are_counted_by_kind_across_logs_and_numbers(tmp_path: Path) -> None:
@@ -58,3 +99,31 @@ def test_the_log_level_is_chosen_on_the_command_line() -> None:
     assert parser.parse_args([]).log_level is None
     with pytest.raises(SystemExit):
         parser.parse_args(["--log-level", "LOUD"])
+
+
+@pytest.mark.skipif(not Path("/proc/thread-self/comm").exists(), reason="Linux /proc only")
+def test_the_cpu_of_librdkafka_threads_is_told_from_the_processs_other_threads() -> None:
+    child = _spinning_child(0.4)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        used = _client_threads_cpu_s(child.pid)
+        # The renamed thread's 0.4 s, not the other thread's 0.4 s as well.
+        assert 0.3 <= used < 0.7, used
+    finally:
+        child.kill()
+        child.wait()
+    assert _client_threads_cpu_s(child.pid) == 0.0  # gone: nothing, no error
+
+
+@pytest.mark.skipif(not Path("/proc/thread-self/comm").exists(), reason="Linux /proc only")
+def test_the_client_cpu_sampler_adds_up_seconds_and_finds_the_busiest() -> None:
+    child = _spinning_child(3.0)  # spins from its start: the sampler sees it busy
+    try:
+        sampler = _ClientCpu([child.pid])
+        time.sleep(2.5)
+        sampler.close()
+        assert sampler.total >= 1.0, sampler.total
+        assert 0.5 <= sampler.peak <= 1.5, sampler.peak  # one thread: about one core
+    finally:
+        child.kill()
+        child.wait()
