@@ -365,7 +365,8 @@ class _ClientCpu:
         while not self._stop.wait(1.0):
             now = {pid: _client_threads_cpu_s(pid) for pid in self._pids}
             used = sum(max(0.0, now[pid] - last[pid]) for pid in self._pids)
-            elapsed, at = time.monotonic() - at, time.monotonic()
+            now_at = time.monotonic()
+            elapsed, at = now_at - at, now_at
             self.total += used
             self.peak = max(self.peak, used / max(elapsed, 1e-3))
             last = now
