@@ -1049,6 +1049,16 @@ class Projector:
                 produce(topic, value, headers, seq)
             held.clear()
 
+        def may_produce() -> bool:
+            """Whether held events may go to the producer now: when it holds none awaiting
+            their acknowledgement. An idempotent producer sends one request at a time for
+            a partition with records in flight, and librdkafka's broker thread polls
+            without waiting while records queue behind that request (README,
+            Limitations): on a slow broker every busy producer spun a core, which the
+            broker then lacked. Held here, they go out together once the request in
+            flight is acknowledged (the loop serves the reports every round)."""
+            return len(producer) == 0
+
         def undelivered() -> int:
             """Lifecycle events produced and not yet acknowledged, and those held back."""
             return len(producer) + len(held)
@@ -1068,7 +1078,7 @@ class Projector:
                 and time.monotonic() < keeper.until - margin
                 and not (stop is not None and stop.is_set())
             ):
-                if held and committer.lock.acquire(blocking=False):
+                if held and may_produce() and committer.lock.acquire(blocking=False):
                     try:
                         release()
                     finally:
@@ -1208,7 +1218,7 @@ class Projector:
                 if paused:
                     log.info("%s: lease renewed; publishing again", self.location.topic)
                     paused = False
-                if held and committer.lock.acquire(blocking=False):
+                if held and may_produce() and committer.lock.acquire(blocking=False):
                     try:
                         release()
                     finally:
@@ -1292,8 +1302,9 @@ class Projector:
                         for value, headers in self.memex.records(before, state, seq, data, events):
                             ready.append((memex_topic_name, value, headers, seq))
                     if ready:
-                        # Never waits: while a commit holds the lock, the events wait.
-                        if committer.lock.acquire(blocking=False):
+                        # Never waits: while a commit holds the lock, or records await
+                        # their acknowledgement, the events wait.
+                        if may_produce() and committer.lock.acquire(blocking=False):
                             try:
                                 release()
                                 for topic, value, headers, event_seq in ready:
@@ -1323,15 +1334,22 @@ class Projector:
                 elif committer.committed_seq is not None:
                     self._published_seq = committer.committed_seq
                 now = time.monotonic()
-                cut_due = (
+                cut_wanted = (
                     bool(buffer)
-                    and not held
                     and writer.pending() == 0
                     and (
                         len(buffer) >= self.every_records
                         or (now - last_write) * 1000 >= self.every_ms
                     )
                 )
+                if cut_wanted and held and committer.lock.acquire(blocking=False):
+                    # A cut waits for no acknowledgement (`may_produce`): what is held goes
+                    # into the open transaction now, which the cut then waits for.
+                    try:
+                        release()
+                    finally:
+                        committer.lock.release()
+                cut_due = cut_wanted and not held
                 if writer.lost == generation:
                     drain()
                     consumer.close()
