@@ -1059,6 +1059,15 @@ class Projector:
             flight is acknowledged (the loop serves the reports every round)."""
             return len(producer) == 0
 
+        def release_held(*, now: bool = False) -> None:
+            """What was held, into the open transaction, without waiting: not while a commit
+            holds the lock, nor (unless `now`) while records await acknowledgement."""
+            if held and (now or may_produce()) and committer.lock.acquire(blocking=False):
+                try:
+                    release()
+                finally:
+                    committer.lock.release()
+
         def undelivered() -> int:
             """Lifecycle events produced and not yet acknowledged, and those held back."""
             return len(producer) + len(held)
@@ -1078,11 +1087,7 @@ class Projector:
                 and time.monotonic() < keeper.until - margin
                 and not (stop is not None and stop.is_set())
             ):
-                if held and may_produce() and committer.lock.acquire(blocking=False):
-                    try:
-                        release()
-                    finally:
-                        committer.lock.release()
+                release_held()
                 if undelivered() <= self.max_undelivered // 2:
                     break
                 producer.poll(0.01)
@@ -1218,11 +1223,7 @@ class Projector:
                 if paused:
                     log.info("%s: lease renewed; publishing again", self.location.topic)
                     paused = False
-                if held and may_produce() and committer.lock.acquire(blocking=False):
-                    try:
-                        release()
-                    finally:
-                        committer.lock.release()
+                release_held()
                 # At once what is ready, else the first record to come: a batch consume
                 # would wait out its timeout. Short while events are held, so that they go
                 # out promptly; with records buffered, until the snapshot cut is due (a
@@ -1342,13 +1343,10 @@ class Projector:
                         or (now - last_write) * 1000 >= self.every_ms
                     )
                 )
-                if cut_wanted and held and committer.lock.acquire(blocking=False):
+                if cut_wanted:
                     # A cut waits for no acknowledgement (`may_produce`): what is held goes
                     # into the open transaction now, which the cut then waits for.
-                    try:
-                        release()
-                    finally:
-                        committer.lock.release()
+                    release_held(now=True)
                 cut_due = cut_wanted and not held
                 if writer.lost == generation:
                     drain()
