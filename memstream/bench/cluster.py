@@ -15,6 +15,9 @@ processes appending to the logs (each writer a share of them, round robin):
   event of a record appended after the kill (the projectors' lag included); the longest
   over its logs;
 - lifecycle events read twice (must be 0);
+- the machine's CPU in the paced run before the kill, in cores, and whose: the writer
+  processes', the projectors', the bench's own and the rest (the broker, Redis): on a
+  machine with no core to spare, the takeover's work waits its turn;
 - the CPU of the projectors' Kafka client threads (librdkafka's, named ``rdk:...``), in
   all and the most in one second: librdkafka busy-polls (a zero poll timeout) while a
   slow broker holds a request, and such threads took both cores from the broker for
@@ -376,6 +379,77 @@ class _ClientCpu:
         self._thread.join()
 
 
+def _machine_cpu_s() -> tuple[float, float]:
+    """(busy, all) CPU seconds of the whole machine since boot, summed over its cores
+    (``/proc/stat``: busy is all but idle and iowait)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    ticks = os.sysconf("SC_CLK_TCK")
+    # user nice system idle iowait irq softirq steal (guest time is within user already)
+    idle = fields[3] + fields[4]
+    total = sum(fields[:8])
+    return (total - idle) / ticks, total / ticks
+
+
+class CpuShares:
+    """Where the machine's CPU went over a window: the whole machine's busy time, the
+    bench's writer processes, its projector processes and the bench's own process, and
+    the rest (the broker, Redis, anything else), each in cores (CPU seconds a second)."""
+
+    def __init__(self, writers: list[int], projectors: list[int]) -> None:
+        self._writers = writers
+        self._projectors = projectors
+        self._start = self._sample()
+        self._at = time.monotonic()
+
+    def _sample(self) -> tuple[float, dict[int, float], dict[int, float], float]:
+        def used(pids: list[int]) -> dict[int, float]:
+            seconds = {}
+            for pid in pids:
+                try:
+                    seconds[pid] = _cpu_s(pid)
+                except OSError:  # gone
+                    pass
+            return seconds
+
+        busy, _ = _machine_cpu_s()
+        own = os.times()
+        return busy, used(self._writers), used(self._projectors), own.user + own.system
+
+    def stop(self) -> dict[str, float]:
+        """Cores used since the start: ``machine`` (busy), ``writers``, ``projectors``,
+        ``bench``, ``rest`` (what the machine used beyond those); and ``cores`` (the
+        machine's) and ``seconds`` (the window's length). A process gone before the end
+        counts for none of its time (its share of the machine's falls to ``rest``)."""
+        end = self._sample()
+        elapsed = max(time.monotonic() - self._at, 1e-3)
+
+        def delta(start: dict[int, float], stop: dict[int, float]) -> float:
+            return sum(max(0.0, stop[pid] - start.get(pid, stop[pid])) for pid in stop)
+
+        machine = max(0.0, end[0] - self._start[0]) / elapsed
+        writers = delta(self._start[1], end[1]) / elapsed
+        projectors = delta(self._start[2], end[2]) / elapsed
+        bench = max(0.0, end[3] - self._start[3]) / elapsed
+        return {
+            "cores": float(os.cpu_count() or 1),
+            "seconds": elapsed,
+            "machine": machine,
+            "writers": writers,
+            "projectors": projectors,
+            "bench": bench,
+            "rest": max(0.0, machine - writers - projectors - bench),
+        }
+
+
+def cpu_shares_text(shares: dict[str, float]) -> str:
+    """A `CpuShares.stop` result as the bench prints it."""
+    return (
+        f"{shares['machine']:.2f} of {shares['cores']:.0f} cores: writers "
+        f"{shares['writers']:.2f}, projectors {shares['projectors']:.2f}, this bench "
+        f"{shares['bench']:.2f}, the rest (broker, Redis, others) {shares['rest']:.2f}"
+    )
+
+
 def _owners(redis_url: str, locations: list[str]) -> list[int | None]:
     """The pid of each log's projector (its status record), None where none reports."""
     return [None if s is None else s.pid for s in _statuses(redis_url, locations)]
@@ -547,7 +621,13 @@ def _run(
 
         def kill() -> None:
             writing.wait()
-            time.sleep(seconds / 2)
+            # The machine's CPU over the paced run before the kill (its first second
+            # left out: the writers starting), by whom: whether the takeover began on a
+            # machine with cores to spare.
+            time.sleep(min(1.0, seconds / 4))
+            window = CpuShares([c.pid for c in mp.active_children() if c.pid], pids)
+            time.sleep(max(0.0, seconds / 2 - min(1.0, seconds / 4)))
+            cpu_use.update(window.stop())
             owners = _owners(redis_url, locations)
             victim_logs.extend(i for i, pid in enumerate(owners) if pid == victim.pid)
             busy.extend(_proc_status(p.pid) for p in procs)
@@ -558,6 +638,8 @@ def _run(
 
         busy: list[tuple[float, int]] = []
         resumed: dict[int, float] = {}
+        cpu_use: dict[str, float] = {}
+        pids = [p.pid for p in procs]
         killer = threading.Thread(target=kill)
         killer.start()
         paced = _write(locations, writers, rate, seconds, writing)
@@ -656,6 +738,11 @@ def _run(
         row(
             f"projector {i + 1} ({shares[i]} logs): RSS MiB / threads (idle; paced), idle CPU",
             f"{rss:.0f} / {threads}; {rss_busy:.0f} / {threads_busy}, {idle_cpu[i]:.0f}%",
+        )
+    if cpu_use:
+        row(
+            "CPU of the machine in the paced run before the kill, by whom (cores)",
+            cpu_shares_text(cpu_use),
         )
     row(
         "the projectors' Kafka client threads (librdkafka): CPU in all / the most in one second",

@@ -10,10 +10,13 @@ from pathlib import Path
 import pytest
 
 from memstream.bench.cluster import (
+    CpuShares,
     _client_threads_cpu_s,
     _ClientCpu,
+    _machine_cpu_s,
     _missing_report,
     _warnings,
+    cpu_shares_text,
 )
 
 # A child whose main thread calls itself `rdk:spin` (as librdkafka names its threads) and
@@ -127,3 +130,69 @@ def test_the_client_cpu_sampler_adds_up_seconds_and_finds_the_busiest() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+# Spins SPIN seconds of its own CPU, says so, then sleeps.
+_SPINNER = """
+import sys, time
+end = time.process_time() + float(sys.argv[1])
+while time.process_time() < end:
+    pass
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/stat").exists(), reason="Linux /proc only")
+def test_the_machines_cpu_is_split_between_writers_projectors_and_the_rest() -> None:
+    busy0, all0 = _machine_cpu_s()
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    spinner = subprocess.Popen(
+        [sys.executable, "-c", _SPINNER, "0.6"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        window = CpuShares([spinner.pid], [idle.pid])
+        assert spinner.stdout is not None and spinner.stdout.readline().strip() == "ready"
+        time.sleep(0.2)
+        shares = window.stop()
+    finally:
+        for child in (idle, spinner):
+            child.kill()
+            child.wait()
+    seconds = shares["seconds"]
+    # The spinner's 0.6 s (and its start) are the writers'; the sleeper used next to none.
+    assert 0.5 <= shares["writers"] * seconds <= 1.2, shares
+    assert shares["projectors"] * seconds < 0.2, shares
+    # The machine was busy at least with the writer's spinning, and the rest is what is
+    # left of its busy time (never below none).
+    assert shares["machine"] * seconds >= 0.45, shares
+    assert shares["rest"] >= 0.0
+    assert shares["rest"] == pytest.approx(
+        max(0.0, shares["machine"] - shares["writers"] - shares["projectors"] - shares["bench"])
+    )
+    busy1, all1 = _machine_cpu_s()
+    assert busy1 - busy0 >= 0.45 and all1 - all0 >= busy1 - busy0
+    text = cpu_shares_text(shares)
+    assert text.startswith(f"{shares['machine']:.2f} of {shares['cores']:.0f} cores: writers ")
+    assert f"writers {shares['writers']:.2f}, projectors {shares['projectors']:.2f}" in text
+
+
+def test_a_process_gone_before_the_window_ends_takes_nothing_from_the_others() -> None:
+    # It used more before the window than the other uses in it: counted as gone from the
+    # sum, it would leave the others less than nothing.
+    gone = subprocess.Popen([sys.executable, "-c", _SPINNER, "0.6"], stdout=subprocess.PIPE)
+    assert gone.stdout is not None and gone.stdout.readline().strip() == b"ready"
+    spinner = subprocess.Popen(
+        [sys.executable, "-c", _SPINNER, "0.4"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        window = CpuShares([], [gone.pid, spinner.pid])
+        gone.kill()
+        gone.wait()
+        assert spinner.stdout is not None and spinner.stdout.readline().strip() == "ready"
+        shares = window.stop()  # no error for the process gone
+    finally:
+        spinner.kill()
+        spinner.wait()
+    # The spinner's time is all there: the one gone neither subtracts nor adds.
+    assert 0.3 <= shares["projectors"] * shares["seconds"] <= 1.0, shares
