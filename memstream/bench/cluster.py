@@ -379,18 +379,16 @@ class _ClientCpu:
         self._thread.join()
 
 
-def _machine_cpu_s() -> tuple[float, float]:
-    """(busy, all) CPU seconds of the whole machine since boot, summed over its cores
-    (``/proc/stat``: busy is all but idle and iowait)."""
+def _machine_cpu_s() -> float:
+    """CPU seconds the whole machine has been busy since boot, summed over its cores
+    (``/proc/stat``: all but idle and iowait)."""
     fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    ticks = os.sysconf("SC_CLK_TCK")
     # user nice system idle iowait irq softirq steal (guest time is within user already)
-    idle = fields[3] + fields[4]
-    total = sum(fields[:8])
-    return (total - idle) / ticks, total / ticks
+    busy = sum(fields[:8]) - fields[3] - fields[4]
+    return busy / os.sysconf("SC_CLK_TCK")
 
 
-class CpuShares:
+class _CpuShares:
     """Where the machine's CPU went over a window: the whole machine's busy time, the
     bench's writer processes, its projector processes and the bench's own process, and
     the rest (the broker, Redis, anything else), each in cores (CPU seconds a second)."""
@@ -411,9 +409,8 @@ class CpuShares:
                     pass
             return seconds
 
-        busy, _ = _machine_cpu_s()
         own = os.times()
-        return busy, used(self._writers), used(self._projectors), own.user + own.system
+        return _machine_cpu_s(), used(self._writers), used(self._projectors), own.user + own.system
 
     def stop(self) -> dict[str, float]:
         """Cores used since the start: ``machine`` (busy), ``writers``, ``projectors``,
@@ -441,8 +438,8 @@ class CpuShares:
         }
 
 
-def cpu_shares_text(shares: dict[str, float]) -> str:
-    """A `CpuShares.stop` result as the bench prints it."""
+def _cpu_shares_text(shares: dict[str, float]) -> str:
+    """A `_CpuShares.stop` result as the bench prints it."""
     return (
         f"{shares['machine']:.2f} of {shares['cores']:.0f} cores: writers "
         f"{shares['writers']:.2f}, projectors {shares['projectors']:.2f}, this bench "
@@ -625,7 +622,7 @@ def _run(
             # left out: the writers starting), by whom: whether the takeover began on a
             # machine with cores to spare.
             time.sleep(min(1.0, seconds / 4))
-            window = CpuShares([c.pid for c in mp.active_children() if c.pid], pids)
+            window = _CpuShares([c.pid for c in mp.active_children() if c.pid], pids)
             time.sleep(max(0.0, seconds / 2 - min(1.0, seconds / 4)))
             cpu_use.update(window.stop())
             owners = _owners(redis_url, locations)
@@ -742,7 +739,7 @@ def _run(
     if cpu_use:
         row(
             "CPU of the machine in the paced run before the kill, by whom (cores)",
-            cpu_shares_text(cpu_use),
+            _cpu_shares_text(cpu_use),
         )
     row(
         "the projectors' Kafka client threads (librdkafka): CPU in all / the most in one second",
