@@ -16,8 +16,9 @@ processes appending to the logs (each writer a share of them, round robin):
   over its logs;
 - lifecycle events read twice (must be 0);
 - the machine's CPU in the paced run before the kill, in cores, and whose: the writer
-  processes', the projectors', the bench's own and the rest (the broker, Redis): on a
-  machine with no core to spare, the takeover's work waits its turn;
+  processes' and the projectors' (each with their librdkafka threads' part), the bench's
+  own and the rest (the broker, Redis): on a machine with no core to spare, the
+  takeover's work waits its turn;
 - the CPU of the projectors' Kafka client threads (librdkafka's, named ``rdk:...``), in
   all and the most in one second: librdkafka busy-polls (a zero poll timeout) while a
   slow broker holds a request, and such threads took both cores from the broker for
@@ -390,60 +391,60 @@ def _machine_cpu_s() -> float:
 
 class _CpuShares:
     """Where the machine's CPU went over a window: the whole machine's busy time, the
-    bench's writer processes, its projector processes and the bench's own process, and
-    the rest (the broker, Redis, anything else), each in cores (CPU seconds a second)."""
+    bench's writer processes and its projector processes (each with the part their
+    librdkafka threads used, `_client_threads_cpu_s`), the bench's own process, and the
+    rest (the broker, Redis, anything else), each in cores (CPU seconds a second)."""
 
     def __init__(self, writers: list[int], projectors: list[int]) -> None:
-        self._writers = writers
-        self._projectors = projectors
+        self._groups = {"writers": writers, "projectors": projectors}
         self._start = self._sample()
         self._at = time.monotonic()
 
-    def _sample(self) -> tuple[float, dict[int, float], dict[int, float], float]:
-        def used(pids: list[int]) -> dict[int, float]:
-            seconds = {}
+    def _sample(self) -> dict[str, dict[int, tuple[float, float]]]:
+        """Per group, per pid: (CPU seconds, of them its librdkafka threads'); the
+        machine's busy seconds and the bench's own under the group "" (pid 0)."""
+        out: dict[str, dict[int, tuple[float, float]]] = {}
+        for group, pids in self._groups.items():
+            out[group] = {}
             for pid in pids:
                 try:
-                    seconds[pid] = _cpu_s(pid)
+                    out[group][pid] = (_cpu_s(pid), _client_threads_cpu_s(pid))
                 except OSError:  # gone
                     pass
-            return seconds
-
         own = os.times()
-        return _machine_cpu_s(), used(self._writers), used(self._projectors), own.user + own.system
+        out[""] = {0: (_machine_cpu_s(), own.user + own.system)}
+        return out
 
     def stop(self) -> dict[str, float]:
-        """Cores used since the start: ``machine`` (busy), ``writers``, ``projectors``,
-        ``bench``, ``rest`` (what the machine used beyond those); and ``cores`` (the
-        machine's) and ``seconds`` (the window's length). A process gone before the end
-        counts for none of its time (its share of the machine's falls to ``rest``)."""
+        """Cores used since the start: ``machine`` (busy), ``writers``, ``projectors``
+        (and ``writers_client``, ``projectors_client``: of them their librdkafka
+        threads'), ``bench``, ``rest`` (what the machine used beyond those); and ``cores``
+        (the machine's) and ``seconds`` (the window's length). A process gone before the
+        end counts for none of its time (its share of the machine's falls to ``rest``)."""
         end = self._sample()
         elapsed = max(time.monotonic() - self._at, 1e-3)
-
-        def delta(start: dict[int, float], stop: dict[int, float]) -> float:
-            return sum(max(0.0, stop[pid] - start.get(pid, stop[pid])) for pid in stop)
-
-        machine = max(0.0, end[0] - self._start[0]) / elapsed
-        writers = delta(self._start[1], end[1]) / elapsed
-        projectors = delta(self._start[2], end[2]) / elapsed
-        bench = max(0.0, end[3] - self._start[3]) / elapsed
-        return {
-            "cores": float(os.cpu_count() or 1),
-            "seconds": elapsed,
-            "machine": machine,
-            "writers": writers,
-            "projectors": projectors,
-            "bench": bench,
-            "rest": max(0.0, machine - writers - projectors - bench),
-        }
+        shares = {"cores": float(os.cpu_count() or 1), "seconds": elapsed}
+        for group in self._groups:
+            first, last = self._start[group], end[group]
+            for i, key in enumerate((group, f"{group}_client")):
+                used = sum(max(0.0, last[pid][i] - first.get(pid, last[pid])[i]) for pid in last)
+                shares[key] = used / elapsed
+        (machine0, bench0), (machine1, bench1) = self._start[""][0], end[""][0]
+        shares["machine"] = max(0.0, machine1 - machine0) / elapsed
+        shares["bench"] = max(0.0, bench1 - bench0) / elapsed
+        shares["rest"] = max(
+            0.0, shares["machine"] - shares["writers"] - shares["projectors"] - shares["bench"]
+        )
+        return shares
 
 
 def _cpu_shares_text(shares: dict[str, float]) -> str:
     """A `_CpuShares.stop` result as the bench prints it."""
     return (
         f"{shares['machine']:.2f} of {shares['cores']:.0f} cores: writers "
-        f"{shares['writers']:.2f}, projectors {shares['projectors']:.2f}, this bench "
-        f"{shares['bench']:.2f}, the rest (broker, Redis, others) {shares['rest']:.2f}"
+        f"{shares['writers']:.2f} (librdkafka {shares['writers_client']:.2f}), projectors "
+        f"{shares['projectors']:.2f} (librdkafka {shares['projectors_client']:.2f}), this "
+        f"bench {shares['bench']:.2f}, the rest (broker, Redis, others) {shares['rest']:.2f}"
     )
 
 

@@ -174,7 +174,27 @@ def test_the_machines_cpu_is_split_between_writers_projectors_and_the_rest() -> 
     assert _machine_cpu_s() - busy0 >= 0.45
     text = _cpu_shares_text(shares)
     assert text.startswith(f"{shares['machine']:.2f} of {shares['cores']:.0f} cores: writers ")
-    assert f"writers {shares['writers']:.2f}, projectors {shares['projectors']:.2f}" in text
+    assert (
+        f"writers {shares['writers']:.2f} (librdkafka {shares['writers_client']:.2f}), "
+        f"projectors {shares['projectors']:.2f} (librdkafka" in text
+    )
+    assert shares["writers_client"] < 0.1 * shares["writers"], shares  # no rdk: thread
+
+
+@pytest.mark.skipif(not Path("/proc/thread-self/comm").exists(), reason="Linux /proc only")
+def test_the_share_of_librdkafka_threads_is_told_within_a_group() -> None:
+    child = _spinning_child(0.4)  # 0.4 s in a thread named rdk:spin, 0.4 s in another
+    try:
+        window = _CpuShares([child.pid], [])
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        shares = window.stop()
+    finally:
+        child.kill()
+        child.wait()
+    seconds = shares["seconds"]
+    assert 0.3 <= shares["writers_client"] * seconds <= 0.6, shares
+    assert 0.7 <= shares["writers"] * seconds <= 1.4, shares
+    assert shares["projectors"] == 0.0 and shares["projectors_client"] == 0.0
 
 
 def test_a_process_gone_before_the_window_ends_takes_nothing_from_the_others() -> None:
