@@ -400,20 +400,19 @@ class _CpuShares:
         self._start = self._sample()
         self._at = time.monotonic()
 
-    def _sample(self) -> dict[str, dict[int, tuple[float, float]]]:
-        """Per group, per pid: (CPU seconds, of them its librdkafka threads'); the
-        machine's busy seconds and the bench's own under the group "" (pid 0)."""
-        out: dict[str, dict[int, tuple[float, float]]] = {}
+    def _sample(self) -> tuple[dict[str, dict[int, tuple[float, float]]], float, float]:
+        """Per group, per pid: (CPU seconds, of them its librdkafka threads'); then the
+        machine's busy seconds and the bench's own."""
+        groups: dict[str, dict[int, tuple[float, float]]] = {}
         for group, pids in self._groups.items():
-            out[group] = {}
+            groups[group] = {}
             for pid in pids:
                 try:
-                    out[group][pid] = (_cpu_s(pid), _client_threads_cpu_s(pid))
+                    groups[group][pid] = (_cpu_s(pid), _client_threads_cpu_s(pid))
                 except OSError:  # gone
                     pass
         own = os.times()
-        out[""] = {0: (_machine_cpu_s(), own.user + own.system)}
-        return out
+        return groups, _machine_cpu_s(), own.user + own.system
 
     def stop(self) -> dict[str, float]:
         """Cores used since the start: ``machine`` (busy), ``writers``, ``projectors``
@@ -421,15 +420,17 @@ class _CpuShares:
         threads'), ``bench``, ``rest`` (what the machine used beyond those); and ``cores``
         (the machine's) and ``seconds`` (the window's length). A process gone before the
         end counts for none of its time (its share of the machine's falls to ``rest``)."""
-        end = self._sample()
+        (first_groups, machine0, bench0), (last_groups, machine1, bench1) = (
+            self._start,
+            self._sample(),
+        )
         elapsed = max(time.monotonic() - self._at, 1e-3)
         shares = {"cores": float(os.cpu_count() or 1), "seconds": elapsed}
         for group in self._groups:
-            first, last = self._start[group], end[group]
+            first, last = first_groups[group], last_groups[group]
             for i, key in enumerate((group, f"{group}_client")):
                 used = sum(max(0.0, last[pid][i] - first.get(pid, last[pid])[i]) for pid in last)
                 shares[key] = used / elapsed
-        (machine0, bench0), (machine1, bench1) = self._start[""][0], end[""][0]
         shares["machine"] = max(0.0, machine1 - machine0) / elapsed
         shares["bench"] = max(0.0, bench1 - bench0) / elapsed
         shares["rest"] = max(
@@ -622,9 +623,10 @@ def _run(
             # The machine's CPU over the paced run before the kill (its first second
             # left out: the writers starting), by whom: whether the takeover began on a
             # machine with cores to spare.
-            time.sleep(min(1.0, seconds / 4))
+            lead = min(1.0, seconds / 4)
+            time.sleep(lead)
             window = _CpuShares([c.pid for c in mp.active_children() if c.pid], pids)
-            time.sleep(max(0.0, seconds / 2 - min(1.0, seconds / 4)))
+            time.sleep(seconds / 2 - lead)
             cpu_use.update(window.stop())
             owners = _owners(redis_url, locations)
             victim_logs.extend(i for i, pid in enumerate(owners) if pid == victim.pid)
