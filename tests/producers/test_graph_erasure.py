@@ -104,7 +104,10 @@ def test_erase_makes_a_subjects_items_unreadable_everywhere(log_dir: Path) -> No
     assert set(receipt.items) == {card.id, by_meta.id}
     assert receipt.seqs == (0, 1, 2)  # the create, the update, the meta.subject item
     assert receipt.leaf_hashes == tuple(leaf_hash(stored[s][1]).hex() for s in receipt.seqs)
-    assert b"4111" not in stored[-1][1] and b"Quelconque" not in stored[-1][1]
+    # Eight digits of the card, not four: the receipt's ids and leaf hashes are hex, where
+    # "4111" turns up by chance; "41111111" next to never.
+    assert b"41111111" not in stored[-1][1] and b"Quelconque" not in stored[-1][1]
+    assert b'"n":4111' not in stored[-1][1] and b'"n": 4111' not in stored[-1][1]
 
     for needle in (key, b"4111111111111111", b"Quelconque"):
         assert _found(log_dir, needle) == [], needle
